@@ -1,0 +1,53 @@
+# kafka-backup: every target sets up what it needs (virtualenv, Python packages,
+# Apache Kafka jars from Maven Central) and is safe to run again.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: help demo test test-unit test-integration lint install system-deps jars clean
+
+help: ## Show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
+
+demo: install jars ## Run the main job: a local disaster-recovery drill on two throwaway clusters
+	$(BIN)/kafka-backup sandbox --clusters 2
+
+test: install jars ## Run the whole test suite (lint, types, unit and integration tests)
+	$(BIN)/ruff check kbackup tests bench
+	$(BIN)/ruff format --check kbackup tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+test-unit: install ## Unit tests only: no Kafka, no S3, no Spark
+	$(BIN)/pytest -m "not integration"
+
+test-integration: install jars ## Integration tests: real Kafka clusters, moto's S3 server, Spark
+	$(BIN)/pytest -m integration
+
+lint: install ## ruff and mypy
+	$(BIN)/ruff check kbackup tests bench
+	$(BIN)/ruff format --check kbackup tests bench
+	$(BIN)/mypy
+
+system-deps: ## Java 17 and Maven (Debian packages), if missing
+	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
+	  echo "installing Java 17 and Maven from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven; \
+	fi
+
+install: system-deps $(INSTALLED) ## Create .venv and install kafka-backup with its test tools
+
+$(INSTALLED): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+jars: install ## Resolve Apache Kafka's jars from Maven Central into ~/.cache/kafka-backup (once)
+	$(BIN)/python -m kbackup.sandbox.jars
+
+clean: ## Remove the virtualenv and caches in the repo (not the jar cache)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,0 +1,3 @@
+from kbackup.cli.main import main
+
+main()

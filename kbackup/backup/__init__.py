@@ -1,0 +1,1 @@
+"""Stage 1, backup: Kafka topics to versioned Parquet on object storage."""

@@ -1,0 +1,55 @@
+"""Options and helpers shared by the CLI's commands. The only layer that knows about typer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kbackup import config as config_module
+from kbackup.core.errors import NotBuiltYetError
+from kbackup.core.progress import disable_progress
+from kbackup.core.secrets import redact
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="YAML config file (see docs/configuration.md).", show_default=False),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the result as JSON on stdout (progress bars off).")
+]
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-servers", "-b", help="host:port[,host:port...] of the cluster; overrides the config."
+    ),
+]
+
+
+def load_config(path: Path | None) -> config_module.KBackupConfig:
+    """The config file if given, else the embedded defaults."""
+    if path is None:
+        return config_module.KBackupConfig()
+    return config_module.load(path)
+
+
+def print_json(payload: Any) -> None:
+    """Machine-readable output: JSON on stdout, secrets redacted."""
+    print(redact(json.dumps(payload, indent=2, sort_keys=False, default=str)))
+
+
+def json_mode(enabled: bool) -> bool:
+    if enabled:
+        disable_progress()
+    return enabled
+
+
+def not_built_yet(command: str) -> NotBuiltYetError:
+    from kbackup import __version__
+
+    return NotBuiltYetError(
+        f"'kafka-backup {command}' is not built yet in kafka-backup {__version__}",
+        hint="see README.md for the commands that work in this version",
+    )

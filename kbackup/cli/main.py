@@ -1,0 +1,119 @@
+"""The ``kafka-backup`` entry point and its single error handler.
+
+Every error leaves the process here: a project error prints one line naming
+what went wrong (plus the next step when there is one) and exits with its
+documented code; anything else is a bug, shown with a traceback only under
+``--debug``. Secrets are redacted from everything printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+from kbackup.core.errors import InterruptedByUser, KBackupError
+from kbackup.core.secrets import redact
+
+PROG = "kafka-backup"
+
+
+def _click_exception_types() -> tuple[tuple[type[BaseException], ...], ...]:
+    """(Exit, ClickException, Abort) classes of click and of typer's vendored copy, whichever exist."""
+    exits: list[type[BaseException]] = []
+    click_errors: list[type[BaseException]] = []
+    aborts: list[type[BaseException]] = []
+    modules = []
+    try:
+        from typer._click import exceptions as vendored  # typer >= 0.20 ships its own click
+
+        modules.append(vendored)
+    except ImportError:
+        pass
+    try:
+        from click import exceptions as upstream
+
+        modules.append(upstream)
+    except ImportError:
+        pass
+    import typer
+
+    exits.append(typer.Exit)
+    aborts.append(typer.Abort)
+    for module in modules:
+        for name, bucket in (("Exit", exits), ("ClickException", click_errors), ("Abort", aborts)):
+            found = getattr(module, name, None)
+            if isinstance(found, type):
+                bucket.append(found)
+    return tuple(exits), tuple(click_errors), tuple(aborts)
+
+
+def _wants(flag: str, argv: list[str]) -> bool:
+    return flag in argv
+
+
+def report_error(error: KBackupError, *, as_json: bool) -> None:
+    if as_json:
+        payload = {
+            "error": {
+                "kind": error.kind,
+                "message": error.message,
+                "hint": error.hint,
+                "retryable": error.retryable,
+                "exit_code": error.exit_code,
+            }
+        }
+        print(redact(json.dumps(payload, indent=2)))
+    first, _, rest = error.message.partition("\n")
+    print(redact(f"{PROG}: error: {first}"), file=sys.stderr)
+    if rest:
+        print(redact(rest), file=sys.stderr)
+    next_step = error.hint or ""
+    if error.retryable:
+        next_step = (next_step + "; " if next_step else "") + "running the same command again may succeed"
+    if next_step:
+        print(redact(f"{PROG}: next step: {next_step}"), file=sys.stderr)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return the exit code instead of exiting (used by tests and ``main``)."""
+    from kbackup.cli.app import app
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = _wants("--debug", args)
+    as_json = _wants("--json", args)
+    exit_types, click_error_types, abort_types = _click_exception_types()
+    interrupt_types: tuple[type[BaseException], ...] = (*abort_types, KeyboardInterrupt)
+    try:
+        result = app(args=args, prog_name=PROG, standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except exit_types as exc:
+        return int(getattr(exc, "exit_code", 0))
+    except click_error_types as exc:
+        exc.show(file=sys.stderr)  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", 2))
+    except interrupt_types:
+        report_error(InterruptedByUser("interrupted"), as_json=as_json)
+        return InterruptedByUser.exit_code
+    except KBackupError as exc:
+        if debug:
+            traceback.print_exc()
+        report_error(exc, as_json=as_json)
+        return exc.exit_code
+    except Exception as exc:
+        if debug:
+            print(redact(traceback.format_exc()), file=sys.stderr)
+        else:
+            print(redact(f"{PROG}: internal error: {type(exc).__name__}: {exc}"), file=sys.stderr)
+            print(
+                f"{PROG}: next step: run again with --debug for the traceback, and report it", file=sys.stderr
+            )
+        return 1
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

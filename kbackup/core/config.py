@@ -1,0 +1,312 @@
+"""Typed configuration: YAML files validated with pydantic before any network call.
+
+The shapes shared by every stage live here: a Kafka connection (with any
+librdkafka property and secrets held as ``SecretStr``), object storage, and
+the loader that turns a YAML file into a model or a ``ConfigError`` naming
+the file, the key and what was expected. Each stage keeps its own section
+model in its own package; ``kbackup.config`` assembles the file's root.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from kbackup.core.errors import ConfigError
+from kbackup.core.secrets import is_secret_key, register_secret
+
+
+class StrictModel(BaseModel):
+    """A config section: unknown keys are errors, so a typo never passes silently."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class KafkaSecurity(StrictModel):
+    """Authentication and encryption; each key maps to the librdkafka property of the same name."""
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: SecretStr | None = None
+    ssl_endpoint_identification_algorithm: Literal["https", "none"] | None = None
+
+
+class KafkaConnection(StrictModel):
+    """How to reach one Kafka cluster."""
+
+    bootstrap_servers: list[str] = Field(min_length=1)
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    #: Any further librdkafka property, e.g. ``{"client.id": "backup-1"}``.
+    #: Values whose names look secret (password, secret, jaas, token) are held as secrets.
+    properties: dict[str, str | SecretStr] = Field(default_factory=dict)
+    #: Seconds to wait for the first answer of a broker before giving up.
+    connect_timeout_secs: float = Field(default=15.0, gt=0, le=3600)
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split_comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _check_host_port(cls, servers: list[str]) -> list[str]:
+        for server in servers:
+            host, _, port = server.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"expected host:port, got {server!r}")
+        return servers
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _stringify_properties(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(item, bool):
+                item = "true" if item else "false"
+            elif isinstance(item, int | float):
+                item = str(item)
+            out[str(key)] = SecretStr(item) if is_secret_key(str(key)) and isinstance(item, str) else item
+        return out
+
+    def librdkafka_properties(self) -> dict[str, str]:
+        """The connection as librdkafka properties, secrets revealed (for the client only)."""
+        props: dict[str, str] = {"bootstrap.servers": ",".join(self.bootstrap_servers)}
+        for name, value in self.security.model_dump(exclude_none=True).items():
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            props[name.replace("_", ".")] = str(value)
+        for name, value in self.properties.items():
+            props[name] = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return props
+
+    def describe(self) -> str:
+        """A one-line description safe to print: servers and protocol, never credentials."""
+        protocol = self.security.security_protocol or "PLAINTEXT"
+        return f"{','.join(self.bootstrap_servers)} ({protocol})"
+
+
+StorageBackend = Literal["filesystem", "s3"]
+
+
+class StorageSettings(StrictModel):
+    """Where backups live: a local folder (the default) or an S3-compatible bucket.
+
+    ``url`` picks the backend (``/path``, ``file:///path`` or ``s3://bucket/prefix``).
+    The seed tool's ``backend`` + ``path`` / ``bucket`` + ``prefix`` keys are
+    accepted as well and turned into a URL.
+    """
+
+    url: str | None = None
+    backend: StorageBackend | None = None
+    path: str | None = None
+    bucket: str | None = None
+    prefix: str | None = None
+    #: S3 endpoint for MinIO, moto or another S3-compatible service.
+    endpoint_url: str | None = Field(default=None, alias="endpoint_url")
+    region: str | None = None
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+    session_token: SecretStr | None = None
+    #: Server-side encryption: ``AES256`` or ``aws:kms`` (with ``sse_kms_key_id``).
+    sse: Literal["AES256", "aws:kms"] | None = None
+    sse_kms_key_id: str | None = None
+    #: Attempts per S3 request (with exponential backoff) before an error is reported.
+    max_attempts: int = Field(default=8, ge=1, le=50)
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+
+    def resolved_url(self) -> str:
+        """The storage URL, built from ``backend``/``path``/``bucket``/``prefix`` when ``url`` is not set."""
+        if self.url:
+            return self.url
+        if self.backend == "s3" or (self.backend is None and self.bucket):
+            if not self.bucket:
+                raise ConfigError("storage.bucket: required when storage.backend is s3")
+            prefix = (self.prefix or "").strip("/")
+            return f"s3://{self.bucket}/{prefix}" if prefix else f"s3://{self.bucket}"
+        return self.path or DEFAULT_STORAGE_PATH
+
+    @field_validator("url")
+    @classmethod
+    def _check_scheme(cls, url: str | None) -> str | None:
+        if url is None:
+            return url
+        scheme = urlparse(url).scheme
+        if scheme not in ("", "file", "s3") and not re.match(r"^[A-Za-z]:[\\/]", url):
+            raise ValueError(f"expected a folder path, file:// or s3:// URL, got scheme {scheme!r}")
+        return url
+
+
+#: The embedded default: backups go to a folder beside where the command runs.
+DEFAULT_STORAGE_PATH = "./kafka-backups"
+
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _substitute_env(value: Any, location: tuple[str | int, ...], source: str) -> Any:
+    """Replace ``${NAME}`` and ``${NAME:-default}`` in every string of a parsed YAML tree.
+
+    Substitution happens after parsing, so a secret's value is never
+    re-interpreted as YAML. ``$${`` escapes a literal ``${``.
+    """
+    if isinstance(value, dict):
+        return {key: _substitute_env(item, (*location, str(key)), source) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_substitute_env(item, (*location, index), source) for index, item in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = os.environ.get(name)
+        if found is None:
+            if default is not None:
+                return default
+            raise ConfigError(
+                f"{source}: {_dotted(location)}: environment variable {name} is not set",
+                hint=f"export {name}=... before running, or write ${{{name}:-default}} in the file",
+            )
+        if location and is_secret_key(str(location[-1])):
+            register_secret(found)
+        return found
+
+    escaped = value.replace("$${", "\0")
+    return _ENV_REFERENCE.sub(replace, escaped).replace("\0", "${")
+
+
+def _dotted(location: tuple[str | int, ...]) -> str:
+    text = ""
+    for part in location:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def read_yaml_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML config file into a mapping, with env references substituted."""
+    file = Path(path)
+    source = str(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file {source} not found", hint="check the path given to --config"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config file {source} cannot be read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{source}{where}: could not parse YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    result: dict[str, Any] = _substitute_env(data, (), source)
+    return result
+
+
+def validate_config(data: dict[str, Any], model: type[Model], source: str) -> Model:
+    """Validate a mapping against a model; every problem names ``source`` and the key."""
+    try:
+        validated = model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, model, source)) from None
+    register_model_secrets(validated)
+    return validated
+
+
+def load_config(path: str | Path, model: type[Model]) -> Model:
+    """Read, substitute and validate a YAML config file."""
+    return validate_config(read_yaml_file(path), model, str(path))
+
+
+def register_model_secrets(model: BaseModel) -> None:
+    """Register every ``SecretStr`` value in a model tree with the redactor."""
+    for value in model.__dict__.values():
+        _register_value(value)
+
+
+def _register_value(value: Any) -> None:
+    if isinstance(value, SecretStr):
+        register_secret(value.get_secret_value())
+    elif isinstance(value, BaseModel):
+        register_model_secrets(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _register_value(item)
+    elif isinstance(value, list):
+        for item in value:
+            _register_value(item)
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str) -> str:
+    """One line per problem: ``FILE: KEY: what was wrong (expected ...)``, secrets never echoed."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        location = tuple(error["loc"])
+        key = _dotted(location)
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            suggestion = _closest_key(model, location)
+            message = "unknown key" + (f" (did you mean {suggestion!r}?)" if suggestion else "")
+        elif kind == "missing":
+            message = "required key is missing"
+        else:
+            message = error["msg"]
+            if location and not is_secret_key(str(location[-1])) and "input" in error:
+                shown = repr(error["input"])
+                if len(shown) <= 60:
+                    message += f" (got {shown})"
+        lines.append(f"{source}: {key}: {message}")
+    head = lines[0]
+    if len(lines) > 1:
+        head += f"  [and {len(lines) - 1} more problem(s)]\n  " + "\n  ".join(lines[1:])
+    return head
+
+
+def _closest_key(model: type[BaseModel], location: tuple[Any, ...]) -> str | None:
+    """The nearest valid key name at ``location``, for 'did you mean' hints."""
+    current: type[BaseModel] | None = model
+    for part in location[:-1]:
+        if current is None or isinstance(part, int):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = _model_in(field.annotation)
+    if current is None:
+        return None
+    matches = difflib.get_close_matches(str(location[-1]), list(current.model_fields), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,167 @@
+"""The project's error classes and the exit codes the CLI maps them to.
+
+Every error a user can meet is a ``KBackupError``: it carries a message that
+names the thing that went wrong, an optional hint that says what to do next,
+whether retrying the same command can help, and the process exit code. The
+table in ``docs/exit-codes.md`` is kept in step with ``EXIT_CODES`` by a test.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class KBackupError(Exception):
+    """Base class of every error kafka-backup reports to a user."""
+
+    exit_code: ClassVar[int] = 1
+    #: Short name shown in ``--json`` error output and in docs/exit-codes.md.
+    kind: ClassVar[str] = "error"
+    #: Whether running the same command again, unchanged, may succeed.
+    retryable_by_default: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, hint: str | None = None, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.retryable = self.retryable_by_default if retryable is None else retryable
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(KBackupError):
+    """Command-line arguments that do not fit together."""
+
+    exit_code = 2
+    kind = "usage"
+
+
+class ConfigError(KBackupError):
+    """A config file or setting that is missing, malformed or of the wrong type."""
+
+    exit_code = 3
+    kind = "config"
+
+
+class NotBuiltYetError(KBackupError):
+    """A command the product will have but that is not implemented in this version."""
+
+    exit_code = 4
+    kind = "not-built-yet"
+
+
+class KafkaUnreachableError(KBackupError):
+    """No broker of a cluster answered within the timeout."""
+
+    exit_code = 5
+    kind = "kafka-unreachable"
+    retryable_by_default = True
+
+
+class KafkaOperationError(KBackupError):
+    """A Kafka request failed; keeps the broker's or librdkafka's error code."""
+
+    exit_code = 6
+    kind = "kafka"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        code_name: str | None = None,
+        hint: str | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, retryable=retryable)
+        self.code = code
+        self.code_name = code_name
+
+
+class StorageError(KBackupError):
+    """Object storage could not be read or written (permissions, bucket, network)."""
+
+    exit_code = 7
+    kind = "storage"
+
+
+class BackupIntegrityError(KBackupError):
+    """A backup is missing, corrupt, or of a format version this release does not read."""
+
+    exit_code = 8
+    kind = "backup-integrity"
+
+
+class NotFoundError(KBackupError):
+    """A named thing (backup id, topic, consumer group, snapshot) does not exist."""
+
+    exit_code = 9
+    kind = "not-found"
+
+
+class PreconditionError(KBackupError):
+    """The cluster or storage is not in the state the command needs (active group, stale plan, ...)."""
+
+    exit_code = 10
+    kind = "precondition"
+
+
+class VerificationError(KBackupError):
+    """A check after the work found a difference (lost records, offsets that did not apply)."""
+
+    exit_code = 11
+    kind = "verification-failed"
+
+
+class InterruptedByUser(KBackupError):
+    """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
+
+    exit_code = 130
+    kind = "interrupted"
+    retryable_by_default = True
+
+
+#: Exit code -> (kind, meaning). Source of truth for docs/exit-codes.md.
+EXIT_CODES: dict[int, tuple[str, str]] = {
+    0: ("ok", "The command did what it was asked."),
+    1: ("internal", "An unexpected error (a bug): run again with --debug for the traceback and report it."),
+    UsageError.exit_code: (
+        UsageError.kind,
+        "Wrong command-line usage: an unknown option, a missing argument.",
+    ),
+    ConfigError.exit_code: (
+        ConfigError.kind,
+        "A config file or key is invalid; the message names file and key.",
+    ),
+    NotBuiltYetError.exit_code: (
+        NotBuiltYetError.kind,
+        "The command exists in the CLI but is not built yet.",
+    ),
+    KafkaUnreachableError.exit_code: (
+        KafkaUnreachableError.kind,
+        "No broker answered in time; the message names the bootstrap servers. Retrying may help.",
+    ),
+    KafkaOperationError.exit_code: (
+        KafkaOperationError.kind,
+        "A Kafka request failed; the message carries Kafka's error code name.",
+    ),
+    StorageError.exit_code: (StorageError.kind, "Object storage could not be read or written."),
+    BackupIntegrityError.exit_code: (
+        BackupIntegrityError.kind,
+        "A backup is missing, corrupt or of an unknown format version; the message names the object.",
+    ),
+    NotFoundError.exit_code: (NotFoundError.kind, "A backup id, topic, group or snapshot does not exist."),
+    PreconditionError.exit_code: (
+        PreconditionError.kind,
+        "The cluster or storage is not in the needed state (active group, stale plan, id conflict).",
+    ),
+    VerificationError.exit_code: (
+        VerificationError.kind,
+        "A post-check found a difference: records lost, offsets not applied as planned.",
+    ),
+    InterruptedByUser.exit_code: (
+        InterruptedByUser.kind,
+        "Stopped by SIGINT/SIGTERM at a safe point; running the same command again continues.",
+    ),
+}

@@ -1,0 +1,167 @@
+"""confluent-kafka, wrapped in one place.
+
+Every Kafka client kafka-backup makes comes from :class:`KafkaClients`, so
+that connection settings, librdkafka's logging, and the translation of Kafka
+errors into the project's errors (keeping Kafka's error code) are done once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from kbackup.core.config import KafkaConnection
+from kbackup.core.errors import ConfigError, KafkaOperationError, KafkaUnreachableError, KBackupError
+from kbackup.core.logs import LIBRDKAFKA_LOGGER_NAME
+
+CLIENT_ID_PREFIX = "kafka-backup"
+
+#: librdkafka error codes that mean "could not talk to any broker".
+_UNREACHABLE_CODES = {
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+}
+_AUTH_CODES = {
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._SSL,
+}
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What a metadata request told us about a cluster."""
+
+    cluster_id: str | None
+    broker_count: int
+    topics: frozenset[str]
+
+
+def kafka_error_of(exc: BaseException) -> KafkaError | None:
+    """The ``KafkaError`` inside a ``KafkaException`` (or the error itself)."""
+    if isinstance(exc, KafkaError):
+        return exc
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def translate_kafka_error(exc: BaseException, *, action: str, connection: KafkaConnection) -> KBackupError:
+    """Turn a confluent-kafka exception into a project error that keeps Kafka's code.
+
+    ``action`` says what was being done ("list topics", "commit offsets of group g1").
+    """
+    error = kafka_error_of(exc)
+    servers = ",".join(connection.bootstrap_servers)
+    if error is None:
+        return KafkaOperationError(f"{action} on {servers} failed: {exc}")
+    code, name = error.code(), error.name()
+    if code in _UNREACHABLE_CODES:
+        return KafkaUnreachableError(
+            f"no broker of {servers} answered within {connection.connect_timeout_secs:g}s "
+            f"while trying to {action}",
+            hint="check the bootstrap servers, that the cluster is up, and network/firewall rules; "
+            "raise connect_timeout_secs for slow networks",
+        )
+    if code in _AUTH_CODES:
+        return KafkaOperationError(
+            f"authentication with {servers} failed while trying to {action} ({name})",
+            code=code,
+            code_name=name,
+            hint="check security.sasl_username/sasl_password or the SSL settings of this connection",
+            retryable=False,
+        )
+    if code == KafkaError._INVALID_ARG:
+        return ConfigError(f"invalid Kafka client setting: {error.str()}")
+    return KafkaOperationError(
+        f"{action} on {servers} failed: {name}: {error.str()}",
+        code=code,
+        code_name=name,
+        retryable=bool(error.retriable()),
+    )
+
+
+class KafkaClients:
+    """Factory of admin, consumer and producer clients for one cluster."""
+
+    def __init__(self, connection: KafkaConnection, *, client_id: str = CLIENT_ID_PREFIX) -> None:
+        self.connection = connection
+        self.client_id = client_id
+
+    def _base_properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = {
+            "client.id": self.client_id,
+            "socket.connection.setup.timeout.ms": int(self.connection.connect_timeout_secs * 1000),
+            "logger": logging.getLogger(LIBRDKAFKA_LOGGER_NAME),
+        }
+        props.update(self.connection.librdkafka_properties())
+        return props
+
+    def _create(self, factory: Any, props: dict[str, Any], what: str) -> Any:
+        try:
+            return factory(props)
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, action=f"create a {what}", connection=self.connection) from None
+
+    def admin(self, **overrides: Any) -> AdminClient:
+        client: AdminClient = self._create(
+            AdminClient, {**self._base_properties(), **overrides}, "Kafka admin client"
+        )
+        return client
+
+    def producer(self, **overrides: Any) -> Producer:
+        props = {**self._base_properties(), "enable.idempotence": True, "acks": "all", **overrides}
+        producer: Producer = self._create(Producer, props, "Kafka producer")
+        return producer
+
+    def consumer(self, group_id: str | None = None, **overrides: Any) -> Consumer:
+        props = {
+            **self._base_properties(),
+            # A consumer needs a group id even when it only assigns partitions and never commits.
+            "group.id": group_id or f"{self.client_id}-reader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            **overrides,
+        }
+        consumer: Consumer = self._create(Consumer, props, "Kafka consumer")
+        return consumer
+
+    def cluster_info(self, admin: AdminClient | None = None) -> ClusterInfo:
+        """One metadata request; raises ``KafkaUnreachableError`` naming the servers if none answers."""
+        client = admin or self.admin()
+        try:
+            metadata = client.list_topics(timeout=self.connection.connect_timeout_secs)
+        except KafkaException as exc:
+            raise translate_kafka_error(
+                exc, action="read cluster metadata", connection=self.connection
+            ) from None
+        return ClusterInfo(
+            cluster_id=metadata.cluster_id,
+            broker_count=len(metadata.brokers),
+            topics=frozenset(metadata.topics),
+        )
+
+
+def check_client_properties(connection: KafkaConnection) -> None:
+    """Reject unknown or malformed librdkafka properties without touching the network.
+
+    A producer created without ``bootstrap.servers`` validates its whole
+    configuration but opens no connection.
+    """
+    props: dict[str, Any] = {
+        key: value for key, value in connection.librdkafka_properties().items() if key != "bootstrap.servers"
+    }
+    props["logger"] = logging.getLogger(LIBRDKAFKA_LOGGER_NAME)
+    try:
+        Producer(props).flush(0)
+    except KafkaException as exc:
+        error = kafka_error_of(exc)
+        detail = error.str() if error is not None else str(exc)
+        raise ConfigError(f"invalid Kafka client property: {detail}") from None

@@ -1,0 +1,1 @@
+"""Stage 4, reset: plan, execute and roll back consumer-group offset resets on the target."""

@@ -1,0 +1,28 @@
+"""The ``offset_reset`` section of a config file."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kbackup.core.config import StrictModel
+
+Strategy = Literal["header-based", "from-mapping", "timestamp", "earliest", "latest", "offset"]
+
+
+class OffsetResetSettings(StrictModel):
+    """How consumer groups are moved (keys follow the seed tool's ``offset_reset:`` section)."""
+
+    strategy: Strategy = "header-based"
+    #: The origin cluster id stamped on the restored records.
+    source_cluster: str | None = None
+    groups: list[str] = Field(default_factory=list)
+    #: Records of one source partition may be in any target partition (repartitioned restore).
+    scan_all_partitions: bool = False
+    mapping_file: str | None = None
+    #: For ``strategy: timestamp`` with a fixed time, and ``strategy: offset``.
+    timestamp: int | None = None
+    offset: int | None = Field(default=None, ge=0)
+    parallel_consumers: int = Field(default=4, ge=1, le=256)
+    timeout_secs: float = Field(default=3600, gt=0)

@@ -1,0 +1,1 @@
+"""Stage 2, restore: replay a backup into a target cluster with origin headers."""

@@ -1,0 +1,1 @@
+"""Throwaway local services (real Apache Kafka brokers) for tests, the local drill and benchmarks."""

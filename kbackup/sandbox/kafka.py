@@ -1,0 +1,291 @@
+"""Throwaway single-node Apache Kafka clusters (KRaft) on loopback, for tests, the demo and benchmarks.
+
+Each cluster is a real broker+controller JVM started from the jars that
+:mod:`kbackup.sandbox.jars` resolves, with its own ports, data folder and
+cluster id. Nothing here is a mock: the tests and the disaster-recovery drill
+talk to these brokers exactly as they would to a production cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbackup.core.config import KafkaConnection
+from kbackup.core.errors import KBackupError
+from kbackup.core.logs import get_logger
+from kbackup.sandbox.jars import classpath, kafka_libs
+
+log = get_logger("sandbox.kafka")
+
+
+class SandboxError(KBackupError):
+    """A local cluster could not be formatted, started or stopped."""
+
+    exit_code = 1
+    kind = "sandbox"
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64, not starting with '-'."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the process that started us dies (Linux).
+
+    Keeps a crashed test run from leaving brokers behind. PR_SET_PDEATHSIG
+    follows the starting *thread*, so clusters are started from the main thread.
+    """
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    os.setsid()
+
+
+BASE_PROPERTIES = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "false",
+    # Let the log cleaner pick up compacted test topics within seconds.
+    "log.cleaner.backoff.ms": "500",
+    "log.retention.check.interval.ms": "5000",
+}
+
+LOG4J2_PROPERTIES = """status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = FILE
+logger.cleaner.name = kafka.log.LogCleaner
+logger.cleaner.level = INFO
+"""
+
+
+@dataclass
+class LocalKafkaCluster:
+    """One single-node KRaft cluster: a broker and controller in one JVM."""
+
+    name: str
+    work_dir: Path
+    libs: Path
+    port: int = 0
+    controller_port: int = 0
+    cluster_id: str = field(default_factory=new_cluster_id)
+    extra_properties: dict[str, str] = field(default_factory=dict)
+    heap: str = "512m"
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.work_dir / "data"
+
+    @property
+    def server_log(self) -> Path:
+        return self.work_dir / "server.log"
+
+    def connection(self, **overrides: object) -> KafkaConnection:
+        return KafkaConnection.model_validate({"bootstrap_servers": [self.bootstrap_servers], **overrides})
+
+    def _properties(self) -> dict[str, str]:
+        props = dict(BASE_PROPERTIES)
+        props.update(
+            {
+                "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "log.dirs": str(self.data_dir),
+            }
+        )
+        props.update(self.extra_properties)
+        return props
+
+    def _write_config(self) -> Path:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        config = self.work_dir / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in self._properties().items()))
+        (self.work_dir / "log4j2.properties").write_text(
+            LOG4J2_PROPERTIES.format(log_file=self.server_log, level="INFO")
+        )
+        return config
+
+    def _java(self, *args: str) -> list[str]:
+        return [
+            "java",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.work_dir}",
+            "-cp",
+            classpath(self.libs),
+            *args,
+        ]
+
+    def format_storage(self) -> None:
+        """Format the data folder once (KRaft needs it before the first start)."""
+        if (self.data_dir / "meta.properties").exists():
+            return
+        config = self._write_config()
+        result = subprocess.run(
+            self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise SandboxError(
+                f"formatting the storage of local cluster {self.name} failed:\n{result.stderr[-2000:]}"
+            )
+
+    def launch(self) -> None:
+        """Start the JVM without waiting for it to be ready (see :meth:`wait_ready`)."""
+        if self.process is not None and self.process.poll() is None:
+            return
+        if not self.port:
+            self.port, self.controller_port = free_port(), free_port()
+        self._write_config()
+        self.format_storage()
+        stdout = (self.work_dir / "stdout.log").open("ab")
+        self.process = subprocess.Popen(
+            self._java("kafka.Kafka", str(self.work_dir / "server.properties")),
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+            cwd=self.work_dir,
+        )
+        stdout.close()
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Wait until a metadata request answers with a broker; raise with the log tail if the JVM died."""
+        from confluent_kafka.admin import AdminClient
+
+        probe_conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "logger": log}
+        admin = AdminClient(probe_conf)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                raise SandboxError(
+                    f"local Kafka cluster {self.name} exited during start-up:\n{self.log_tail()}",
+                )
+            try:
+                metadata = admin.list_topics(timeout=2)
+                if metadata.brokers:
+                    return
+            except Exception:
+                time.sleep(0.2)
+        raise SandboxError(
+            f"local Kafka cluster {self.name} did not answer within {timeout:g}s:\n{self.log_tail()}"
+        )
+
+    def start(self, timeout: float = 90.0) -> LocalKafkaCluster:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (a clean shutdown), then SIGKILL if it does not exit in time."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, for fault tests."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+    def restart(self, timeout: float = 90.0) -> None:
+        """Stop and start again on the same ports and data (the cluster keeps its id and records)."""
+        self.stop()
+        self.start(timeout)
+
+    def log_tail(self, lines: int = 25) -> str:
+        chunks = []
+        for path in (self.work_dir / "stdout.log", self.server_log):
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()
+                chunks.append(f"--- {path.name} ---\n" + "\n".join(text[-lines:]))
+        return "\n".join(chunks) or "(no log written)"
+
+
+@contextlib.contextmanager
+def local_clusters(
+    names: Sequence[str],
+    base_dir: Path | None = None,
+    *,
+    extra_properties: dict[str, str] | None = None,
+    keep_data: bool = False,
+    timeout: float = 90.0,
+) -> Iterator[list[LocalKafkaCluster]]:
+    """Start one cluster per name (all JVMs launched first, then awaited) and stop them all on exit."""
+    libs = kafka_libs()
+    owned_dir = base_dir is None
+    root = Path(tempfile.mkdtemp(prefix="kbackup-sandbox-")) if base_dir is None else base_dir
+    clusters = [
+        LocalKafkaCluster(
+            name=name, work_dir=root / name, libs=libs, extra_properties=dict(extra_properties or {})
+        )
+        for name in names
+    ]
+    try:
+        for cluster in clusters:
+            cluster.launch()
+        for cluster in clusters:
+            cluster.wait_ready(timeout)
+        yield clusters
+    finally:
+        for cluster in clusters:
+            cluster.stop()
+        if owned_dir and not keep_data:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,30 @@
+"""Object storage: one interface, a local folder or S3, picked by the storage URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from kbackup.core.config import StorageSettings
+from kbackup.core.errors import ConfigError
+from kbackup.storage.base import ObjectInfo, Storage, check_key
+from kbackup.storage.local import LocalStorage
+
+__all__ = ["LocalStorage", "ObjectInfo", "Storage", "check_key", "open_storage"]
+
+
+def open_storage(settings: StorageSettings | str) -> Storage:
+    """The storage a URL names: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path."""
+    if isinstance(settings, str):
+        settings = StorageSettings(url=settings)
+    url = settings.resolved_url()
+    parsed = urlparse(url)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise ConfigError(f"storage url {url!r}: expected s3://bucket[/prefix]")
+        from kbackup.storage.s3 import S3Storage
+
+        return S3Storage(parsed.netloc, unquote(parsed.path), settings)
+    if parsed.scheme == "file":
+        return LocalStorage(Path(unquote(parsed.path)))
+    return LocalStorage(Path(url))

@@ -1,0 +1,81 @@
+"""The object storage interface every stage reads and writes backups through.
+
+Keys are relative, ``/``-separated paths below the storage's root (a folder,
+or a bucket prefix). A key can never leave that root: ``..``, absolute paths,
+backslashes and empty segments are refused before any I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbackup.core.errors import StorageError
+
+_KEY_SEGMENT = re.compile(r"^[A-Za-z0-9._=+@,-]+$")
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+
+
+def check_key(key: str) -> str:
+    """Return ``key`` if it is a safe relative object key, else raise ``StorageError``."""
+    if not key or key.startswith("/") or "\\" in key or "\0" in key:
+        raise StorageError(f"object key {key!r} is not a relative path below the storage root")
+    for segment in key.split("/"):
+        if segment in ("", ".", "..") or not _KEY_SEGMENT.match(segment):
+            raise StorageError(
+                f"object key {key!r} has an unsafe segment {segment!r}: keys stay below the storage root "
+                "and use letters, digits and . _ = + @ , -"
+            )
+    return key
+
+
+class Storage(ABC):
+    """Write-once object storage: a local folder or an S3 bucket prefix."""
+
+    #: A description safe to print (no credentials).
+    url: str
+
+    @abstractmethod
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``; readers see all of it or nothing."""
+
+    @abstractmethod
+    def put_file(self, key: str, path: Path) -> None:
+        """Upload a local file under ``key``; readers see all of it or nothing."""
+
+    @abstractmethod
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object; ``StorageError`` naming the key if it is missing."""
+
+    @abstractmethod
+    def download(self, key: str, path: Path) -> None:
+        """Copy the object into a local file."""
+
+    @abstractmethod
+    def size(self, key: str) -> int | None:
+        """The object's size in bytes, or None if it does not exist."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, in key order."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove an object; no error if it is already gone."""
+
+    def exists(self, key: str) -> bool:
+        return self.size(key) is not None
+
+    def check_writable(self) -> None:
+        """Write and remove a probe object, so a run fails before it copies anything."""
+        probe = ".kafka-backup-write-probe"
+        self.put_bytes(probe, b"probe")
+        self.delete(probe)

@@ -1,0 +1,111 @@
+"""A local folder as object storage (the embedded default)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from kbackup.core.errors import StorageError
+from kbackup.storage.base import ObjectInfo, Storage, check_key
+
+
+class LocalStorage(Storage):
+    """Objects are files below ``root``; each is written to a temporary file and renamed into place."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.expanduser().resolve()
+        self.url = str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def _ensure_parent(self, path: Path) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create folder {path.parent}: {exc.strerror}",
+                hint="check the storage path and its permissions",
+            ) from None
+
+    def _publish(self, key: str, fill: str | Path | bytes) -> None:
+        """Write to a hidden temporary file beside the target, fsync, then rename over it atomically."""
+        path = self._path(key)
+        self._ensure_parent(path)
+        try:
+            fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        except OSError as exc:
+            raise StorageError(f"cannot write below {path.parent}: {exc.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                if isinstance(fill, bytes):
+                    handle.write(fill)
+                else:
+                    with open(fill, "rb") as source:
+                        shutil.copyfileobj(source, handle, 4 * 1024 * 1024)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+            raise StorageError(f"writing {path} failed: {exc.strerror}") from None
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._publish(key, data)
+
+    def put_file(self, key: str, path: Path) -> None:
+        self._publish(key, path)
+
+    def get_bytes(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise StorageError(f"object {key} not found in {self.url}") from None
+        except OSError as exc:
+            raise StorageError(f"reading {path} failed: {exc.strerror}") from None
+
+    def download(self, key: str, path: Path) -> None:
+        source = self._path(key)
+        try:
+            shutil.copyfile(source, path)
+        except FileNotFoundError:
+            raise StorageError(f"object {key} not found in {self.url}") from None
+
+    def local_path(self, key: str) -> Path:
+        """Where an object lives on disk (lets readers skip a copy)."""
+        return self._path(key)
+
+    def size(self, key: str) -> int | None:
+        try:
+            return self._path(key).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        if not self.root.is_dir():
+            return
+        found = []
+        for dirpath, _dirnames, filenames in os.walk(self.root):
+            for filename in filenames:
+                if filename.startswith(".tmp-"):
+                    continue  # an unfinished write, invisible to readers
+                full = Path(dirpath) / filename
+                key = full.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    found.append(ObjectInfo(key, full.stat().st_size))
+        yield from sorted(found, key=lambda info: info.key)
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._path(key).unlink()

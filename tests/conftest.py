@@ -1,0 +1,102 @@
+"""Shared fixtures: two real local Kafka clusters, moto's S3 server, and a tuned local Spark session.
+
+Services start once per test session, on first use, so unit-only runs
+(``pytest -m "not integration"``) never start a JVM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.s3server import S3Server
+
+# Progress bars would interleave with pytest's output.
+os.environ.setdefault("KBACKUP_NO_PROGRESS", "1")
+
+TEST_BUCKET = "kbackup-test"
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalKafkaCluster]]:
+    """Two independent single-node KRaft clusters, with different cluster ids."""
+    from kbackup.sandbox.kafka import local_clusters
+
+    base = tmp_path_factory.mktemp("kafka")
+    with local_clusters(["source", "target"], base) as clusters:
+        yield {cluster.name: cluster for cluster in clusters}
+
+
+@pytest.fixture(scope="session")
+def source_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCluster:
+    return kafka_clusters["source"]
+
+
+@pytest.fixture(scope="session")
+def target_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCluster:
+    return kafka_clusters["target"]
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A topic/group/prefix name unique in this test session, readable in broker logs."""
+    base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[:60]
+    return f"{base}-{next(_names)}"
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's standalone server on a loopback port, with the test bucket created."""
+    server = S3Server(log_path=tmp_path_factory.mktemp("moto") / "moto.log")
+    server.start()
+    server.client().create_bucket(Bucket=TEST_BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One local[2] SparkSession for the whole run, with Spark's Kafka source resolved from Maven."""
+    from kbackup.mapping.spark_session import build_spark_session
+
+    warehouse = tmp_path_factory.mktemp("spark")
+    session = build_spark_session(
+        "local[2]",
+        app_name="kafka-backup-tests",
+        extra_conf={
+            "spark.sql.warehouse.dir": str(warehouse),
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={warehouse}",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "1g",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def fixture_path() -> Path:
+    return Path(__file__).parent / "fixtures"
+
+
+_SERVICE_FIXTURES = {"kafka_clusters", "source_cluster", "target_cluster", "s3_server", "spark"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests under tests/integration, or using a service fixture, get the ``integration`` marker."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "integration" in item.path.parts or fixtures & _SERVICE_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+        if "spark" in fixtures:
+            item.add_marker(pytest.mark.spark)

@@ -1,0 +1,130 @@
+"""Small helpers the tests use to put records into, and read them back from, real clusters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kbackup.sandbox.kafka import LocalKafkaCluster
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+    timestamp: int | None = None
+    partition: int | None = None
+    offset: int | None = None
+    topic: str | None = None
+    timestamp_type: int | None = None
+
+
+@dataclass
+class Batch:
+    records: list[Record] = field(default_factory=list)
+
+
+def admin(cluster: LocalKafkaCluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+
+def create_topic(
+    cluster: LocalKafkaCluster, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    client = admin(cluster)  # must outlive the futures: a collected client cancels them
+    futures = client.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+    for future in futures.values():
+        future.result(30)
+
+
+def produce(cluster: LocalKafkaCluster, topic: str, records: Iterable[Record], **props: object) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True, **props})
+    errors: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for record in records:
+        kwargs: dict[str, object] = {"key": record.key, "value": record.value, "on_delivery": on_delivery}
+        if record.headers:
+            kwargs["headers"] = list(record.headers)
+        if record.timestamp is not None:
+            kwargs["timestamp"] = record.timestamp
+        if record.partition is not None:
+            kwargs["partition"] = record.partition
+        producer.produce(topic, **kwargs)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} records not delivered"
+    assert not errors, errors
+
+
+def end_offsets(cluster: LocalKafkaCluster, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "kbackup-test-probe"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+    finally:
+        consumer.close()
+
+
+def consume_all(
+    cluster: LocalKafkaCluster,
+    topic: str,
+    partitions: Sequence[int] = (0,),
+    *,
+    isolation_level: str = "read_committed",
+    timeout: float = 30.0,
+) -> list[Record]:
+    """Every record of the given partitions, from the start up to their current end, in offset order."""
+    ends = end_offsets(cluster, topic, partitions)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "kbackup-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": isolation_level,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    records: list[Record] = []
+    done = {p for p, end in ends.items() if end == 0}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < len(partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic} took longer than {timeout}s")
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == -191:  # _PARTITION_EOF
+                    done.add(message.partition())
+                    continue
+                raise KafkaException(message.error())
+            ts_type, ts = message.timestamp()
+            records.append(
+                Record(
+                    key=message.key(),
+                    value=message.value(),
+                    headers=tuple(message.headers() or ()),
+                    timestamp=ts,
+                    partition=message.partition(),
+                    offset=message.offset(),
+                    topic=message.topic(),
+                    timestamp_type=ts_type,
+                )
+            )
+    finally:
+        consumer.close()
+    return sorted(records, key=lambda r: (r.partition, r.offset))

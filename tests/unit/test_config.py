@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbackup import config as config_module
+from kbackup.core.config import KafkaConnection, StorageSettings
+from kbackup.core.errors import ConfigError
+from kbackup.core.secrets import redact
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "backup.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_full_seed_shaped_config_loads(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+mode: backup
+backup_id: nightly-1
+source:
+  bootstrap_servers: ["127.0.0.1:9092", "127.0.0.1:9093"]
+  security:
+    security_protocol: SASL_SSL
+    sasl_mechanism: SCRAM-SHA-512
+    sasl_username: backup
+    sasl_password: hunter2-secret
+  properties:
+    client.rack: eu-1a
+    fetch.max.bytes: 10485760
+  topics:
+    include: ["orders", "payments\\\\..*"]
+    exclude: ["__.*"]
+storage:
+  backend: s3
+  bucket: kafka-backups
+  prefix: prod/
+  region: eu-west-1
+backup:
+  include_offset_headers: true
+  source_cluster_id: prod-us-east-1
+  compression: zstd
+""",
+    )
+    cfg = config_module.load(path)
+    assert cfg.source is not None
+    assert cfg.source.bootstrap_servers == ["127.0.0.1:9092", "127.0.0.1:9093"]
+    assert cfg.backup.source_cluster_id == "prod-us-east-1"
+    assert cfg.storage.resolved_url() == "s3://kafka-backups/prod"
+    props = cfg.source.librdkafka_properties()
+    assert props["sasl.password"] == "hunter2-secret"
+    assert props["security.protocol"] == "SASL_SSL"
+    assert props["fetch.max.bytes"] == "10485760"
+    # The password never shows in the model's repr, and is redacted wherever it leaks into text.
+    assert "hunter2-secret" not in repr(cfg)
+    assert redact("password is hunter2-secret") == "password is ***"
+
+
+def test_unknown_key_names_file_key_and_suggestion(tmp_path: Path) -> None:
+    path = write(tmp_path, "backup:\n  include_offset_header: true\n")
+    with pytest.raises(ConfigError) as caught:
+        config_module.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: backup.include_offset_header: unknown key")
+    assert "did you mean 'include_offset_headers'" in message
+    assert "\n" not in message
+
+
+def test_wrong_type_names_key_and_expectation(tmp_path: Path) -> None:
+    path = write(tmp_path, "backup:\n  segment_max_bytes: lots\n")
+    with pytest.raises(ConfigError) as caught:
+        config_module.load(path)
+    message = str(caught.value)
+    assert f"{path}: backup.segment_max_bytes:" in message
+    assert "valid integer" in message
+    assert "'lots'" in message
+
+
+def test_secret_values_never_echoed_in_type_errors(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "source:\n  bootstrap_servers: a:1\n  security:\n    sasl_password: [leaky-value]\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        config_module.load(path)
+    message = str(caught.value)
+    assert "source.security.sasl_password" in message
+    assert "leaky-value" not in message
+
+
+def test_env_substitution_and_missing_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KB_TEST_PASSWORD", "from-the-environment")
+    path = write(
+        tmp_path,
+        "source:\n  bootstrap_servers: ${KB_TEST_BOOTSTRAP:-127.0.0.1:9092}\n"
+        "  security:\n    sasl_password: ${KB_TEST_PASSWORD}\n",
+    )
+    cfg = config_module.load(path)
+    assert cfg.source is not None
+    assert cfg.source.bootstrap_servers == ["127.0.0.1:9092"]
+    assert cfg.source.librdkafka_properties()["sasl.password"] == "from-the-environment"
+    assert redact("x from-the-environment y") == "x *** y"
+
+    monkeypatch.delenv("KB_TEST_PASSWORD")
+    with pytest.raises(ConfigError) as caught:
+        config_module.load(path)
+    assert "source.security.sasl_password: environment variable KB_TEST_PASSWORD is not set" in str(
+        caught.value
+    )
+
+
+def test_invalid_yaml_and_missing_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "source: [unclosed\n")
+    with pytest.raises(ConfigError, match="could not parse YAML"):
+        config_module.load(path)
+    with pytest.raises(ConfigError, match="not found"):
+        config_module.load(tmp_path / "nope.yaml")
+
+
+def test_bad_regex_and_empty_topic_list(tmp_path: Path) -> None:
+    path = write(tmp_path, "source:\n  bootstrap_servers: a:1\n  topics:\n    include: ['orders(']\n")
+    with pytest.raises(ConfigError, match="invalid regular expression"):
+        config_module.load(path)
+    path = write(tmp_path, "source:\n  bootstrap_servers: a:1\n  topics:\n    include: []\n")
+    with pytest.raises(ConfigError, match=r"source\.topics\.include"):
+        config_module.load(path)
+
+
+def test_bootstrap_servers_must_be_host_port() -> None:
+    with pytest.raises(ValueError, match="expected host:port"):
+        KafkaConnection.model_validate({"bootstrap_servers": "localhost"})
+
+
+def test_secret_like_properties_are_held_as_secrets() -> None:
+    connection = KafkaConnection.model_validate(
+        {"bootstrap_servers": "a:1", "properties": {"sasl.oauthbearer.client.secret": "s3cr3t-value"}}
+    )
+    assert "s3cr3t-value" not in repr(connection)
+    assert connection.librdkafka_properties()["sasl.oauthbearer.client.secret"] == "s3cr3t-value"
+
+
+@pytest.mark.parametrize(
+    ("settings", "url"),
+    [
+        ({}, "./kafka-backups"),
+        ({"url": "s3://b/p"}, "s3://b/p"),
+        ({"backend": "filesystem", "path": "/data/backups"}, "/data/backups"),
+        ({"bucket": "b"}, "s3://b"),
+    ],
+)
+def test_storage_url_resolution(settings: dict[str, str], url: str) -> None:
+    assert StorageSettings.model_validate(settings).resolved_url() == url
+
+
+def test_storage_url_rejects_unknown_scheme() -> None:
+    with pytest.raises(ValueError, match="scheme 'gs'"):
+        StorageSettings.model_validate({"url": "gs://bucket"})

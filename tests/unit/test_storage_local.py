@@ -1,0 +1,39 @@
+"""The storage contract, on a local folder (the same suite runs on S3 in tests/integration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbackup.core.errors import StorageError
+from kbackup.storage import LocalStorage, check_key, open_storage
+from tests.support.storage_contract import StorageContract
+
+
+class TestLocalStorage(StorageContract):
+    @pytest.fixture
+    def storage(self, tmp_path: Path) -> LocalStorage:
+        return LocalStorage(tmp_path / "backups")
+
+
+@pytest.mark.parametrize(
+    "key", ["../escape", "a/../../b", "/etc/passwd", "a//b", "a\\b", "", "a/./b", "bad key", "x/\0"]
+)
+def test_keys_cannot_escape_the_root(key: str) -> None:
+    with pytest.raises(StorageError):
+        check_key(key)
+
+
+def test_open_storage_picks_backend(tmp_path: Path) -> None:
+    assert isinstance(open_storage(str(tmp_path)), LocalStorage)
+    local = open_storage(f"file://{tmp_path}/x")
+    assert isinstance(local, LocalStorage)
+    assert local.root == (tmp_path / "x").resolve()
+
+
+def test_unwritable_folder_is_a_storage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(StorageError, match="cannot create folder"):
+        LocalStorage(blocker / "sub").check_writable()
