@@ -52,6 +52,17 @@ class Storage(ABC):
         """Upload a local file under ``key``; readers see all of it or nothing."""
 
     @abstractmethod
+    def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
+        """Create ``key`` only if no object has that key; False (nothing written) if one does.
+
+        Manifests are written this way, so two runs can never overwrite each other's.
+        """
+
+    @abstractmethod
+    def list_prefixes(self, prefix: str = "") -> list[str]:
+        """The names of the immediate 'folders' below ``prefix`` (which is empty or ends with '/')."""
+
+    @abstractmethod
     def get_bytes(self, key: str) -> bytes:
         """The whole object; ``StorageError`` naming the key if it is missing."""
 

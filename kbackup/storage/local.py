@@ -66,6 +66,35 @@ class LocalStorage(Storage):
     def put_file(self, key: str, path: Path) -> None:
         self._publish(key, path)
 
+    def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        self._ensure_parent(path)
+        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                # link() fails if the name exists: an atomic create-if-absent of a complete file.
+                os.link(tmp_name, path)
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                raise StorageError(f"writing {path} failed: {exc.strerror}") from None
+            return True
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+    def list_prefixes(self, prefix: str = "") -> list[str]:
+        folder = self.root / prefix if prefix else self.root
+        if prefix:
+            check_key(prefix.rstrip("/"))
+        if not folder.is_dir():
+            return []
+        return sorted(entry.name for entry in folder.iterdir() if entry.is_dir())
+
     def get_bytes(self, key: str) -> bytes:
         path = self._path(key)
         try:

@@ -104,6 +104,33 @@ class S3Storage(Storage):
             cause = exc.__cause__ if isinstance(exc.__cause__, ClientError | BotoCoreError) else exc
             raise self._error(cause, "upload", key) from None
 
+    def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
+        try:
+            self._client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*", **self._extra_args
+            )
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in ("PreconditionFailed", "412"):
+                return False
+            raise self._error(exc, "write", key) from None
+        except BotoCoreError as exc:
+            raise self._error(exc, "write", key) from None
+        return True
+
+    def list_prefixes(self, prefix: str = "") -> list[str]:
+        if prefix:
+            check_key(prefix.rstrip("/"))
+        full_prefix = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        names: list[str] = []
+        paginator = self._client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full_prefix, Delimiter="/"):
+                for common in page.get("CommonPrefixes", []):
+                    names.append(common["Prefix"][len(full_prefix) :].rstrip("/"))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, "list", prefix or None) from None
+        return sorted(names)
+
     def get_bytes(self, key: str) -> bytes:
         try:
             response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))

@@ -54,6 +54,19 @@ class StorageContract:
         with pytest.raises(StorageError, match="unsafe segment"):
             storage.put_bytes("../outside", b"x")
 
+    def test_put_if_absent_never_overwrites(self, storage: Storage) -> None:
+        assert storage.put_bytes_if_absent("m/00000000.json", b"first") is True
+        assert storage.put_bytes_if_absent("m/00000000.json", b"second") is False
+        assert storage.get_bytes("m/00000000.json") == b"first"
+        assert [info.key for info in storage.list("m/")] == ["m/00000000.json"]
+
+    def test_list_prefixes_gives_immediate_folders(self, storage: Storage) -> None:
+        for key in ["b1/manifests/0.json", "b1/data/t/0/s.parquet", "b2/manifests/0.json", "top.txt"]:
+            storage.put_bytes(key, b"x")
+        assert storage.list_prefixes("") == ["b1", "b2"]
+        assert storage.list_prefixes("b1/") == ["data", "manifests"]
+        assert storage.list_prefixes("nope/") == []
+
     def test_check_writable_leaves_nothing(self, storage: Storage) -> None:
         storage.check_writable()
         assert list(storage.list("")) == []

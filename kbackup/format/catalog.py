@@ -1,0 +1,212 @@
+"""Reading what backups a storage holds, and committing a new increment's manifest.
+
+A backup is the chain of its increments' manifests. Only manifests make data
+visible: segments that no manifest lists (left by a crashed run) do not exist
+for any reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError
+from kbackup.format.layout import (
+    MANIFESTS_FOLDER,
+    check_backup_id,
+    increment_of_manifest,
+    manifest_key,
+    manifests_prefix,
+    object_key,
+)
+from kbackup.format.manifest import (
+    ConsumerGroupsSnapshot,
+    Manifest,
+    PartitionEntry,
+    SegmentEntry,
+    TopicEntry,
+    parse_manifest,
+)
+from kbackup.storage import Storage
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class PartitionCoverage:
+    """What the whole backup (all increments) holds of one source partition."""
+
+    topic: str
+    partition: int
+    #: The first increment started copying here.
+    start_offset: int
+    #: Everything the source held below this offset (and at or above start_offset) is in the backup.
+    end_offset: int
+    log_start_offset: int
+    record_count: int
+    segments: list[SegmentEntry] = field(default_factory=list)
+
+
+@dataclass
+class Backup:
+    """A backup as its manifests describe it."""
+
+    backup_id: str
+    manifests: list[Manifest]
+
+    @property
+    def latest(self) -> Manifest:
+        return self.manifests[-1]
+
+    @property
+    def source_cluster(self) -> str:
+        return self.manifests[0].source.cluster_id
+
+    @property
+    def topics(self) -> dict[str, TopicEntry]:
+        """Each topic's metadata as the latest increment that saw it recorded it."""
+        topics: dict[str, TopicEntry] = {}
+        for manifest in self.manifests:
+            for topic in manifest.topics:
+                topics[topic.name] = topic
+        return topics
+
+    @property
+    def consumer_groups(self) -> ConsumerGroupsSnapshot | None:
+        """The latest group snapshot (every increment takes one)."""
+        for manifest in reversed(self.manifests):
+            if manifest.consumer_groups is not None:
+                return manifest.consumer_groups
+        return None
+
+    def coverage(self) -> dict[TopicPartition, PartitionCoverage]:
+        result: dict[TopicPartition, PartitionCoverage] = {}
+        for manifest in self.manifests:
+            for entry in manifest.partitions:
+                merge_partition(result, entry)
+            for segment in manifest.segments:
+                result[(segment.topic, segment.partition)].segments.append(segment)
+        for item in result.values():
+            item.segments.sort(key=lambda segment: segment.first_offset)
+        return result
+
+    def total_records(self) -> int:
+        return sum(entry.record_count for manifest in self.manifests for entry in manifest.partitions)
+
+    def total_bytes(self) -> int:
+        return sum(segment.size_bytes for manifest in self.manifests for segment in manifest.segments)
+
+
+def merge_partition(result: dict[TopicPartition, PartitionCoverage], entry: PartitionEntry) -> None:
+    key = (entry.topic, entry.partition)
+    known = result.get(key)
+    if known is None:
+        result[key] = PartitionCoverage(
+            topic=entry.topic,
+            partition=entry.partition,
+            start_offset=entry.start_offset,
+            end_offset=entry.end_offset,
+            log_start_offset=entry.log_start_offset,
+            record_count=entry.record_count,
+        )
+        return
+    known.end_offset = max(known.end_offset, entry.end_offset)
+    known.record_count += entry.record_count
+
+
+class BackupCatalog:
+    """The backups below one storage root."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def backup_ids(self) -> list[str]:
+        """Every backup id with at least one manifest."""
+        found = []
+        for name in self.storage.list_prefixes(""):
+            try:
+                check_backup_id(name)
+            except Exception:  # noqa: S112 - folders that are not backups are simply not listed
+                continue
+            if MANIFESTS_FOLDER in self.storage.list_prefixes(f"{name}/") and self._manifest_keys(name):
+                found.append(name)
+        return found
+
+    def _manifest_keys(self, backup_id: str) -> list[tuple[int, str]]:
+        keys = []
+        for info in self.storage.list(manifests_prefix(backup_id)):
+            increment = increment_of_manifest(info.key)
+            if increment is not None:
+                keys.append((increment, info.key))
+        return sorted(keys)
+
+    def exists(self, backup_id: str) -> bool:
+        return bool(self._manifest_keys(backup_id))
+
+    def load(self, backup_id: str) -> Backup:
+        """All increments of a backup, checked to form one unbroken chain from increment 0."""
+        keys = self._manifest_keys(backup_id)
+        if not keys:
+            raise NotFoundError(
+                f"no backup {backup_id!r} in {self.storage.url} "
+                f"(no manifest under {manifests_prefix(backup_id)})",
+                hint="'kafka-backup list --path URL' shows the backups there",
+            )
+        manifests: list[Manifest] = []
+        for expected, (increment, key) in enumerate(keys):
+            if increment != expected:
+                raise BackupIntegrityError(
+                    f"backup {backup_id}: manifest of increment {expected} is missing "
+                    f"(found {object_key(backup_id, f'{MANIFESTS_FOLDER}/{increment:08d}.json')} next)"
+                )
+            manifest = parse_manifest(self.storage.get_bytes(key), key)
+            check_chain(manifest, manifests, key)
+            manifests.append(manifest)
+        return Backup(backup_id=backup_id, manifests=manifests)
+
+
+def check_chain(manifest: Manifest, previous: list[Manifest], key: str) -> None:
+    if manifest.increment != len(previous):
+        raise BackupIntegrityError(
+            f"manifest {key} says increment {manifest.increment}, expected {len(previous)}"
+        )
+    if previous:
+        before = previous[-1]
+        if manifest.previous_run_id != before.run_id:
+            raise BackupIntegrityError(
+                f"manifest {key} follows run {manifest.previous_run_id}, but increment {before.increment} "
+                f"was run {before.run_id}"
+            )
+        if manifest.source.cluster_id != before.source.cluster_id:
+            raise BackupIntegrityError(
+                f"manifest {key} is from source cluster {manifest.source.cluster_id!r}, "
+                f"earlier increments from {before.source.cluster_id!r}"
+            )
+
+
+def commit_manifest(storage: Storage, manifest: Manifest) -> str:
+    """Write an increment's manifest, last: only after every segment it lists is stored whole.
+
+    Refuses (PreconditionError) if another run already committed this increment.
+    """
+    check_segments_stored(storage, manifest.backup_id, manifest.segments)
+    key = manifest_key(manifest.backup_id, manifest.increment)
+    if not storage.put_bytes_if_absent(key, manifest.to_json_bytes()):
+        raise PreconditionError(
+            f"increment {manifest.increment} of backup {manifest.backup_id} was committed by another run "
+            f"while this one ran ({key})",
+            hint="run the backup again: it continues from the newest increment",
+        )
+    return key
+
+
+def check_segments_stored(storage: Storage, backup_id: str, segments: Iterable[SegmentEntry]) -> None:
+    for segment in segments:
+        key = object_key(backup_id, segment.key)
+        size = storage.size(key)
+        if size != segment.size_bytes:
+            raise BackupIntegrityError(
+                f"segment {key} is {'missing' if size is None else f'{size} bytes'} in {storage.url}, "
+                f"expected {segment.size_bytes} bytes; the manifest was not written",
+                retryable=True,
+            )

@@ -1,0 +1,150 @@
+"""The manifest: the one object that makes a backup increment exist.
+
+Readers ignore fields they do not know (so later minor additions do not break
+older readers) and refuse a ``format_version`` above the one they implement.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kbackup.core.errors import BackupIntegrityError
+from kbackup.format.schema import FORMAT_NAME, FORMAT_VERSION
+
+
+class ManifestModel(BaseModel):
+    """Unknown fields are ignored on read (forward compatibility)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SourceInfo(ManifestModel):
+    #: The origin cluster id stamped on every record (a user label or the Kafka cluster id).
+    cluster_id: str
+    #: The Kafka cluster id the source reported, whatever label was chosen.
+    kafka_cluster_id: str | None = None
+    bootstrap_servers: list[str] = Field(default_factory=list)
+
+
+class TopicEntry(ManifestModel):
+    name: str
+    partitions: int
+    #: Topic configs that are not broker defaults (cleanup.policy, retention.ms, message.timestamp.type, ...).
+    configs: dict[str, str] = Field(default_factory=dict)
+
+
+class PartitionEntry(ManifestModel):
+    """What one increment copied of one source partition."""
+
+    topic: str
+    partition: int
+    #: Copying started here (the previous increment's end_offset, or the log start for the first).
+    start_offset: int
+    #: Every record with start_offset <= offset < end_offset that the source held is in the backup.
+    end_offset: int
+    #: The source's log start offset when the increment ran (records below it were already deleted).
+    log_start_offset: int
+    record_count: int
+    first_offset: int | None = None
+    last_offset: int | None = None
+    min_timestamp: int | None = None
+    max_timestamp: int | None = None
+
+
+class SegmentEntry(ManifestModel):
+    """One Parquet file of one topic-partition."""
+
+    #: Object key relative to the backup's folder.
+    key: str
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    record_count: int
+    size_bytes: int
+    sha256: str
+    min_timestamp: int
+    max_timestamp: int
+
+
+class GroupOffset(ManifestModel):
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int | None = None
+
+
+class GroupSnapshot(ManifestModel):
+    group_id: str
+    #: Group state when the snapshot was taken (Empty, Stable, ...), if the cluster said.
+    state: str | None = None
+    offsets: list[GroupOffset] = Field(default_factory=list)
+
+
+class ConsumerGroupsSnapshot(ManifestModel):
+    #: Taken before the increment read the end offsets it copies up to, so every offset is covered.
+    taken_at: str
+    groups: list[GroupSnapshot] = Field(default_factory=list)
+
+
+class Manifest(ManifestModel):
+    format: str = FORMAT_NAME
+    format_version: int = FORMAT_VERSION
+    backup_id: str
+    #: 0 for the first run of a backup id, then 1, 2, ... for each run that adds to it.
+    increment: int
+    run_id: str
+    #: run_id of increment - 1 (None for increment 0): readers check the chain is unbroken.
+    previous_run_id: str | None = None
+    tool_version: str
+    started_at: str
+    finished_at: str
+    source: SourceInfo
+    #: How the records were read and written: isolation_level, compression, include_offset_headers.
+    settings: dict[str, str | int | bool | None] = Field(default_factory=dict)
+    topics: list[TopicEntry] = Field(default_factory=list)
+    partitions: list[PartitionEntry] = Field(default_factory=list)
+    segments: list[SegmentEntry] = Field(default_factory=list)
+    consumer_groups: ConsumerGroupsSnapshot | None = None
+
+    def to_json_bytes(self) -> bytes:
+        return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n").encode()
+
+
+def utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_manifest(data: bytes, object_name: str) -> Manifest:
+    """Parse and check a manifest; every problem is a BackupIntegrityError naming the object."""
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BackupIntegrityError(f"manifest {object_name} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise BackupIntegrityError(f"manifest {object_name} is not a JSON object")
+    if raw.get("format") != FORMAT_NAME:
+        raise BackupIntegrityError(
+            f"{object_name} is not a kafka-backup manifest (format={raw.get('format')!r})"
+        )
+    version = raw.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise BackupIntegrityError(f"manifest {object_name} has an invalid format_version {version!r}")
+    if version > FORMAT_VERSION:
+        raise BackupIntegrityError(
+            f"manifest {object_name} has format version {version}, "
+            f"this kafka-backup reads versions up to {FORMAT_VERSION}",
+            hint="upgrade kafka-backup to read this backup",
+        )
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        location = ".".join(str(part) for part in first["loc"])
+        raise BackupIntegrityError(
+            f"manifest {object_name} is malformed at {location}: {first['msg']}"
+        ) from None

@@ -1,0 +1,360 @@
+"""Segment files: Parquet files of one topic-partition's records, bounded in size.
+
+A writer buffers one row group at a time, streams row groups into a local
+temporary file, and when the file reaches its size or record limit closes
+it, checksums it and uploads it as a new object. Memory stays bounded by one
+row group whatever the topic size. Readers verify size and SHA-256 against
+the manifest before trusting a byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kbackup.core.errors import BackupIntegrityError, StorageError
+from kbackup.format.layout import object_key, segment_key
+from kbackup.format.manifest import SegmentEntry
+from kbackup.format.schema import RECORD_SCHEMA
+from kbackup.storage import LocalStorage, Storage
+
+Header = tuple[str, bytes | None]
+
+#: Per-record bytes beyond key and value (offsets, timestamps, list offsets), for size accounting.
+_RECORD_OVERHEAD_BYTES = 48
+
+
+@dataclass(frozen=True)
+class SegmentLimits:
+    """When a segment file is closed, and how it is encoded."""
+
+    max_bytes: int = 128 * 1024 * 1024
+    max_records: int = 1_000_000
+    compression: str = "zstd"
+    compression_level: int | None = 3
+    #: Buffered bytes per row group; bounds the writer's memory.
+    row_group_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass
+class RecordColumns:
+    """Records of one topic-partition in column form, in offset order."""
+
+    offsets: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    timestamp_types: list[int] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    headers: list[list[Header]] = field(default_factory=list)
+    payload_bytes: int = 0
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def append(
+        self,
+        offset: int,
+        timestamp: int,
+        timestamp_type: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+    ) -> None:
+        self.offsets.append(offset)
+        self.timestamps.append(timestamp)
+        self.timestamp_types.append(timestamp_type)
+        self.keys.append(key)
+        self.values.append(value)
+        header_list = list(headers) if headers else []
+        self.headers.append(header_list)
+        self.payload_bytes += (
+            _RECORD_OVERHEAD_BYTES
+            + (len(key) if key else 0)
+            + (len(value) if value else 0)
+            + sum(len(k) + (len(v) if v else 0) for k, v in header_list)
+        )
+
+    def to_record_batch(self, source_cluster: str, topic: str, partition: int) -> pa.RecordBatch:
+        rows = len(self.offsets)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([source_cluster] * rows, pa.string()),
+                pa.array([topic] * rows, pa.string()),
+                pa.array([partition] * rows, pa.int32()),
+                pa.array(self.offsets, pa.int64()),
+                pa.array(self.timestamps, pa.int64()),
+                pa.array(self.timestamp_types, pa.int8()),
+                pa.array(self.keys, pa.binary()),
+                pa.array(self.values, pa.binary()),
+                pa.array(self.headers, RECORD_SCHEMA.field("headers").type),
+            ],
+            schema=RECORD_SCHEMA,
+        )
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(4 * 1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class PartitionSegmentWriter:
+    """Writes one topic-partition's records of one run into segment objects."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        backup_id: str,
+        run_id: str,
+        source_cluster: str,
+        topic: str,
+        partition: int,
+        limits: SegmentLimits,
+        scratch_dir: Path,
+    ) -> None:
+        self.storage = storage
+        self.backup_id = backup_id
+        self.run_id = run_id
+        self.source_cluster = source_cluster
+        self.topic = topic
+        self.partition = partition
+        self.limits = limits
+        self.scratch_dir = scratch_dir
+        #: Segments uploaded so far, in offset order.
+        self.segments: list[SegmentEntry] = []
+        self._buffer = RecordColumns()
+        self._writer: pq.ParquetWriter | None = None
+        self._file: Path | None = None
+        self._file_records = 0
+        self._file_first_offset: int | None = None
+        self._file_last_offset = -1
+        self._file_min_ts: int | None = None
+        self._file_max_ts: int | None = None
+        self._last_offset = -1
+
+    def append(
+        self,
+        offset: int,
+        timestamp: int,
+        timestamp_type: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+    ) -> None:
+        if offset <= self._last_offset:
+            raise ValueError(f"{self.topic}/{self.partition}: offset {offset} after {self._last_offset}")
+        self._last_offset = offset
+        self._buffer.append(offset, timestamp, timestamp_type, key, value, headers)
+        if self._buffer.payload_bytes >= self.limits.row_group_bytes:
+            self._flush_row_group()
+            if self._segment_full():
+                self._close_segment()
+        elif self._file_records + len(self._buffer) >= self.limits.max_records:
+            self._flush_row_group()
+            self._close_segment()
+
+    def _segment_full(self) -> bool:
+        if self._file_records >= self.limits.max_records:
+            return True
+        return self._file is not None and self._file.stat().st_size >= self.limits.max_bytes
+
+    def _flush_row_group(self) -> None:
+        buffer = self._buffer
+        if not len(buffer):
+            return
+        self._buffer = RecordColumns()
+        if self._writer is None:
+            fd, name = tempfile.mkstemp(
+                prefix=f"segment-{self.partition}-", suffix=".parquet", dir=self.scratch_dir
+            )
+            os.close(fd)
+            self._file = Path(name)
+            self._writer = pq.ParquetWriter(
+                name,
+                RECORD_SCHEMA,
+                compression=self.limits.compression if self.limits.compression != "none" else None,
+                compression_level=self.limits.compression_level
+                if self.limits.compression == "zstd"
+                else None,
+                write_page_checksum=True,
+                use_dictionary=["source_cluster", "topic"],
+            )
+            self._file_first_offset = buffer.offsets[0]
+        batch = buffer.to_record_batch(self.source_cluster, self.topic, self.partition)
+        self._writer.write_batch(batch, row_group_size=len(buffer))
+        self._file_records += len(buffer)
+        self._file_last_offset = buffer.offsets[-1]
+        low, high = min(buffer.timestamps), max(buffer.timestamps)
+        self._file_min_ts = low if self._file_min_ts is None else min(self._file_min_ts, low)
+        self._file_max_ts = high if self._file_max_ts is None else max(self._file_max_ts, high)
+
+    def _close_segment(self) -> None:
+        if self._writer is None or self._file is None or self._file_first_offset is None:
+            return
+        self._writer.close()
+        path = self._file
+        key = segment_key(self.topic, self.partition, self._file_first_offset, self.run_id)
+        entry = SegmentEntry(
+            key=key,
+            topic=self.topic,
+            partition=self.partition,
+            first_offset=self._file_first_offset,
+            last_offset=self._file_last_offset,
+            record_count=self._file_records,
+            size_bytes=path.stat().st_size,
+            sha256=file_sha256(path),
+            min_timestamp=self._file_min_ts if self._file_min_ts is not None else -1,
+            max_timestamp=self._file_max_ts if self._file_max_ts is not None else -1,
+        )
+        try:
+            self.storage.put_file(object_key(self.backup_id, key), path)
+        finally:
+            path.unlink(missing_ok=True)
+        self.segments.append(entry)
+        self._writer = None
+        self._file = None
+        self._file_records = 0
+        self._file_first_offset = None
+        self._file_min_ts = self._file_max_ts = None
+
+    def finish(self) -> list[SegmentEntry]:
+        """Flush and upload what is buffered; return every segment this writer uploaded."""
+        self._flush_row_group()
+        self._close_segment()
+        return self.segments
+
+    def abort(self) -> None:
+        """Drop the open segment without uploading it (a crash leaves no partial object either)."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        if self._file is not None:
+            self._file.unlink(missing_ok=True)
+        self._writer = None
+        self._file = None
+        self._buffer = RecordColumns()
+
+
+@contextlib.contextmanager
+def open_segment(
+    storage: Storage,
+    backup_id: str,
+    entry: SegmentEntry,
+    *,
+    scratch_dir: Path | None = None,
+    verify: bool = True,
+) -> Iterator[pq.ParquetFile]:
+    """Open a segment for reading after checking its size and checksum against the manifest."""
+    key = object_key(backup_id, entry.key)
+    temporary: Path | None = None
+    try:
+        if isinstance(storage, LocalStorage):
+            path = storage.local_path(key)
+            if not path.exists():
+                raise BackupIntegrityError(f"segment {key} is missing from {storage.url}")
+        else:
+            fd, name = tempfile.mkstemp(suffix=".parquet", dir=scratch_dir)
+            os.close(fd)
+            temporary = path = Path(name)
+            try:
+                storage.download(key, path)
+            except StorageError as exc:
+                if storage.size(key) is None:
+                    raise BackupIntegrityError(f"segment {key} is missing from {storage.url}") from None
+                raise exc
+        if verify:
+            size = path.stat().st_size
+            if size != entry.size_bytes:
+                raise BackupIntegrityError(
+                    f"segment {key} has {size} bytes, the manifest says {entry.size_bytes} "
+                    "(truncated or replaced)"
+                )
+            digest = file_sha256(path)
+            if digest != entry.sha256:
+                raise BackupIntegrityError(f"segment {key} fails its SHA-256 check (corrupted)")
+        try:
+            parquet = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise BackupIntegrityError(f"segment {key} is not a readable Parquet file: {exc}") from None
+        if not parquet.schema_arrow.remove_metadata().equals(RECORD_SCHEMA.remove_metadata()):
+            raise BackupIntegrityError(f"segment {key} does not have the kafka-backup record schema")
+        try:
+            yield parquet
+        finally:
+            parquet.close()
+    finally:
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
+
+
+def iter_segment_batches(
+    storage: Storage,
+    backup_id: str,
+    entry: SegmentEntry,
+    *,
+    scratch_dir: Path | None = None,
+    verify: bool = True,
+    batch_size: int = 16_384,
+) -> Iterator[pa.RecordBatch]:
+    """The segment's records in offset order, a bounded batch at a time."""
+    key = object_key(backup_id, entry.key)
+    with open_segment(storage, backup_id, entry, scratch_dir=scratch_dir, verify=verify) as parquet:
+        try:
+            yield from parquet.iter_batches(batch_size=batch_size)
+        except (pa.ArrowException, OSError) as exc:
+            raise BackupIntegrityError(f"segment {key} cannot be decoded: {exc}") from None
+
+
+def check_segment_contents(
+    storage: Storage,
+    backup_id: str,
+    entry: SegmentEntry,
+    source_cluster: str,
+    *,
+    scratch_dir: Path | None = None,
+) -> list[str]:
+    """Deep check of one segment: every problem found, as text naming the object (empty if sound)."""
+    key = object_key(backup_id, entry.key)
+    problems: list[str] = []
+    rows = 0
+    previous = -1
+    first: int | None = None
+    try:
+        for batch in iter_segment_batches(storage, backup_id, entry, scratch_dir=scratch_dir):
+            offsets = batch.column("offset").to_pylist()
+            if first is None and offsets:
+                first = offsets[0]
+            for offset in offsets:
+                if offset <= previous:
+                    problems.append(f"segment {key}: offset {offset} does not increase after {previous}")
+                    break
+                previous = offset
+            rows += batch.num_rows
+            for column, expected in (
+                ("topic", entry.topic),
+                ("partition", entry.partition),
+                ("source_cluster", source_cluster),
+            ):
+                if set(batch.column(column).to_pylist()) - {expected}:
+                    problems.append(f"segment {key}: column {column} holds values other than {expected!r}")
+    except BackupIntegrityError as exc:
+        return [exc.message]
+    if rows != entry.record_count:
+        problems.append(f"segment {key}: {rows} records, the manifest says {entry.record_count}")
+    if rows and (first != entry.first_offset or previous != entry.last_offset):
+        problems.append(
+            f"segment {key}: offsets {first}..{previous}, "
+            f"the manifest says {entry.first_offset}..{entry.last_offset}"
+        )
+    return problems
