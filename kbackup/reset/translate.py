@@ -1,0 +1,159 @@
+"""Offset translation, as ``shared/reference/offset-translation.md`` defines it. Pure functions.
+
+Three things live here:
+
+- :func:`reference_position`: the definition of the correct target position
+  for a group on one target partition, computed by brute force from the
+  restored records. Tests and the accuracy study use it as the oracle.
+- :func:`measure`: how many records a position skips (data loss) or makes
+  the group re-read.
+- :func:`search_position`: the header-based translation without a scan. When
+  a target partition holds one source partition in order, the origin offset
+  of the first restored record at or after target offset ``t`` never
+  decreases as ``t`` grows, so the position is found by a binary search
+  that reads one record per probe: about log2(n) small fetches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+SourcePartition = tuple[str, int]
+
+
+@dataclass(frozen=True, order=True)
+class RestoredRecord:
+    """A record of the restore in a target partition: where it is now, and where it came from."""
+
+    target_offset: int
+    source_topic: str
+    source_partition: int
+    source_offset: int
+
+    @property
+    def source(self) -> SourcePartition:
+        return (self.source_topic, self.source_partition)
+
+
+def reference_position(
+    records: Iterable[RestoredRecord], committed: Mapping[SourcePartition, int]
+) -> int | None:
+    """The target position of a group on one target partition (the reference's formula).
+
+    ``records`` are the restored records of one target partition (any order).
+    ``committed[(T, p)]`` is the group's committed source offset C on (T, p);
+    a source partition missing from ``committed`` counts as "nothing
+    processed" (C = 0): every record of it must be consumed.
+
+        position = min { t(r) : o(r) >= C[T(r), p(r)] }, or max { t(r) } + 1 if no such r.
+
+    None when the partition holds no restored record at all.
+    """
+    first_unprocessed: int | None = None
+    last_target: int | None = None
+    for record in records:
+        last_target = record.target_offset if last_target is None else max(last_target, record.target_offset)
+        if record.source_offset >= committed.get(record.source, 0) and (
+            first_unprocessed is None or record.target_offset < first_unprocessed
+        ):
+            first_unprocessed = record.target_offset
+    if first_unprocessed is not None:
+        return first_unprocessed
+    return None if last_target is None else last_target + 1
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What committing ``position`` does to a group, counted over the restored records."""
+
+    #: Records the group had not processed on the source that it will never see (data loss).
+    skipped: int
+    #: Records the group had already processed on the source that it will see again.
+    reprocessed: int
+
+
+def measure(
+    records: Iterable[RestoredRecord], committed: Mapping[SourcePartition, int], position: int
+) -> Measurement:
+    skipped = reprocessed = 0
+    for record in records:
+        processed = record.source_offset < committed.get(record.source, 0)
+        if not processed and record.target_offset < position:
+            skipped += 1
+        elif processed and record.target_offset >= position:
+            reprocessed += 1
+    return Measurement(skipped=skipped, reprocessed=reprocessed)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    #: The target offset to commit.
+    position: int
+    #: The restored record found at the position (None when the position is past the last one).
+    record_at_position: RestoredRecord | None
+    #: How many probes (single-record fetches) the search made.
+    probes: int
+
+
+#: ``probe(t)`` returns the first restored record of the source partition being
+#: searched at target offset >= t (skipping transaction markers, foreign
+#: records and records of other source partitions), or None if there is none below the end.
+Probe = Callable[[int], RestoredRecord | None]
+
+
+def search_position(probe: Probe, start: int, end: int, committed_offset: int) -> SearchResult:
+    """Binary search for the first restored record with origin offset >= ``committed_offset``.
+
+    Valid when the restored records of the source partition appear in the
+    target partition in origin-offset order (restore keeps order within a
+    source partition), which makes ``probe(t).source_offset`` non-decreasing
+    in ``t``. ``[start, end)`` is the target partition's offset range.
+    Returns the reference position: that record's target offset, or the last
+    restored record's target offset + 1 if every record is below
+    ``committed_offset`` (the group had processed everything restored).
+    """
+    probes = 0
+    low, high = start, end
+    candidate: RestoredRecord | None = None
+    # Invariant: the answer is in [low, high), or it is `candidate`, or there is none.
+    while low < high:
+        middle = (low + high) // 2
+        record = probe(middle)
+        probes += 1
+        if record is None or record.target_offset >= high:
+            high = middle  # no restored record in [middle, high)
+        elif record.source_offset >= committed_offset:
+            candidate = record  # nothing restored in [middle, record), so the answer is before middle or this
+            high = middle
+        else:
+            low = record.target_offset + 1  # order: everything up to this record has origin < C
+    if candidate is not None:
+        return SearchResult(position=candidate.target_offset, record_at_position=candidate, probes=probes)
+    last = last_record_before(probe, start, end)
+    probes += last.probes
+    position = start if last.record is None else last.record.target_offset + 1
+    return SearchResult(position=position, record_at_position=None, probes=probes)
+
+
+@dataclass(frozen=True)
+class _LastRecord:
+    record: RestoredRecord | None
+    probes: int
+
+
+def last_record_before(probe: Probe, start: int, end: int) -> _LastRecord:
+    """The restored record with the greatest target offset in ``[start, end)``, by binary search."""
+    probes = 0
+    best: RestoredRecord | None = None
+    low, high = start, end
+    while low < high:
+        middle = (low + high) // 2
+        record = probe(middle)
+        probes += 1
+        if record is None or record.target_offset >= end:
+            high = middle
+        else:
+            best = record
+            low = record.target_offset + 1
+    return _LastRecord(record=best, probes=probes)

@@ -1,0 +1,125 @@
+"""The translation core against the reference definition, including hypothesis properties."""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbackup.reset.translate import (
+    RestoredRecord,
+    measure,
+    reference_position,
+    search_position,
+)
+
+
+def restored(
+    source_offsets: list[int], *, target_start: int = 0, target_gaps: list[int] | None = None
+) -> list:
+    """Records of one source partition, in order, at increasing target offsets (optional gaps = markers)."""
+    records = []
+    target = target_start
+    for index, origin in enumerate(source_offsets):
+        records.append(RestoredRecord(target, "orders", 0, origin))
+        target += 1 + (target_gaps[index] if target_gaps else 0)
+    return records
+
+
+def probe_over(records: list[RestoredRecord]):  # type: ignore[no-untyped-def]
+    ordered = sorted(records)
+    keys = [r.target_offset for r in ordered]
+
+    def probe(t: int) -> RestoredRecord | None:
+        index = bisect.bisect_left(keys, t)
+        return ordered[index] if index < len(ordered) else None
+
+    return probe
+
+
+def test_reference_examples_from_the_contract() -> None:
+    # Source 100, 101, 105, 106, 110 (holes at 102-104 and 107-109) restored at 0..4.
+    records = restored([100, 101, 105, 106, 110])
+    cases = {0: 0, 100: 0, 101: 1, 102: 2, 104: 2, 105: 2, 107: 4, 110: 4, 111: 5, 5000: 5}
+    for committed, expected in cases.items():
+        position = reference_position(records, {("orders", 0): committed})
+        assert position == expected, committed
+        assert measure(records, {("orders", 0): committed}, position).skipped == 0
+        assert measure(records, {("orders", 0): committed}, position).reprocessed == 0
+
+
+def test_uncommitted_group_starts_at_first_restored_record() -> None:
+    records = restored([7, 8, 9], target_start=40)
+    assert reference_position(records, {}) == 40
+
+
+def test_empty_partition_has_no_position() -> None:
+    assert reference_position([], {("orders", 0): 3}) is None
+
+
+def test_repartitioned_partition_loses_nothing_and_counts_rereads() -> None:
+    # Target partition 0 interleaves source partitions 0 and 1.
+    records = [
+        RestoredRecord(0, "orders", 0, 10),
+        RestoredRecord(1, "orders", 1, 50),
+        RestoredRecord(2, "orders", 0, 11),
+        RestoredRecord(3, "orders", 1, 51),
+        RestoredRecord(4, "orders", 0, 12),
+    ]
+    # Processed on the source: (0, 10), (0, 11); nothing of partition 1.
+    committed = {("orders", 0): 12, ("orders", 1): 50}
+    position = reference_position(records, committed)
+    assert position == 1  # the first unprocessed record is (1, 50) at target offset 1
+    result = measure(records, committed, position)
+    assert result.skipped == 0
+    assert result.reprocessed == 1  # (0, 11) at target 2 was processed but lies after the position
+    assert measure(records, committed, 0).reprocessed == 2
+    assert measure(records, committed, 2).skipped == 1
+
+
+def test_measure_counts_skips_when_position_too_far() -> None:
+    records = restored([0, 1, 2, 3, 4])
+    committed = {("orders", 0): 2}
+    assert measure(records, committed, 4).skipped == 2
+    assert measure(records, committed, 1).reprocessed == 1
+
+
+def test_search_counts_about_log2_probes() -> None:
+    records = restored(list(range(0, 2_000_000, 2)))  # a million records with holes on the source side
+    probe = probe_over(records)
+    result = search_position(probe, 0, len(records), 1_234_567)
+    assert result.position == reference_position(records, {("orders", 0): 1_234_567})
+    assert result.probes <= math.ceil(math.log2(len(records))) + 1
+
+
+source_offsets = st.lists(st.integers(min_value=0, max_value=50), min_size=0, max_size=40, unique=True).map(
+    sorted
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    origins=source_offsets,
+    gaps=st.lists(st.integers(min_value=0, max_value=3), min_size=40, max_size=40),
+    target_start=st.integers(min_value=0, max_value=5),
+    committed=st.integers(min_value=0, max_value=60),
+    trailing=st.integers(min_value=0, max_value=3),
+)
+def test_search_equals_reference(
+    origins: list[int], gaps: list[int], target_start: int, committed: int, trailing: int
+) -> None:
+    records = restored(origins, target_start=target_start, target_gaps=gaps)
+    end = (
+        records[-1].target_offset + 1 if records else target_start
+    ) + trailing  # markers after the last record
+    result = search_position(probe_over(records), 0, end, committed)
+    expected = reference_position(records, {("orders", 0): committed})
+    if expected is None:
+        assert result.position == 0
+        assert result.record_at_position is None
+    else:
+        assert result.position == expected
+        outcome = measure(records, {("orders", 0): committed}, result.position)
+        assert (outcome.skipped, outcome.reprocessed) == (0, 0)
