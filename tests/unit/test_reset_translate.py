@@ -123,3 +123,42 @@ def test_search_equals_reference(
         assert result.position == expected
         outcome = measure(records, {("orders", 0): committed}, result.position)
         assert (outcome.skipped, outcome.reprocessed) == (0, 0)
+
+
+from kbackup.reset.translate import position_from_ranges, ranges_from_records  # noqa: E402
+
+
+@st.composite
+def interleaved_partition(draw):  # type: ignore[no-untyped-def]
+    """A target partition fed by 1-3 source partitions, each in order, with holes on both sides."""
+    sources = draw(st.integers(min_value=1, max_value=3))
+    queues = {p: sorted(draw(st.lists(st.integers(0, 40), max_size=15, unique=True))) for p in range(sources)}
+    order = [p for p, offsets in queues.items() for _ in offsets]
+    order = draw(st.permutations(order))
+    records, target, cursor = [], 0, dict.fromkeys(queues, 0)
+    for p in order:
+        target += draw(st.integers(0, 2))  # markers or foreign records between
+        records.append(RestoredRecord(target, "orders", p, queues[p][cursor[p]]))
+        cursor[p] += 1
+        target += 1
+    committed = {("orders", p): draw(st.integers(0, 45)) for p in queues if draw(st.booleans())}
+    return records, committed
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=interleaved_partition())
+def test_ranges_give_reference_position_and_rereads(case) -> None:  # type: ignore[no-untyped-def]
+    records, committed = case
+    result = position_from_ranges(ranges_from_records(records), committed)
+    expected = reference_position(records, committed)
+    assert result.position == expected
+    if expected is not None:
+        outcome = measure(records, committed, expected)
+        assert outcome.skipped == 0
+        assert result.rereads == outcome.reprocessed
+        at_position = [r for r in records if r.target_offset == expected]
+        if at_position:
+            r = at_position[0]
+            assert result.origin_at_position == (r.source_topic, r.source_partition, r.source_offset)
+        else:
+            assert result.origin_at_position is None

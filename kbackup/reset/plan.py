@@ -1,0 +1,193 @@
+"""The reset plan: what ``offset-reset plan`` writes for review and ``execute`` applies.
+
+A plan is a versioned JSON document with no secrets in it. It records what it
+was computed from (source offsets and when they were taken, the target
+cluster id, each group's committed offsets on the target and each target
+partition's offsets at planning time) so that execute can refuse a plan for
+another cluster or one the target has moved past.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kbackup.core.errors import ConfigError
+
+PLAN_FORMAT = "kafka-backup-reset-plan"
+PLAN_VERSION = 1
+
+Method = Literal["binary-search", "mapping", "timestamp", "earliest", "latest", "offset", "none"]
+
+
+class PlanModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OriginOffset(PlanModel):
+    topic: str
+    partition: int
+    offset: int
+
+
+class PartitionReset(PlanModel):
+    """One group's new position on one target partition."""
+
+    target_topic: str
+    target_partition: int
+    source_topic: str
+    #: The group's committed source offset per source partition feeding this target
+    #: partition (one entry with the default mapping); None where it never committed.
+    source_committed: dict[int, int | None]
+    #: The group's committed offset on the target when the plan was made.
+    target_committed: int | None
+    #: The offset to commit; None when there is nothing to commit (no restored record and no commit).
+    new_offset: int | None
+    method: Method
+    #: The origin of the record at ``new_offset`` (None when the position is past the last restored record).
+    expected_origin: OriginOffset | None = None
+    #: Records the group will read again (already processed on the source); 0 when exact, None if unknown.
+    rereads: int | None = 0
+    #: Source offsets the group had processed that the backup does not hold (recovery point gap).
+    recovery_gap: int = 0
+    #: Single-record fetches the header-based binary search made.
+    probes: int = 0
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def moves_backwards(self) -> bool:
+        return (
+            self.new_offset is not None
+            and self.target_committed is not None
+            and (self.new_offset < self.target_committed)
+        )
+
+
+class GroupReset(PlanModel):
+    group_id: str
+    #: Group state on the target at planning time (Empty, Dead, Stable, ...).
+    target_state: str | None = None
+    partitions: list[PartitionReset]
+
+
+class SourceOffsetsInfo(PlanModel):
+    #: ``backup``: the group snapshot stored with a backup; ``live``: read from the source cluster.
+    kind: Literal["backup", "live"]
+    taken_at: str
+    source_cluster: str
+    backup_id: str | None = None
+    storage_url: str | None = None
+    bootstrap_servers: list[str] = Field(default_factory=list)
+
+
+class TargetInfo(PlanModel):
+    cluster_id: str | None
+    bootstrap_servers: list[str]
+
+
+class PartitionOffsets(PlanModel):
+    topic: str
+    partition: int
+    log_start: int
+    log_end: int
+
+
+class ResetPlan(PlanModel):
+    format: str = PLAN_FORMAT
+    format_version: int = PLAN_VERSION
+    created_at: str
+    tool_version: str
+    strategy: str
+    source: SourceOffsetsInfo
+    target: TargetInfo
+    #: Every target partition the plan touches, as it was when planned.
+    target_partitions: list[PartitionOffsets]
+    groups: list[GroupReset]
+    warnings: list[str] = Field(default_factory=list)
+
+    def to_json_bytes(self) -> bytes:
+        return (json.dumps(self.model_dump(mode="json"), indent=2) + "\n").encode()
+
+    def totals(self) -> dict[str, int]:
+        rows = [row for group in self.groups for row in group.partitions]
+        return {
+            "groups": len(self.groups),
+            "partitions": len(rows),
+            "changes": sum(
+                1 for row in rows if row.new_offset is not None and row.new_offset != row.target_committed
+            ),
+            "rereads": sum(row.rereads or 0 for row in rows),
+            "unknown_rereads": sum(1 for row in rows if row.rereads is None),
+            "recovery_gap": sum(row.recovery_gap for row in rows),
+            "probes": sum(row.probes for row in rows),
+        }
+
+
+def read_plan(path: str | Path) -> ResetPlan:
+    """Load a plan file; every problem is a ConfigError naming the file."""
+    source = str(path)
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"plan file {source} not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(
+            f"plan file {source} is not a readable JSON document: {exc}",
+            hint="re-create it with 'kafka-backup offset-reset plan'",
+        ) from None
+    if not isinstance(raw, dict) or raw.get("format") != PLAN_FORMAT:
+        raise ConfigError(f"{source} is not a kafka-backup reset plan")
+    if raw.get("format_version") != PLAN_VERSION:
+        raise ConfigError(
+            f"plan file {source} has version {raw.get('format_version')!r}, expected {PLAN_VERSION}"
+        )
+    try:
+        return ResetPlan.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        location = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(f"plan file {source} is malformed at {location}: {first['msg']}") from None
+
+
+def render_plan_table(plan: ResetPlan) -> str:
+    """The plan as a table for review in a terminal or a pull request."""
+    header = (
+        f"{'group':<24} {'target partition':<28} {'source committed':<18} {'target now':>10} "
+        f"{'new offset':>10} {'method':<13} {'origin at new':<20} {'re-read':>7} {'gap':>5}"
+    )
+    lines = [
+        f"reset plan ({plan.strategy}), source offsets from {plan.source.kind} taken {plan.source.taken_at}, "
+        f"target cluster {plan.target.cluster_id}",
+        header,
+        "-" * len(header),
+    ]
+    for group in plan.groups:
+        for row in group.partitions:
+            committed = ",".join(
+                f"{partition}:{'-' if offset is None else offset}"
+                for partition, offset in row.source_committed.items()
+            )
+            origin = (
+                f"{row.expected_origin.partition}@{row.expected_origin.offset}"
+                if row.expected_origin
+                else "(end)"
+            )
+            lines.append(
+                f"{group.group_id:<24.24} {row.target_topic + '/' + str(row.target_partition):<28.28} "
+                f"{committed:<18.18} {_show(row.target_committed):>10} {_show(row.new_offset):>10} "
+                f"{row.method:<13} {origin:<20.20} {_show(row.rereads):>7} {row.recovery_gap:>5}"
+            )
+    totals = plan.totals()
+    lines.append(
+        f"{totals['groups']} group(s), {totals['partitions']} partition(s), {totals['changes']} change(s), "
+        f"{totals['rereads']} record(s) to re-read, recovery gap {totals['recovery_gap']}"
+    )
+    lines.extend(f"warning: {warning}" for warning in plan.warnings)
+    return "\n".join(lines)
+
+
+def _show(value: int | None) -> str:
+    return "-" if value is None else str(value)

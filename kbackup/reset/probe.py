@@ -1,0 +1,133 @@
+"""Reading restored records' origins from a target partition, a few records at a time.
+
+The binary search asks "what is the first restored record of source
+partition (T, p) at or after target offset t?". Each question costs one small
+fetch (read_committed, so transaction markers and aborted records are
+skipped by the broker). Everything a fetch returns is remembered, so later
+questions about offsets it covered cost nothing: searches for many groups on
+the same partition share their probes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from kbackup.core.errors import KafkaOperationError
+from kbackup.core.origin import parse_origin
+from kbackup.reset.translate import RestoredRecord
+
+#: Bytes per probe fetch: enough for a few hundred small records, small enough to stay cheap.
+PROBE_FETCH_BYTES = 256 * 1024
+
+
+@dataclass
+class _KnownSpan:
+    """Target offsets [start, stop) have been read; ``records`` are the restored ones among them."""
+
+    start: int
+    stop: int
+    records: list[RestoredRecord] = field(default_factory=list)
+
+
+class PartitionProbe:
+    """Answers probes on one target partition for one origin cluster."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        *,
+        topic: str,
+        partition: int,
+        source_cluster: str,
+        end_offset: int,
+        timeout_secs: float = 30.0,
+    ) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.partition = partition
+        self.source_cluster = source_cluster
+        self.end_offset = end_offset
+        self.timeout_secs = timeout_secs
+        self.fetches = 0
+        #: Source partitions seen in this target partition (more than one: repartitioned).
+        self.sources_seen: set[tuple[str, int]] = set()
+        self._spans: list[_KnownSpan] = []
+        self._span_starts: list[int] = []
+
+    def first_at_or_after(
+        self, offset: int, source_topic: str, source_partition: int
+    ) -> RestoredRecord | None:
+        """The first restored record of (source_topic, source_partition) at target offset >= ``offset``."""
+        position = offset
+        while position < self.end_offset:
+            span = self._span_containing(position)
+            if span is None:
+                span = self._fetch(position)
+            for record in span.records:
+                if (
+                    record.target_offset >= position
+                    and record.source_topic == source_topic
+                    and record.source_partition == source_partition
+                ):
+                    return record
+            position = span.stop
+        return None
+
+    def _span_containing(self, offset: int) -> _KnownSpan | None:
+        index = bisect.bisect_right(self._span_starts, offset) - 1
+        if index >= 0 and self._spans[index].start <= offset < self._spans[index].stop:
+            return self._spans[index]
+        return None
+
+    def _fetch(self, offset: int) -> _KnownSpan:
+        self.fetches += 1
+        self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
+        deadline = time.monotonic() + self.timeout_secs
+        span = _KnownSpan(start=offset, stop=offset)
+        while True:
+            messages = self.consumer.consume(num_messages=500, timeout=0.5)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        span.stop = max(span.stop, self.end_offset)
+                        return self._remember(span)
+                    raise KafkaOperationError(
+                        f"reading {self.topic}/{self.partition} at offset {offset} failed: {error.str()}",
+                        code=error.code(),
+                        code_name=error.name(),
+                        retryable=bool(error.retriable()),
+                    )
+                message_offset = message.offset()
+                if message_offset is None:
+                    continue  # only events without a position have no offset; none is expected here
+                if message_offset >= self.end_offset:
+                    span.stop = self.end_offset
+                    return self._remember(span)
+                headers = message.headers()
+                origin = parse_origin(headers if isinstance(headers, list) else None)
+                if origin is not None and origin.cluster == self.source_cluster:
+                    self.sources_seen.add((origin.topic, origin.partition))
+                    span.records.append(
+                        RestoredRecord(message_offset, origin.topic, origin.partition, origin.offset)
+                    )
+                span.stop = message_offset + 1
+            if span.stop > offset:
+                return self._remember(span)
+            if time.monotonic() > deadline:
+                raise KafkaOperationError(
+                    f"no record arrived from {self.topic}/{self.partition} at offset {offset} "
+                    f"within {self.timeout_secs:g}s (end offset {self.end_offset})",
+                    retryable=True,
+                )
+
+    def _remember(self, span: _KnownSpan) -> _KnownSpan:
+        if span.stop > span.start:
+            index = bisect.bisect_left(self._span_starts, span.start)
+            self._spans.insert(index, span)
+            self._span_starts.insert(index, span.start)
+        return span
