@@ -27,6 +27,16 @@ _UNREACHABLE_CODES = {
     KafkaError._ALL_BROKERS_DOWN,
     KafkaError._RESOLVE,
 }
+#: Broker answers that mean "not now": a coordinator loading or moving, a leader election.
+#: librdkafka does not always flag them retriable in admin results.
+_TRANSIENT_CODES = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.REQUEST_TIMED_OUT,
+}
 _AUTH_CODES = {
     KafkaError._AUTHENTICATION,
     KafkaError.SASL_AUTHENTICATION_FAILED,
@@ -83,7 +93,7 @@ def translate_kafka_error(exc: BaseException, *, action: str, connection: KafkaC
         f"{action} on {servers} failed: {name}: {error.str()}",
         code=code,
         code_name=name,
-        retryable=bool(error.retriable()),
+        retryable=bool(error.retriable()) or code in _TRANSIENT_CODES,
     )
 
 
@@ -120,7 +130,10 @@ class KafkaClients:
         producer: Producer = self._create(Producer, props, "Kafka producer")
         return producer
 
-    def consumer(self, group_id: str | None = None, **overrides: Any) -> Consumer:
+    def consumer(
+        self, group_id: str | None = None, properties: dict[str, Any] | None = None, **overrides: Any
+    ) -> Consumer:
+        """A consumer; ``properties`` (dotted librdkafka names) and ``overrides`` win over the defaults."""
         props = {
             **self._base_properties(),
             # A consumer needs a group id even when it only assigns partitions and never commits.
@@ -128,6 +141,7 @@ class KafkaClients:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
+            **(properties or {}),
             **overrides,
         }
         consumer: Consumer = self._create(Consumer, props, "Kafka consumer")

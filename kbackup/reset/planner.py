@@ -1,0 +1,343 @@
+"""Working out each group's new offsets on the target. Reads the target; changes nothing.
+
+Method per target topic, chosen automatically under ``strategy: header-based``:
+
+- **binary-search**: the target topic has the source's partition count and
+  no mapping is forced, so target partition p holds source partition p in
+  order. The position is found with about log2(n) single-record fetches.
+  If a probe meets records of another source partition, the topic was
+  repartitioned and the plan stops with an error asking for a mapping.
+- **mapping**: the partition counts differ, ``scan_all_partitions`` is set,
+  or the strategy is ``from-mapping``: positions and re-read counts come from
+  the mapping file's exact ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from confluent_kafka import Consumer
+
+from kbackup import __version__
+from kbackup.core.admin import Admin, PartitionRange, open_admin
+from kbackup.core.config import KafkaConnection
+from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
+from kbackup.core.kafka import KafkaClients
+from kbackup.format.manifest import utc_now_iso
+from kbackup.reset.plan import (
+    GroupReset,
+    Method,
+    OriginOffset,
+    PartitionOffsets,
+    PartitionReset,
+    ResetPlan,
+    TargetInfo,
+)
+from kbackup.reset.probe import PROBE_FETCH_BYTES, PartitionProbe
+from kbackup.reset.settings import Strategy
+from kbackup.reset.sources import SourceOffsets
+from kbackup.reset.translate import MappedRange, position_from_ranges, search_position
+
+TargetPartitionKey = tuple[str, int]
+#: (target topic, target partition) -> the mapping's ranges in it.
+MappingIndex = dict[TargetPartitionKey, list[MappedRange]]
+#: (source topic, partition, committed offset) -> timestamp of the first record at or after it, or None.
+RecordTimestampLookup = Callable[[str, int, int], int | None]
+
+
+@dataclass
+class PlanRequest:
+    target: KafkaConnection
+    source: SourceOffsets
+    strategy: Strategy = "header-based"
+    #: Groups to move; empty: every group in the source offsets.
+    groups: list[str] = field(default_factory=list)
+    #: Source topic -> target topic, as the restore renamed them.
+    topic_mapping: dict[str, str] = field(default_factory=dict)
+    mapping: MappingIndex | None = None
+    scan_all_partitions: bool = False
+    fixed_offset: int | None = None
+    record_timestamp: RecordTimestampLookup | None = None
+    #: A source partition the group never committed on: start it at the first restored record, or leave it.
+    uncommitted: Literal["earliest", "skip"] = "earliest"
+
+
+class _Planner:
+    def __init__(self, request: PlanRequest) -> None:
+        self.request = request
+        self.admin: Admin = open_admin(request.target)
+        self.clients = KafkaClients(request.target, client_id="kafka-backup-reset-probe")
+        self.cluster_id = self.clients.cluster_info(self.admin.client).cluster_id
+        self._consumer: Consumer | None = None
+        self._probes: dict[TargetPartitionKey, PartitionProbe] = {}
+        self.ranges: dict[TargetPartitionKey, PartitionRange] = {}
+        self.warnings: list[str] = []
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = self.clients.consumer(
+                properties={
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    # Probes want one record; small fetches keep each probe cheap.
+                    # (librdkafka wants fetch.max.bytes >= message.max.bytes, 1 MB by default.)
+                    "fetch.max.bytes": max(PROBE_FETCH_BYTES, 1_048_576),
+                    "max.partition.fetch.bytes": PROBE_FETCH_BYTES,
+                }
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+
+    def probe(self, key: TargetPartitionKey) -> PartitionProbe:
+        if key not in self._probes:
+            self._probes[key] = PartitionProbe(
+                self.consumer,
+                topic=key[0],
+                partition=key[1],
+                source_cluster=self.request.source.info.source_cluster,
+                end_offset=self.ranges[key].log_end,
+            )
+        return self._probes[key]
+
+    def target_topic(self, source_topic: str) -> str:
+        return self.request.topic_mapping.get(source_topic, source_topic)
+
+    def plan(self) -> ResetPlan:
+        request = self.request
+        source = request.source
+        groups = request.groups or sorted(source.groups)
+        unknown = [group for group in groups if group not in source.groups]
+        if unknown:
+            raise NotFoundError(
+                f"group(s) {', '.join(unknown)} have no offsets in the source snapshot ({source.info.kind}, "
+                f"taken {source.info.taken_at})",
+                hint="check offset_reset.groups; 'kafka-backup describe' lists a backup's groups",
+            )
+        source_topics = sorted({topic for group in groups for topic, _ in source.groups[group]})
+        target_counts = self.admin.partition_counts(self.target_topic(topic) for topic in source_topics)
+        self.ranges = self.admin.partition_ranges(
+            (topic, partition) for topic, count in target_counts.items() for partition in range(count)
+        )
+        descriptions = self.admin.describe_groups(groups)
+        group_plans = []
+        for group in groups:
+            current = self.admin.committed_offsets(group)
+            rows: list[PartitionReset] = []
+            for topic in sorted({topic for topic, _ in source.groups[group]}):
+                rows.extend(self.plan_topic(group, topic, target_counts[self.target_topic(topic)], current))
+            group_plans.append(
+                GroupReset(group_id=group, target_state=descriptions[group].state, partitions=rows)
+            )
+        touched = sorted(
+            {(row.target_topic, row.target_partition) for g in group_plans for row in g.partitions}
+        )
+        return ResetPlan(
+            created_at=utc_now_iso(),
+            tool_version=__version__,
+            strategy=request.strategy,
+            source=source.info,
+            target=TargetInfo(cluster_id=self.cluster_id, bootstrap_servers=request.target.bootstrap_servers),
+            target_partitions=[
+                PartitionOffsets(
+                    topic=t,
+                    partition=p,
+                    log_start=self.ranges[(t, p)].log_start,
+                    log_end=self.ranges[(t, p)].log_end,
+                )
+                for t, p in touched
+            ],
+            groups=group_plans,
+            warnings=self.warnings,
+        )
+
+    def method_for(self, topic: str, source_count: int, target_count: int) -> Method:
+        strategy = self.request.strategy
+        if strategy == "from-mapping":
+            return "mapping"
+        if strategy == "header-based":
+            if source_count != target_count or self.request.scan_all_partitions:
+                if self.request.mapping is None:
+                    raise ConfigError(
+                        f"topic {topic} was restored into {target_count} partitions from {source_count} "
+                        "(or scan_all_partitions is set): header-based translation needs the offset mapping",
+                        hint="run 'kafka-backup show-offset-mapping ... --output mapping.json' and set "
+                        "offset_reset.mapping_file",
+                    )
+                return "mapping"
+            return "binary-search"
+        return strategy
+
+    def plan_topic(
+        self, group: str, topic: str, target_count: int, current: dict[TargetPartitionKey, int]
+    ) -> list[PartitionReset]:
+        source = self.request.source
+        committed = {p: c for (t, p), c in source.groups[group].items() if t == topic}
+        source_count = source.partition_counts.get(topic, max(committed, default=-1) + 1)
+        method = self.method_for(topic, source_count, target_count)
+        target_topic = self.target_topic(topic)
+        if method == "mapping":
+            return [
+                self.plan_from_mapping(topic, target_topic, q, committed, current)
+                for q in range(target_count)
+            ]
+        rows = []
+        for partition in range(min(source_count, target_count)):
+            offset = committed.get(partition)
+            if offset is None and self.request.uncommitted == "skip":
+                continue
+            rows.append(self.plan_partition(method, topic, target_topic, partition, offset, current))
+        return rows
+
+    def gap(self, topic: str, partition: int, offset: int | None) -> int:
+        ends = self.request.source.backup_end
+        if offset is None or ends is None or (topic, partition) not in ends:
+            return 0
+        return max(0, offset - ends[(topic, partition)])
+
+    def plan_partition(
+        self,
+        method: Method,
+        topic: str,
+        target_topic: str,
+        partition: int,
+        offset: int | None,
+        current: dict[TargetPartitionKey, int],
+    ) -> PartitionReset:
+        key = (target_topic, partition)
+        span = self.ranges[key]
+        notes: list[str] = []
+        if offset is None:
+            notes.append("no committed offset on the source: starts at the first restored record")
+        expected: OriginOffset | None = None
+        rereads: int | None = 0
+        probes = 0
+        new_offset: int | None
+        if method == "binary-search":
+            probe = self.probe(key)
+            result = search_position(
+                lambda t: probe.first_at_or_after(t, topic, partition),
+                span.log_start,
+                span.log_end,
+                offset or 0,
+            )
+            probes = result.probes
+            foreign = {item for item in probe.sources_seen if item != (topic, partition)}
+            if foreign:
+                raise PreconditionError(
+                    f"target partition {target_topic}/{partition} holds records of other source partitions "
+                    f"({', '.join(f'{t}/{p}' for t, p in sorted(foreign))}): it was repartitioned",
+                    hint="build the offset mapping with 'kafka-backup show-offset-mapping' and set "
+                    "offset_reset.mapping_file (or scan_all_partitions: true)",
+                )
+            if result.record_at_position is None and result.position == span.log_start:
+                new_offset = None
+                notes.append("no restored record of this source partition on the target")
+            else:
+                new_offset = result.position
+                if result.record_at_position is not None:
+                    expected = OriginOffset(
+                        topic=topic, partition=partition, offset=result.record_at_position.source_offset
+                    )
+        elif method == "timestamp":
+            new_offset, rereads = self.timestamp_position(topic, partition, key, offset), None
+            notes.append("timestamp-based: records sharing the committed record's millisecond are re-read")
+        elif method == "earliest":
+            new_offset, rereads = span.log_start, None
+        elif method == "latest":
+            new_offset, rereads = span.log_end, None
+        elif method == "offset":
+            if self.request.fixed_offset is None:
+                raise ConfigError("offset_reset.offset is required with strategy: offset")
+            if not span.log_start <= self.request.fixed_offset <= span.log_end:
+                raise PreconditionError(
+                    f"offset {self.request.fixed_offset} is outside {target_topic}/{partition}'s "
+                    f"range {span.log_start}..{span.log_end}"
+                )
+            new_offset, rereads = self.request.fixed_offset, None
+        else:  # pragma: no cover - method_for returns only the methods above
+            raise AssertionError(method)
+        return PartitionReset(
+            target_topic=target_topic,
+            target_partition=partition,
+            source_topic=topic,
+            source_committed={partition: offset},
+            target_committed=current.get(key),
+            new_offset=new_offset,
+            method=method,
+            expected_origin=expected,
+            rereads=rereads,
+            recovery_gap=self.gap(topic, partition, offset),
+            probes=probes,
+            notes=notes,
+        )
+
+    def timestamp_position(
+        self, topic: str, partition: int, key: TargetPartitionKey, offset: int | None
+    ) -> int:
+        if self.request.record_timestamp is None:
+            raise ConfigError(
+                "strategy: timestamp needs the backup (or live source) to read record timestamps"
+            )
+        timestamp = self.request.record_timestamp(topic, partition, offset or 0)
+        if timestamp is None:
+            return self.ranges[key].log_end
+        found = self.admin.offsets_for_times({key: timestamp})[key]
+        return self.ranges[key].log_end if found < 0 else found
+
+    def plan_from_mapping(
+        self,
+        topic: str,
+        target_topic: str,
+        partition: int,
+        committed: dict[int, int],
+        current: dict[TargetPartitionKey, int],
+    ) -> PartitionReset:
+        if self.request.mapping is None:
+            raise ConfigError("strategy: from-mapping needs offset_reset.mapping_file")
+        key = (target_topic, partition)
+        ranges = [item for item in self.request.mapping.get(key, []) if item.source_topic == topic]
+        feeding = sorted({item.source_partition for item in ranges})
+        thresholds = {(topic, p): committed[p] for p in feeding if p in committed}
+        result = position_from_ranges(ranges, thresholds)
+        expected = (
+            OriginOffset(topic=result.origin_at_position[0], partition=result.origin_at_position[1],
+                         offset=result.origin_at_position[2])
+            if result.origin_at_position is not None
+            else None
+        )  # fmt: skip
+        return PartitionReset(
+            target_topic=target_topic,
+            target_partition=partition,
+            source_topic=topic,
+            source_committed={p: committed.get(p) for p in feeding},
+            target_committed=current.get(key),
+            new_offset=result.position,
+            method="mapping",
+            expected_origin=expected,
+            rereads=result.rereads,
+            recovery_gap=sum(self.gap(topic, p, committed.get(p)) for p in feeding),
+            notes=[] if ranges else ["no restored record of this topic in the mapping for this partition"],
+        )
+
+
+def plan_offset_reset(request: PlanRequest) -> ResetPlan:
+    """Build a reset plan (reads the target cluster; changes nothing)."""
+    planner = _Planner(request)
+    try:
+        return planner.plan()
+    finally:
+        planner.close()
+
+
+def mapping_index(ranges: Iterable[tuple[str, int, MappedRange]]) -> MappingIndex:
+    """Group (target topic, target partition, range) triples by target partition."""
+    index: MappingIndex = {}
+    for target_topic, target_partition, item in ranges:
+        index.setdefault((target_topic, target_partition), []).append(item)
+    return index

@@ -1,0 +1,232 @@
+"""Plan, execute and roll back resets on the real target cluster, judged by the reference formula."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from kbackup.core.errors import PreconditionError
+from kbackup.reset.executor import execute_plan, list_snapshots, rollback
+from kbackup.reset.plan import ResetPlan, SourceOffsetsInfo, read_plan
+from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
+from kbackup.reset.sources import SourceOffsets
+from kbackup.reset.translate import measure, ranges_from_records, reference_position
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.kafka_io import create_topic
+from tests.support.restored_topics import Restored, restored_records, write_restored
+
+SOURCE = "prod-east"
+# Source partition 0 holds offsets 5-9, 12, 15-20, 30 (holes: compaction and markers); the backup
+# copied up to 32 (31 was a transaction marker). Partition 1 holds 0-9.
+P0 = [5, 6, 7, 8, 9, 12, 15, 16, 17, 18, 19, 20, 30]
+P1 = list(range(10))
+GROUPS = {
+    "at-zero": {0: 0, 1: 0},
+    "below-backup": {0: 3, 1: 4},
+    "in-hole": {0: 10, 1: 9},
+    "mid": {0: 16, 1: 10},
+    "on-marker": {0: 31, 1: 5},
+    "at-end": {0: 32, 1: 10},
+    "beyond-backup": {0: 40, 1: 2},
+    "never-on-p0": {1: 7},
+}
+
+
+def fill_identity_restore(cluster: LocalKafkaCluster, topic: str) -> None:
+    create_topic(cluster, topic, partitions=2)
+    p0 = [Restored(0, 0, o) for o in P0]
+    p1 = [Restored(1, 1, o) for o in P1]
+    write_restored(
+        cluster,
+        topic,
+        "orders",
+        SOURCE,
+        [
+            (p0[:4] + p1[:3], True),
+            ([Restored(0, 0, 999), Restored(1, 1, 999)], False),  # an aborted batch: invisible, leaves holes
+            (p0[4:9] + p1[3:8], True),
+            (p0[9:] + p1[8:], True),
+        ],
+        transactional_id=f"restore-{topic}",
+    )
+
+
+def source_offsets(groups: dict[str, dict[int, int]], partitions: int = 2) -> SourceOffsets:
+    return SourceOffsets(
+        info=SourceOffsetsInfo(
+            kind="backup", taken_at="2026-11-22T00:00:00Z", source_cluster=SOURCE, backup_id="b"
+        ),
+        groups={g: {("orders", p): c for p, c in offsets.items()} for g, offsets in groups.items()},
+        partition_counts={"orders": partitions},
+        backup_end={("orders", 0): 32, ("orders", 1): 10},
+    )
+
+
+def group_position(cluster: LocalKafkaCluster, group: str, topic: str, partition: int) -> int | None:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+    return committed if committed >= 0 else None
+
+
+def prefixed(groups: dict[str, dict[int, int]], prefix: str) -> dict[str, dict[int, int]]:
+    return {f"{prefix}-{name}": offsets for name, offsets in groups.items()}
+
+
+def test_identity_restore_every_group_resumes_exactly(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = f"{unique_name}-orders"
+    fill_identity_restore(target_cluster, topic)
+    groups = prefixed(GROUPS, unique_name)
+    plan = plan_offset_reset(
+        PlanRequest(
+            target=target_cluster.connection(),
+            source=source_offsets(groups),
+            topic_mapping={"orders": topic},
+        )
+    )
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_bytes(plan.to_json_bytes())
+    plan = read_plan(plan_path)  # what execute reads is what was reviewed
+    rows = {(g.group_id, r.target_partition): r for g in plan.groups for r in g.partitions}
+    assert all(r.method == "binary-search" for r in rows.values())
+    assert rows[(f"{unique_name}-beyond-backup", 0)].recovery_gap == 8
+    assert rows[(f"{unique_name}-at-end", 0)].recovery_gap == 0
+    assert rows[(f"{unique_name}-never-on-p0", 0)].source_committed == {0: None}
+
+    result = execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path / "snapshots")
+    assert result.snapshot_id is not None
+    assert len(result.changes) == len(rows)
+
+    for partition in (0, 1):
+        records = restored_records(target_cluster, topic, partition, SOURCE)
+        assert len(records) == len(P0 if partition == 0 else P1)  # aborted records are not visible
+        for group, offsets in groups.items():
+            committed = {("orders", partition): offsets.get(partition, 0)}
+            position = group_position(target_cluster, group, topic, partition)
+            assert position == reference_position(records, committed), (group, partition)
+            outcome = measure(records, committed, position)
+            assert (outcome.skipped, outcome.reprocessed) == (0, 0), (group, partition)
+            assert rows[(group, partition)].rereads == 0
+
+    # A plan applied twice is a no-op the second time.
+    again = execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path / "snapshots")
+    assert again.changes == []
+    assert again.already_applied == len(rows)
+
+    # Rollback restores the exact previous state: these groups had no offsets at all before.
+    snapshots = list_snapshots(tmp_path / "snapshots")
+    assert [s.snapshot_id for s in snapshots] == [result.snapshot_id]
+    rollback(snapshots[0], target_cluster.connection())
+    for group in groups:
+        assert group_position(target_cluster, group, topic, 0) is None
+        assert group_position(target_cluster, group, topic, 1) is None
+
+
+def test_repartitioned_restore_uses_the_mapping_and_counts_rereads(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = f"{unique_name}-orders"
+    create_topic(target_cluster, topic, partitions=3)
+    # Two source partitions spread over three target partitions, interleaved.
+    batch = []
+    for index in range(30):
+        source_partition = index % 2
+        batch.append(Restored(index % 3, source_partition, 100 + index // 2))
+    write_restored(target_cluster, topic, "orders", SOURCE, [(batch, True)], transactional_id=f"r-{topic}")
+    records = {q: restored_records(target_cluster, topic, q, SOURCE) for q in range(3)}
+    index = mapping_index((topic, q, item) for q in range(3) for item in ranges_from_records(records[q]))
+    groups = {f"{unique_name}-a": {0: 105, 1: 110}, f"{unique_name}-b": {0: 100}}
+    source = source_offsets(groups)
+    source.backup_end = {("orders", 0): 115, ("orders", 1): 115}
+
+    with pytest.raises(Exception, match="needs the offset mapping"):
+        plan_offset_reset(PlanRequest(target=target_cluster.connection(), source=source,
+                                      topic_mapping={"orders": topic}))  # fmt: skip
+    plan = plan_offset_reset(
+        PlanRequest(
+            target=target_cluster.connection(), source=source, topic_mapping={"orders": topic}, mapping=index
+        )
+    )
+    execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path / "s")
+    for group, offsets in groups.items():
+        committed = {("orders", p): offsets.get(p, 0) for p in (0, 1)}
+        for q in range(3):
+            position = group_position(target_cluster, group, topic, q)
+            assert position == reference_position(records[q], committed)
+            outcome = measure(records[q], committed, position)
+            row = next(
+                r for g in plan.groups if g.group_id == group for r in g.partitions if r.target_partition == q
+            )
+            assert outcome.skipped == 0
+            assert row.rereads == outcome.reprocessed
+            assert row.method == "mapping"
+
+
+def test_execute_refuses_active_group_stale_plan_and_other_cluster(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = f"{unique_name}-orders"
+    fill_identity_restore(target_cluster, topic)
+    group = f"{unique_name}-live"
+    plan = plan_offset_reset(
+        PlanRequest(
+            target=target_cluster.connection(),
+            source=source_offsets({group: {0: 12, 1: 3}}),
+            topic_mapping={"orders": topic},
+        )
+    )
+    # Another cluster: refused by cluster id.
+    with pytest.raises(PreconditionError, match="the plan was made for cluster"):
+        execute_plan(plan, source_cluster.connection(), snapshot_dir=tmp_path)
+
+    # An active member: refused, naming the group.
+    consumer = Consumer(
+        {"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": group, "client.id": "busy-app"}
+    )
+    consumer.subscribe([topic])
+    try:
+        for _ in range(40):
+            consumer.poll(0.25)
+        with pytest.raises(PreconditionError, match=f"{group} .*busy-app"):
+            execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path)
+    finally:
+        consumer.close()
+
+    # The group moved on after the plan was made: the plan is stale.
+    Consumer_ = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": group})
+    Consumer_.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    Consumer_.close()
+    with pytest.raises(PreconditionError, match="the plan expected"):
+        execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path)
+    assert group_position(target_cluster, group, topic, 0) == 1  # nothing changed
+    assert list_snapshots(tmp_path) == []
+
+
+def test_rewind_needs_permission(target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path) -> None:
+    topic = f"{unique_name}-orders"
+    fill_identity_restore(target_cluster, topic)
+    group = f"{unique_name}-ahead"
+    committer = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": group})
+    committer.commit(offsets=[TopicPartition(topic, 0, 15)], asynchronous=False)
+    committer.close()
+    plan: ResetPlan = plan_offset_reset(
+        PlanRequest(
+            target=target_cluster.connection(),
+            source=source_offsets({group: {0: 6}}),
+            topic_mapping={"orders": topic},
+        )
+    )
+    with pytest.raises(PreconditionError, match="would move backwards from 15"):
+        execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path)
+    result = execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path, allow_rewind=True)
+    assert any(change.before == 15 for change in result.changes)
+    # Rollback puts back exactly 15 on partition 0 and removes the new commit on partition 1.
+    rollback(list_snapshots(tmp_path)[0], target_cluster.connection())
+    assert group_position(target_cluster, group, topic, 0) == 15
+    assert group_position(target_cluster, group, topic, 1) is None
