@@ -2,67 +2,218 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, load_config, not_built_yet
+from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.config import KBackupConfig
+from kbackup.core.config import KafkaConnection
+from kbackup.core.errors import ConfigError, UsageError
+from kbackup.reset.executor import ExecuteResult, execute_plan, list_snapshots, read_snapshot, rollback
+from kbackup.reset.plan import ResetPlan, read_plan, render_plan_table
 
 offset_reset_app = typer.Typer(
     help="Plan, review and execute consumer-group offset resets on the target cluster.",
     no_args_is_help=True,
 )
 
+SnapshotDirOption = Annotated[
+    Path | None,
+    typer.Option("--snapshot-dir", help="Folder of rollback snapshots (default: offset_reset.snapshot_dir)."),
+]
+
+
+def _target(config: KBackupConfig, bootstrap_servers: str | None) -> KafkaConnection:
+    """The target connection: the config's target section, with --bootstrap-servers overriding its servers."""
+    if config.target is not None:
+        if bootstrap_servers:
+            return config.target.model_copy(
+                update={"bootstrap_servers": KafkaConnection.model_validate(
+                    {"bootstrap_servers": bootstrap_servers}).bootstrap_servers}
+            )  # fmt: skip
+        return config.target
+    if not bootstrap_servers:
+        raise UsageError("give --bootstrap-servers (or a config file with a 'target' section)")
+    return KafkaConnection.model_validate({"bootstrap_servers": bootstrap_servers})
+
+
+def _read_groups_file(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"groups file {path} cannot be read: {exc.strerror}") from None
+    groups = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    if not groups:
+        raise ConfigError(f"groups file {path} lists no consumer group")
+    return groups
+
+
+def _make_plan(config: KBackupConfig, groups: list[str] | None) -> ResetPlan:
+    from kbackup.reset.service import plan_from_config
+
+    if config.offset_reset.mapping_file:
+        # Wired to the mapping stage's file reader when that stage lands.
+        raise ConfigError("offset_reset.mapping_file is not readable yet in this version")
+    return plan_from_config(config, groups=groups)
+
+
+def _emit_plan(plan: ResetPlan, output: Path | None, as_json: bool) -> None:
+    if output is not None:
+        output.write_bytes(plan.to_json_bytes())
+    if as_json:
+        print_json(plan.model_dump(mode="json"))
+    else:
+        typer.echo(render_plan_table(plan))
+        if output is not None:
+            typer.echo(
+                f"plan written to {output}; review it, then: "
+                f"kafka-backup offset-reset execute --plan {output}"
+            )
+
+
+def _emit_result(result: ExecuteResult, as_json: bool) -> None:
+    if as_json:
+        print_json({**asdict(result), "changes": [asdict(change) for change in result.changes]})
+        return
+    verb = "would change" if result.dry_run else "changed"
+    for change in result.changes:
+        typer.echo(
+            f"{verb} {change.group_id} {change.topic}/{change.partition}: "
+            f"{'-' if change.before is None else change.before} -> {change.after}"
+        )
+    typer.echo(
+        f"{len(result.changes)} offset(s) {verb}, {result.already_applied} already at the planned offset"
+        + (
+            f"; rollback snapshot {result.snapshot_id} at {result.snapshot_path}"
+            if result.snapshot_id
+            else ""
+        )
+    )
+
 
 @offset_reset_app.command("plan")
 def plan(
     config: ConfigOption = None,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the plan (JSON) here.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the plan (JSON) here.")] = None,
+    groups: Annotated[
+        str | None,
+        typer.Option("--groups", help="Comma-separated groups (default: offset_reset.groups, else all)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Work out each group's new offsets on the target, and show them for review. Changes nothing."""
-    load_config(config)
-    raise not_built_yet("offset-reset plan")
+    json_mode(as_json)
+    if config is None:
+        raise UsageError("offset-reset plan needs --config (target, storage, backup_id, offset_reset)")
+    cfg = load_config(config)
+    chosen = [group.strip() for group in groups.split(",") if group.strip()] if groups else None
+    _emit_plan(_make_plan(cfg, chosen), output, as_json)
 
 
 @offset_reset_app.command("execute")
 def execute(
-    plan_file: Annotated[
-        str | None, typer.Option("--plan", help="A plan written by 'offset-reset plan'.")
-    ] = None,
+    plan_file: Annotated[Path, typer.Option("--plan", help="A plan written by 'offset-reset plan'.")],
     bootstrap_servers: BootstrapOption = None,
+    config: ConfigOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
     ] = False,
     allow_rewind: Annotated[
         bool, typer.Option("--allow-rewind", help="Allow moving a group backwards.")
     ] = False,
+    snapshot_dir: SnapshotDirOption = None,
+    parallelism: Annotated[int, typer.Option("--parallelism", min=1, max=256, help="Groups at once.")] = 8,
     as_json: JsonOption = False,
 ) -> None:
-    """Apply a reviewed plan: snapshot current offsets, commit the new ones, read them back."""
-    raise not_built_yet("offset-reset execute")
+    """Apply a reviewed plan: re-check it, snapshot current offsets, commit the new ones, read them back."""
+    json_mode(as_json)
+    cfg = load_config(config)
+    reviewed = read_plan(plan_file)
+    target = _target(cfg, bootstrap_servers)
+    folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)
+    result = execute_plan(
+        reviewed,
+        target,
+        snapshot_dir=folder,
+        dry_run=dry_run,
+        allow_rewind=allow_rewind,
+        parallelism=parallelism,
+    )
+    _emit_result(result, as_json)
 
 
 def offset_reset_bulk(
     config: ConfigOption = None,
     groups_file: Annotated[
-        str | None, typer.Option("--groups-file", help="One consumer group per line.")
+        Path | None, typer.Option("--groups-file", help="One consumer group per line.")
     ] = None,
     parallelism: Annotated[int, typer.Option("--parallelism", min=1, max=256, help="Groups at once.")] = 8,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the plan here.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and check, change nothing.")] = False,
+    allow_rewind: Annotated[
+        bool, typer.Option("--allow-rewind", help="Allow moving a group backwards.")
+    ] = False,
+    snapshot_dir: SnapshotDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Plan and execute resets for many consumer groups in parallel."""
-    load_config(config)
-    raise not_built_yet("offset-reset-bulk")
+    """Plan and execute resets for many consumer groups in one go (one rollback snapshot for all)."""
+    json_mode(as_json)
+    if config is None or groups_file is None:
+        raise UsageError("offset-reset-bulk needs --config and --groups-file")
+    cfg = load_config(config)
+    reviewed = _make_plan(cfg, _read_groups_file(groups_file))
+    if output is not None:
+        output.write_bytes(reviewed.to_json_bytes())
+    assert cfg.target is not None  # plan_from_config checked it
+    result = execute_plan(
+        reviewed,
+        cfg.target,
+        snapshot_dir=snapshot_dir or Path(cfg.offset_reset.snapshot_dir),
+        dry_run=dry_run,
+        allow_rewind=allow_rewind,
+        parallelism=parallelism,
+    )
+    if not as_json:
+        totals = reviewed.totals()
+        typer.echo(
+            f"planned {totals['groups']} group(s), {totals['partitions']} partition(s); "
+            f"{totals['rereads']} record(s) to re-read, recovery gap {totals['recovery_gap']}"
+        )
+    _emit_result(result, as_json)
 
 
 def offset_rollback(
     bootstrap_servers: BootstrapOption = None,
     snapshot: Annotated[str | None, typer.Option("--snapshot", help="Snapshot id to roll back to.")] = None,
-    list_snapshots: Annotated[bool, typer.Option("--list", help="List the rollback snapshots.")] = False,
+    list_only: Annotated[bool, typer.Option("--list", help="List the rollback snapshots.")] = False,
+    snapshot_dir: SnapshotDirOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
+    ] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Roll consumer groups back to the offsets saved before an execute."""
-    load_config(config)
-    raise not_built_yet("offset-rollback")
+    """Roll consumer groups back to the offsets an execute saved before changing them."""
+    json_mode(as_json)
+    cfg = load_config(config)
+    folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)
+    if list_only or snapshot is None:
+        snapshots = list_snapshots(folder)
+        if as_json:
+            print_json([item.model_dump(mode="json") for item in snapshots])
+        elif not snapshots:
+            typer.echo(f"no rollback snapshots in {folder}")
+        for item in snapshots if not as_json else []:
+            changed = sum(len(group.changed) for group in item.groups)
+            typer.echo(
+                f"{item.snapshot_id}  {item.created_at}  {len(item.groups)} group(s), "
+                f"{changed} partition(s)  "
+                f"cluster {item.target_cluster_id}"
+            )
+        return
+    chosen = read_snapshot(folder / f"{snapshot}.json")
+    changes = rollback(chosen, _target(cfg, bootstrap_servers), dry_run=dry_run)
+    _emit_result(ExecuteResult(changes=changes, dry_run=dry_run), as_json)

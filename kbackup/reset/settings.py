@@ -26,3 +26,11 @@ class OffsetResetSettings(StrictModel):
     offset: int | None = Field(default=None, ge=0)
     parallel_consumers: int = Field(default=4, ge=1, le=256)
     timeout_secs: float = Field(default=3600, gt=0)
+    #: Where the groups' source offsets come from: the backup's snapshot, or the live ``source`` cluster.
+    source_offsets: Literal["backup", "live"] = "backup"
+    #: Source topic -> target topic; defaults to ``restore.topic_mapping`` of the same file.
+    topic_mapping: dict[str, str] | None = None
+    #: A source partition a group never committed on: start at the first restored record, or leave it.
+    uncommitted_partitions: Literal["earliest", "skip"] = "earliest"
+    #: Where execute writes rollback snapshots of the offsets it replaces.
+    snapshot_dir: str = "offset-snapshots"

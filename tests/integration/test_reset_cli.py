@@ -1,0 +1,161 @@
+"""The reset commands end to end through the CLI, with a backup's group snapshot as the source of offsets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from kbackup.cli.main import run
+from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
+from kbackup.format.catalog import commit_manifest
+from kbackup.format.manifest import (
+    ConsumerGroupsSnapshot,
+    GroupOffset,
+    GroupSnapshot,
+    Manifest,
+    PartitionEntry,
+    SourceInfo,
+    TopicEntry,
+    utc_now_iso,
+)
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.storage import LocalStorage
+from tests.support.kafka_io import create_topic
+from tests.support.restored_topics import Restored, write_restored
+
+SOURCE = "cli-source"
+
+
+def committed(cluster: LocalKafkaCluster, group: str, topic: str, partition: int) -> int | None:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        offset = consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+    return offset if offset >= 0 else None
+
+
+@pytest.fixture
+def setup(target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path) -> dict[str, object]:
+    topic = f"{unique_name}-restored"
+    create_topic(target_cluster, topic, partitions=1)
+    write_restored(
+        target_cluster, topic, "orders", SOURCE,
+        [([Restored(0, 0, o) for o in range(100, 150)], True)], transactional_id=f"t-{topic}",
+    )  # fmt: skip
+    store = tmp_path / "store"
+    groups = {f"{unique_name}-g1": 120, f"{unique_name}-g2": 150}
+    commit_manifest(
+        LocalStorage(store),
+        Manifest(
+            backup_id="nightly", increment=0, run_id="r0", tool_version="test",
+            started_at=utc_now_iso(), finished_at=utc_now_iso(), source=SourceInfo(cluster_id=SOURCE),
+            topics=[TopicEntry(name="orders", partitions=1)],
+            partitions=[PartitionEntry(topic="orders", partition=0, start_offset=100, end_offset=150,
+                                       log_start_offset=100, record_count=50)],
+            consumer_groups=ConsumerGroupsSnapshot(
+                taken_at=utc_now_iso(),
+                groups=[
+                    GroupSnapshot(group_id=g, offsets=[GroupOffset(topic="orders", partition=0, offset=c)])
+                    for g, c in groups.items()
+                ],
+            ),
+        ),
+    )  # fmt: skip
+    config = tmp_path / "reset.yaml"
+    config.write_text(
+        f"backup_id: nightly\ntarget:\n  bootstrap_servers: {target_cluster.bootstrap_servers}\n"
+        f"storage:\n  url: {store}\nrestore:\n  topic_mapping:\n    orders: {topic}\n"
+        f"offset_reset:\n  snapshot_dir: {tmp_path / 'snapshots'}\n"
+    )
+    return {"topic": topic, "groups": groups, "config": config}
+
+
+def test_plan_execute_rollback_through_the_cli(
+    setup: dict[str, object],
+    target_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config, topic, groups = setup["config"], str(setup["topic"]), setup["groups"]
+    assert isinstance(groups, dict)
+    plan_file = tmp_path / "plan.json"
+    assert run(["offset-reset", "plan", "-c", str(config), "--output", str(plan_file)]) == 0
+    table = capsys.readouterr().out
+    assert "binary-search" in table
+    assert "0 record(s) to re-read" in table
+    plan = json.loads(plan_file.read_text())
+    assert plan["source"]["kind"] == "backup"
+    new_offsets = {g["group_id"]: g["partitions"][0]["new_offset"] for g in plan["groups"]}
+    assert new_offsets == {name: c - 100 for name, c in groups.items()}  # origin 100 is at target offset 0
+
+    assert run(["offset-reset", "execute", "--plan", str(plan_file), "-b", target_cluster.bootstrap_servers,
+                "-c", str(config), "--dry-run"]) == 0  # fmt: skip
+    assert "would change" in capsys.readouterr().out
+    assert all(committed(target_cluster, g, topic, 0) is None for g in groups)
+
+    assert run(["offset-reset", "execute", "--plan", str(plan_file), "-c", str(config), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["changes"]) == 2
+    for group, offset in new_offsets.items():
+        assert committed(target_cluster, group, topic, 0) == offset
+
+    assert run(["offset-rollback", "-c", str(config), "--list"]) == 0
+    assert result["snapshot_id"] in capsys.readouterr().out
+    assert run(["offset-rollback", "-c", str(config), "--snapshot", result["snapshot_id"]]) == 0
+    assert all(committed(target_cluster, g, topic, 0) is None for g in groups)
+
+
+def test_bulk_with_groups_file(
+    setup: dict[str, object], target_cluster: LocalKafkaCluster, tmp_path: Path
+) -> None:
+    config, topic, groups = setup["config"], str(setup["topic"]), setup["groups"]
+    assert isinstance(groups, dict)
+    groups_file = tmp_path / "groups.txt"
+    groups_file.write_text("# groups to move\n" + "\n".join(groups) + "\n")
+    assert (
+        run(["offset-reset-bulk", "-c", str(config), "--groups-file", str(groups_file), "--parallelism", "4"])
+        == 0
+    )
+    assert {g: committed(target_cluster, g, topic, 0) for g in groups} == {
+        g: c - 100 for g, c in groups.items()
+    }
+
+
+def test_bad_inputs_change_nothing(
+    setup: dict[str, object],
+    target_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config, topic = setup["config"], str(setup["topic"])
+    assert (
+        run(["offset-reset", "plan", "-c", str(config), "--groups", "no-such-group"])
+        == NotFoundError.exit_code
+    )
+    assert "no-such-group" in capsys.readouterr().err
+
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text('{"format": "kafka-backup-reset-plan", "format_ver')
+    assert (
+        run(["offset-reset", "execute", "--plan", str(truncated), "-c", str(config)]) == ConfigError.exit_code
+    )
+    assert "not a readable JSON document" in capsys.readouterr().err
+
+    plan_file = tmp_path / "plan.json"
+    assert run(["offset-reset", "plan", "-c", str(config), "--output", str(plan_file)]) == 0
+    plan = json.loads(plan_file.read_text())
+    plan["target"]["cluster_id"] = "some-other-cluster"
+    plan_file.write_text(json.dumps(plan))
+    capsys.readouterr()
+    assert (
+        run(["offset-reset", "execute", "--plan", str(plan_file), "-c", str(config)])
+        == PreconditionError.exit_code
+    )
+    assert "the plan was made for cluster some-other-cluster" in capsys.readouterr().err
+    groups = setup["groups"]
+    assert isinstance(groups, dict)
+    assert all(committed(target_cluster, g, topic, 0) is None for g in groups)
