@@ -57,7 +57,7 @@ def test_head_of_the_log_translates_exactly() -> None:
 
 
 def test_seed_002_worked_example_row_by_row() -> None:
-    # Seed 002's table: 1,000,000 records mirrored, target offsets 100,000 lower, syncs 100, 200, 400... apart.
+    # Seed 002: 1,000,000 records mirrored, targets 100,000 lower, syncs 100, 200, 400... apart.
     store = doubling_store(MILLION, 900_000)
     rows = {  # source offset: (translated target offset, re-reads)
         1_000_000: (900_000, 0),
