@@ -67,7 +67,10 @@ class PartitionReset(PlanModel):
 
 
 class GroupReset(PlanModel):
+    #: The group on the target whose offsets change.
     group_id: str
+    #: The source group it takes its position from, when named differently (drill copies).
+    source_group_id: str | None = None
     #: Group state on the target at planning time (Empty, Dead, Stable, ...).
     target_state: str | None = None
     partitions: list[PartitionReset]

@@ -62,6 +62,8 @@ class PlanRequest:
     record_timestamp: RecordTimestampLookup | None = None
     #: A source partition the group never committed on: start it at the first restored record, or leave it.
     uncommitted: Literal["earliest", "skip"] = "earliest"
+    #: The target group of source group G is ``group_prefix + G`` (the drill moves copies of the groups).
+    group_prefix: str = ""
 
 
 class _Planner:
@@ -124,15 +126,22 @@ class _Planner:
         self.ranges = self.admin.partition_ranges(
             (topic, partition) for topic, count in target_counts.items() for partition in range(count)
         )
-        descriptions = self.admin.describe_groups(groups)
+        prefix = request.group_prefix
+        descriptions = self.admin.describe_groups(prefix + group for group in groups)
         group_plans = []
         for group in groups:
-            current = self.admin.committed_offsets(group)
+            target_group = prefix + group
+            current = self.admin.committed_offsets(target_group)
             rows: list[PartitionReset] = []
             for topic in sorted({topic for topic, _ in source.groups[group]}):
                 rows.extend(self.plan_topic(group, topic, target_counts[self.target_topic(topic)], current))
             group_plans.append(
-                GroupReset(group_id=group, target_state=descriptions[group].state, partitions=rows)
+                GroupReset(
+                    group_id=target_group,
+                    source_group_id=group if prefix else None,
+                    target_state=descriptions[target_group].state,
+                    partitions=rows,
+                )
             )
         touched = sorted(
             {(row.target_topic, row.target_partition) for g in group_plans for row in g.partitions}

@@ -1,0 +1,82 @@
+"""The drill's data generator and its verifier, on the real clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from kbackup.drill.local_data import fill_source
+from kbackup.drill.verify import verify_positions
+from kbackup.reset.executor import execute_plan
+from kbackup.reset.plan import SourceOffsetsInfo
+from kbackup.reset.planner import PlanRequest, plan_offset_reset
+from kbackup.reset.sources import SourceOffsets
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.kafka_io import consume_all, create_topic, end_offsets
+from tests.support.restored_topics import Restored, write_restored
+
+
+def test_fill_source_writes_the_hard_cases(source_cluster: LocalKafkaCluster, unique_name: str) -> None:
+    prefix = f"{unique_name}-"
+    data = fill_source(source_cluster.connection(), records_per_partition=200, prefix=prefix)
+    assert data.topics == {
+        f"{prefix}orders": 3,
+        f"{prefix}clicks": 2,
+        f"{prefix}customers": 1,
+        f"{prefix}payments": 2,
+    }
+    payments = consume_all(source_cluster, f"{prefix}payments", [0, 1])
+    visible = {(r.partition, r.offset) for r in payments}
+    # Committed on holes: transaction markers or aborted records are not visible records.
+    for (topic, partition), offset in data.groups[f"{prefix}payouts"].items():
+        assert topic == f"{prefix}payments"
+        assert (partition, offset) not in visible
+    # The caught-up group sits at the end of every partition it reads.
+    ends = end_offsets(source_cluster, f"{prefix}orders", [0, 1, 2])
+    assert all(data.groups[f"{prefix}analytics"][(f"{prefix}orders", p)] == ends[p] for p in range(3))
+    # Some partitions were never committed by the audit group.
+    assert (f"{prefix}clicks", 1) not in data.groups[f"{prefix}audit"]
+    customers = consume_all(source_cluster, f"{prefix}customers", [0])
+    assert any(r.value is None for r in customers)  # tombstones are kept
+
+
+def test_verify_catches_a_skip_and_counts_rereads(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = f"{unique_name}-t"
+    create_topic(target_cluster, topic, partitions=1)
+    write_restored(
+        target_cluster,
+        topic,
+        "orders",
+        "src",
+        [([Restored(0, 0, o) for o in range(10, 30)], True)],
+        f"tx-{topic}",
+    )
+    exact, behind, ahead = (f"{unique_name}-{name}" for name in ("exact", "behind", "ahead"))
+    committed = {exact: 15, behind: 15, ahead: 15}
+    source = SourceOffsets(
+        info=SourceOffsetsInfo(kind="live", taken_at="now", source_cluster="src"),
+        groups={exact: {("orders", 0): 15}},
+        partition_counts={"orders": 1},
+    )
+    plan = plan_offset_reset(
+        PlanRequest(target=target_cluster.connection(), source=source, topic_mapping={"orders": topic})
+    )
+    execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path)
+
+    for group, offset in ((behind, 2), (ahead, 9)):
+        consumer = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": group})
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        consumer.close()
+    result = verify_positions(
+        target_cluster.connection(),
+        source_cluster="src",
+        groups={group: {("orders", 0): c} for group, c in committed.items()},
+        target_partitions_of={group: [(topic, 0)] for group in committed},
+    )
+    totals = result.per_group()
+    assert totals[exact] == {"skipped": 0, "reprocessed": 0, "partitions": 1}
+    assert totals[behind] == {"skipped": 0, "reprocessed": 3, "partitions": 1}  # origins 12, 13, 14 again
+    assert totals[ahead] == {"skipped": 4, "reprocessed": 0, "partitions": 1}  # origins 15-18 lost
