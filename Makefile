@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help demo test test-unit test-integration lint install system-deps jars clean
+.PHONY: help demo test test-unit test-integration lint install system-deps jars docs clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ $(INSTALLED): pyproject.toml
 
 jars: install ## Resolve Apache Kafka's jars from Maven Central into ~/.cache/kafka-backup (once)
 	$(BIN)/python -m kbackup.sandbox.jars
+
+docs: install ## Regenerate docs/cli.md from the CLI
+	$(BIN)/python -m kbackup.cli.reference > docs/cli.md
 
 clean: ## Remove the virtualenv and caches in the repo (not the jar cache)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
