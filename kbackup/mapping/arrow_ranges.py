@@ -14,7 +14,7 @@ of one run that were cut at batch or Spark-partition boundaries.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -128,7 +128,7 @@ def _summary_row(kind: str, batch: pa.RecordBatch, first: int, count: int) -> pa
     )
 
 
-def scan_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def scan_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The function each Spark task runs (``mapInArrow``): ranges and problem reports per batch."""
     for batch in batches:
         if batch.num_rows == 0:

@@ -82,6 +82,20 @@ class ScannedPartition:
     end_offset: int
 
 
+@dataclass(frozen=True)
+class ScanStats:
+    """How a mapping was built (shown in summaries; not part of the file)."""
+
+    topics: int
+    partitions: int
+    offsets_scanned: int
+    #: Range pieces the Spark tasks returned, before pieces of one run were joined.
+    pieces: int
+    seconds: float
+    #: Of ``seconds``, the time from starting the Spark job (including Spark's start-up) to its end.
+    spark_seconds: float
+
+
 @dataclass
 class OffsetMapping:
     """Every range of restored records from one source cluster found in the scanned target partitions."""
@@ -92,6 +106,7 @@ class OffsetMapping:
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
     target_cluster_id: str | None = None
     format_version: int = FORMAT_VERSION
+    stats: ScanStats | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self.ranges = sorted(self.ranges, key=target_order)
