@@ -1,0 +1,228 @@
+"""The Spark job: read target partitions with Spark's Kafka source and turn origin headers into ranges.
+
+Shape of the job, chosen so it scales with the records and collects only
+the ranges:
+
+1. ``spark.read.format("kafka")`` with ``assign`` and explicit
+   ``startingOffsets``/``endingOffsets`` per partition (read before the
+   scan, so the result covers exactly what the mapping file says it covers),
+   ``includeHeaders`` and ``isolation.level=read_committed`` (aborted
+   records are never mapped; transaction markers are never records, so
+   they are holes).
+2. A projection evaluated in the JVM: the last value of each
+   ``x-kafka-backup-*`` header (``map_from_entries`` with Spark's
+   ``LAST_WIN`` key policy, so a header restore appended after one the
+   record already had wins), decoded from ASCII decimal; only records whose
+   origin cluster is the wanted one are kept.
+3. ``mapInArrow`` with :func:`kbackup.mapping.arrow_ranges.scan_batches`:
+   each task folds its Kafka partition's records, in offset order, into
+   ranges, batch by batch. No shuffle, no sort: Spark's Kafka source makes
+   one task per Kafka partition (or per offset slice of one, with
+   ``minPartitions``/``maxRecordsPerPartition``) and reads it in offset
+   order.
+4. The driver collects the ranges (as Arrow) and joins pieces of one run
+   that were cut at batch or task boundaries
+   (:func:`kbackup.mapping.ranges.merge_touching`). The result does not
+   depend on the order in which records arrive; order only keeps the
+   number of pieces small, and the tasks report any record that came out
+   of order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kbackup.core.logs import get_logger
+from kbackup.mapping import arrow_ranges
+from kbackup.mapping.mapping_file import ScannedPartition
+from kbackup.mapping.ranges import OffsetRange, merge_touching
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = get_logger("mapping.job")
+
+HEADER_PREFIX = "x-kafka-backup-"
+CLUSTER_HEADER = HEADER_PREFIX + "cluster"
+TOPIC_HEADER = HEADER_PREFIX + "topic"
+PARTITION_HEADER = HEADER_PREFIX + "partition"
+OFFSET_HEADER = HEADER_PREFIX + "offset"
+
+#: Kafka consumer settings for a bulk sequential read, before the user's ``mapping.kafka_options``.
+READ_DEFAULTS = {
+    "kafka.isolation.level": "read_committed",
+    "kafka.max.poll.records": "10000",
+    "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
+    "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
+    "kafka.receive.buffer.bytes": str(1024 * 1024),
+}
+
+#: Session settings the job needs while it runs (restored afterwards on a shared session).
+JOB_SQL_CONF = {
+    # Duplicate header names: the last one wins, as the header contract says.
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    # Fewer, larger batches: fewer range pieces to join on the driver.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+}
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """What the scan found: the ranges, and records it could not use."""
+
+    ranges: list[OffsetRange]
+    #: Restored records (of the wanted cluster) whose other origin headers were missing or not numbers.
+    malformed_records: int
+    #: Where the first of them is: (target topic, partition, offset).
+    first_malformed: tuple[str, int, int] | None
+    #: Records that arrived out of offset order within a task (0 unless Spark's source changes).
+    unordered_records: int
+    #: Range pieces the tasks returned before joining.
+    pieces: int
+
+
+def read_options(
+    kafka_options: Mapping[str, str],
+    partitions: Sequence[ScannedPartition],
+    *,
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> dict[str, str]:
+    """Spark Kafka source options that read exactly these partitions between their offsets."""
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for item in partitions:
+        assign.setdefault(item.topic, []).append(item.partition)
+        starting.setdefault(item.topic, {})[str(item.partition)] = item.start_offset
+        ending.setdefault(item.topic, {})[str(item.partition)] = item.end_offset
+    options = {
+        **READ_DEFAULTS,
+        **kafka_options,
+        "assign": json.dumps(assign),
+        "startingOffsets": json.dumps(starting),
+        "endingOffsets": json.dumps(ending),
+        "includeHeaders": "true",
+        # Records deleted between reading the offsets and scanning them must fail the scan:
+        # the mapping would otherwise claim to cover records it never saw.
+        "failOnDataLoss": "true",
+    }
+    if min_partitions is not None:
+        options["minPartitions"] = str(min_partitions)
+    if max_records_per_partition is not None:
+        options["maxRecordsPerPartition"] = str(max_records_per_partition)
+    return options
+
+
+def restored_records(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> DataFrame:
+    """The target records whose origin cluster is ``source_cluster``, in the columns of INPUT_SCHEMA."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("kafka")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    records = reader.load()
+    headers_type = dict(records.dtypes).get("headers")
+    if headers_type != "array<struct<key:string,value:binary>>":
+        raise RuntimeError(f"Spark's Kafka source gave headers as {headers_type}, expected key/value structs")
+    origin = F.map_from_entries("headers")
+
+    def text(header: str) -> Any:
+        return origin[header].cast("string")
+
+    return records.where(origin[CLUSTER_HEADER] == F.lit(bytearray(source_cluster.encode()))).select(
+        F.col("topic").cast("string").alias("topic"),
+        F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("bigint").alias("offset"),
+        text(TOPIC_HEADER).alias("source_topic"),
+        # try_cast: a damaged header becomes null and is reported, instead of failing the job.
+        text(PARTITION_HEADER).try_cast("int").alias("source_partition"),
+        text(OFFSET_HEADER).try_cast("bigint").alias("source_offset"),
+    )
+
+
+@contextmanager
+def session_conf(spark: SparkSession, values: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL settings for the duration of the job, then put back what was there."""
+    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def _ship_range_builder_by_value() -> None:
+    """Pickle the per-task code by value, so Spark executors need pyarrow but not kafka-backup."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(arrow_ranges)  # type: ignore[no-untyped-call]
+
+
+def scan_ranges(
+    spark: SparkSession,
+    kafka_options: Mapping[str, str],
+    partitions: Sequence[ScannedPartition],
+    source_cluster: str,
+    *,
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> ScanResult:
+    """Run the job over the partitions that have records, and return the joined ranges."""
+    to_read = [item for item in partitions if item.end_offset > item.start_offset]
+    if not to_read:
+        return ScanResult([], 0, None, 0, 0)
+    options = read_options(
+        kafka_options,
+        to_read,
+        min_partitions=min_partitions,
+        max_records_per_partition=max_records_per_partition,
+    )
+    _ship_range_builder_by_value()
+    with session_conf(spark, JOB_SQL_CONF):
+        pieces = (
+            restored_records(spark, options, source_cluster)
+            .mapInArrow(arrow_ranges.scan_batches, arrow_ranges.OUTPUT_DDL)
+            .toArrow()
+        )
+    rows = pieces.to_pylist()
+    ranges = [
+        OffsetRange(
+            row["source_topic"],
+            row["source_partition"],
+            row["target_topic"],
+            row["target_partition"],
+            row["source_start"],
+            row["source_end"],
+            row["target_start"],
+            row["target_end"],
+        )
+        for row in rows
+        if row["kind"] == "range"
+    ]
+    malformed = [row for row in rows if row["kind"] == "malformed"]
+    first = min(
+        ((row["target_topic"], row["target_partition"], row["target_start"]) for row in malformed),
+        default=None,
+    )
+    unordered = sum(row["records"] for row in rows if row["kind"] == "unordered")
+    if unordered:
+        log.warning(
+            "%d records reached the range builder out of offset order; joined on the driver", unordered
+        )
+    return ScanResult(
+        ranges=merge_touching(ranges),
+        malformed_records=sum(row["records"] for row in malformed),
+        first_malformed=first,
+        unordered_records=unordered,
+        pieces=len(ranges),
+    )

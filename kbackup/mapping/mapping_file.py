@@ -1,0 +1,574 @@
+"""The offset mapping as a value and as a file: JSON, CSV, Parquet (read and written) and a text table.
+
+JSON follows the shape users of header-based Kafka backup tools know (one
+entry per source topic and target topic, with ``mappings`` of
+``partition``/``source_range``/``target_range``), inside a document that
+also says which source cluster it is for, when it was made, its format
+version, and the target offsets it scanned, so that a reader knows what it
+covers::
+
+    {
+      "format": "kafka-backup-offset-mapping",
+      "format_version": 1,
+      "created_at": "2026-11-22T03:00:00Z",
+      "source_cluster": "prod-us-east-1",
+      "target_cluster_id": "ETT2dB9JT5exKbDhFh3paQ",
+      "scanned": [{"topic": "orders", "partition": 0, "start_offset": 0, "end_offset": 2656}],
+      "topics": [
+        {"topic": "orders", "source_cluster": "prod-us-east-1", "target_topic": "orders",
+         "mappings": [{"partition": 0, "target_partition": 0,
+                       "source_range": {"start": 12345, "end": 15000},
+                       "target_range": {"start": 0, "end": 2655}}]}
+      ]
+    }
+
+Range ``end`` values are inclusive (the last record's offset). Scanned
+``end_offset`` values are Kafka end offsets: exclusive, the offset the next
+record would get. ``topic`` in an entry is the source topic.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
+from kbackup.mapping.ranges import (
+    OffsetRange,
+    PartitionIndex,
+    SourcePartition,
+    TargetPartition,
+    TargetPosition,
+    index_by_target,
+    target_order,
+)
+
+FORMAT_NAME = "kafka-backup-offset-mapping"
+FORMAT_VERSION = 1
+#: Parquet schema metadata key holding the document without its ranges.
+PARQUET_METADATA_KEY = FORMAT_NAME.encode()
+#: Columns of the CSV and Parquet forms, one row per range.
+RANGE_COLUMNS = (
+    "source_topic",
+    "source_partition",
+    "source_start",
+    "source_end",
+    "target_topic",
+    "target_partition",
+    "target_start",
+    "target_end",
+)
+
+MappingFormat = Literal["text", "json", "csv", "parquet"]
+FORMATS: tuple[MappingFormat, ...] = ("text", "json", "csv", "parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedPartition:
+    """A target partition the scan read, from ``start_offset`` (inclusive) to ``end_offset`` (exclusive)."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+
+
+@dataclass(frozen=True)
+class ScanStats:
+    """How a mapping was built (shown in summaries; not part of the file)."""
+
+    topics: int
+    partitions: int
+    offsets_scanned: int
+    #: Range pieces the Spark tasks returned, before pieces of one run were joined.
+    pieces: int
+    seconds: float
+    #: Of ``seconds``, the time from starting the Spark job (including Spark's start-up) to its end.
+    spark_seconds: float
+
+
+@dataclass
+class OffsetMapping:
+    """Every range of restored records from one source cluster found in the scanned target partitions."""
+
+    source_cluster: str
+    ranges: list[OffsetRange]
+    scanned: list[ScannedPartition]
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
+    target_cluster_id: str | None = None
+    format_version: int = FORMAT_VERSION
+    stats: ScanStats | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        self.ranges = sorted(self.ranges, key=target_order)
+        self.scanned = sorted(self.scanned, key=lambda item: (item.topic, item.partition))
+
+    # -- what the reset stage asks ------------------------------------------------------------
+
+    @cached_property
+    def _index(self) -> dict[TargetPartition, PartitionIndex]:
+        return index_by_target(self.ranges)
+
+    @property
+    def records(self) -> int:
+        """How many restored records the ranges describe."""
+        return sum(item.records for item in self.ranges)
+
+    def scanned_end(self, target_topic: str, target_partition: int) -> int | None:
+        """The end offset (exclusive) the scan of a target partition went up to, if it was scanned."""
+        for item in self.scanned:
+            if (item.topic, item.partition) == (target_topic, target_partition):
+                return item.end_offset
+        return None
+
+    def target_partitions_of(self, source_topics: Iterable[str]) -> list[TargetPartition]:
+        """The target partitions holding restored records of any of these source topics."""
+        wanted = set(source_topics)
+        return sorted({item.target for item in self.ranges if item.source_topic in wanted})
+
+    def source_end(self, source_topic: str, source_partition: int) -> int | None:
+        """One past the highest source offset restored from a source partition (None if none was).
+
+        A committed offset above it points past what was restored: the
+        records in between are the recovery-point gap a plan must report.
+        """
+        ends = [
+            item.source_end + 1 for item in self.ranges if item.source == (source_topic, source_partition)
+        ]
+        return max(ends) if ends else None
+
+    def target_position(
+        self, target_topic: str, target_partition: int, committed: Mapping[SourcePartition, int]
+    ) -> TargetPosition | None:
+        """Where a group with these committed source offsets resumes in one target partition.
+
+        ``committed`` maps (source topic, source partition) to the group's
+        committed offset there; a source partition that is missing counts as
+        "nothing processed". The position is the smallest target offset of a
+        restored record whose source offset is at or after the committed
+        offset of its own source partition, else one past the last restored
+        record. None when the partition holds no restored record.
+        """
+        index = self._index.get((target_topic, target_partition))
+        return None if index is None else index.position(committed)
+
+    def target_positions(
+        self, committed: Mapping[SourcePartition, int]
+    ) -> dict[TargetPartition, TargetPosition]:
+        """:meth:`target_position` for every target partition holding records of the committed topics."""
+        topics = {topic for topic, _ in committed}
+        positions = {}
+        for target in self.target_partitions_of(topics):
+            position = self.target_position(target[0], target[1], committed)
+            if position is not None:
+                positions[target] = position
+        return positions
+
+    def lookup(self, source_topic: str, source_partition: int, committed_offset: int) -> list[TargetPosition]:
+        """Target positions for one committed offset of one source partition.
+
+        One position per target partition that holds records of that source
+        partition (one, unless the restore repartitioned): the smallest
+        target offset of its records at or after ``committed_offset``, else
+        one past the partition's last restored record. Records of other
+        source partitions sharing a target partition are not considered;
+        use :meth:`target_positions` with a group's whole set of committed
+        offsets when a restore repartitioned.
+        """
+        source = (source_topic, source_partition)
+        return [
+            index.position_of_source(source, committed_offset)
+            for _, index in sorted(self._index.items())
+            if source in index.by_source
+        ]
+
+    def check_source_cluster(self, expected: str, *, where: str = "the offset mapping") -> None:
+        if self.source_cluster != expected:
+            raise PreconditionError(
+                f"{where} is for source cluster {self.source_cluster!r}, not {expected!r}",
+                hint="build the mapping again with --source-cluster " + expected,
+            )
+
+    # -- the JSON document --------------------------------------------------------------------
+
+    def header(self) -> dict[str, Any]:
+        """The document without its ranges (kept in Parquet metadata and the CSV's first line)."""
+        return {
+            "format": FORMAT_NAME,
+            "format_version": self.format_version,
+            "created_at": self.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "source_cluster": self.source_cluster,
+            "target_cluster_id": self.target_cluster_id,
+            "scanned": [
+                {
+                    "topic": item.topic,
+                    "partition": item.partition,
+                    "start_offset": item.start_offset,
+                    "end_offset": item.end_offset,
+                }
+                for item in self.scanned
+            ],
+        }
+
+    def to_document(self) -> dict[str, Any]:
+        entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for item in sorted(
+            self.ranges,
+            key=lambda r: (r.source_topic, r.target_topic, r.source_partition, r.target_partition),
+        ):
+            entries.setdefault((item.source_topic, item.target_topic), []).append(
+                {
+                    "partition": item.source_partition,
+                    "target_partition": item.target_partition,
+                    "source_range": {"start": item.source_start, "end": item.source_end},
+                    "target_range": {"start": item.target_start, "end": item.target_end},
+                }
+            )
+        document = self.header()
+        document["topics"] = [
+            {"topic": source, "source_cluster": self.source_cluster, "target_topic": target, "mappings": rows}
+            for (source, target), rows in entries.items()
+        ]
+        return document
+
+
+# -- writers ----------------------------------------------------------------------------------
+
+
+def render_text(mapping: OffsetMapping) -> str:
+    """A readable table: one line per range, then what was scanned."""
+    out = io.StringIO()
+    out.write(
+        f"offset mapping of source cluster {mapping.source_cluster} "
+        f"(created {mapping.header()['created_at']}; ends are inclusive)\n"
+    )
+    headings = ("source topic", "part", "source offsets", "target topic", "part", "target offsets", "records")
+    rows = [
+        (
+            item.source_topic,
+            str(item.source_partition),
+            f"{item.source_start}..{item.source_end}",
+            item.target_topic,
+            str(item.target_partition),
+            f"{item.target_start}..{item.target_end}",
+            str(item.records),
+        )
+        for item in sorted(
+            mapping.ranges,
+            key=lambda r: (
+                r.source_topic,
+                r.source_partition,
+                r.target_topic,
+                r.target_partition,
+                r.target_start,
+            ),
+        )
+    ]
+    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headings)]
+    out.write("  ".join(h.ljust(w) for h, w in zip(headings, widths, strict=True)).rstrip() + "\n")
+    for row in rows:
+        out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    if not rows:
+        out.write("(no restored records of this source cluster)\n")
+    out.write(f"{len(rows)} range(s), {mapping.records} record(s); scanned target partitions:\n")
+    for scanned in mapping.scanned:
+        out.write(
+            f"  {scanned.topic}[{scanned.partition}] offsets {scanned.start_offset} to {scanned.end_offset} "
+            "(end exclusive)\n"
+        )
+    return out.getvalue()
+
+
+def render_json(mapping: OffsetMapping) -> str:
+    return json.dumps(mapping.to_document(), indent=2) + "\n"
+
+
+def render_csv(mapping: OffsetMapping) -> str:
+    """One row per range; the first line is ``# `` and the document header as JSON."""
+    out = io.StringIO()
+    out.write("# " + json.dumps(mapping.header(), separators=(",", ":")) + "\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(RANGE_COLUMNS)
+    for item in mapping.ranges:
+        writer.writerow([getattr(item, column) for column in RANGE_COLUMNS])
+    return out.getvalue()
+
+
+def _arrow_table(mapping: OffsetMapping) -> Any:
+    import pyarrow as pa
+
+    types = {"source_partition": pa.int32(), "target_partition": pa.int32()}
+    columns = {
+        column: pa.array(
+            [getattr(item, column) for item in mapping.ranges],
+            types.get(column, pa.string() if column.endswith("topic") else pa.int64()),
+        )
+        for column in RANGE_COLUMNS
+    }
+    table = pa.table(columns)
+    return table.replace_schema_metadata({PARQUET_METADATA_KEY: json.dumps(mapping.header()).encode()})
+
+
+def write_mapping(mapping: OffsetMapping, path: str | Path, output_format: MappingFormat) -> int:
+    """Write the mapping to a file; returns its size in bytes."""
+    target = Path(path)
+    if output_format == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(_arrow_table(mapping), target, compression="zstd")
+    else:
+        target.write_text(render(mapping, output_format), encoding="utf-8")
+    return target.stat().st_size
+
+
+def render(mapping: OffsetMapping, output_format: MappingFormat) -> str:
+    if output_format == "text":
+        return render_text(mapping)
+    if output_format == "json":
+        return render_json(mapping)
+    if output_format == "csv":
+        return render_csv(mapping)
+    raise UsageError("the parquet format is binary: give --output FILE")
+
+
+def parse_format(value: str | None, output: str | None) -> MappingFormat:
+    """``--format``, else the output file's extension, else text (no file) or json (a file)."""
+    if value is not None:
+        lowered = value.lower()
+        for known in FORMATS:
+            if lowered == known:
+                return known
+        raise UsageError(f"unknown format {value!r}: expected one of {', '.join(FORMATS)}")
+    if output is not None:
+        suffix = Path(output).suffix.lower().lstrip(".")
+        for known in FORMATS:
+            if suffix == known:
+                return known
+        return "json"
+    return "text"
+
+
+# -- the reader -------------------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Bounds(_Model):
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+
+
+class _RangeEntry(_Model):
+    partition: int = Field(ge=0)
+    target_partition: int = Field(ge=0)
+    source_range: _Bounds
+    target_range: _Bounds
+
+    @model_validator(mode="after")
+    def _same_length(self) -> _RangeEntry:
+        source, target = self.source_range, self.target_range
+        if source.end < source.start or source.end - source.start != target.end - target.start:
+            raise ValueError(
+                f"source_range {source.start}..{source.end} and target_range {target.start}..{target.end} "
+                "must be non-empty and of the same length (ends are inclusive)"
+            )
+        return self
+
+
+class _TopicEntry(_Model):
+    topic: str = Field(min_length=1)
+    source_cluster: str
+    target_topic: str = Field(min_length=1)
+    mappings: list[_RangeEntry]
+
+
+class _Scanned(_Model):
+    topic: str = Field(min_length=1)
+    partition: int = Field(ge=0)
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+
+
+class _Header(_Model):
+    format: Literal["kafka-backup-offset-mapping"]
+    format_version: int
+    created_at: datetime
+    source_cluster: str = Field(min_length=1)
+    target_cluster_id: str | None = None
+    scanned: list[_Scanned]
+
+
+class _Document(_Header):
+    topics: list[_TopicEntry]
+
+
+def _invalid(path: str, detail: str) -> BackupIntegrityError:
+    return BackupIntegrityError(
+        f"{path} is not a valid offset mapping: {detail}",
+        hint="build it again with kafka-backup show-offset-mapping --output FILE",
+    )
+
+
+def _validate(model: type[_Header], data: Any, path: str) -> Any:
+    if isinstance(data, dict) and data.get("format") == FORMAT_NAME:
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            raise BackupIntegrityError(
+                f"{path} is an offset mapping of format version {version!r}; "
+                f"this kafka-backup reads version {FORMAT_VERSION}",
+                hint="use the kafka-backup release that wrote it, or build the mapping again",
+            )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]
+        location = ".".join(str(part) for part in problem["loc"]) or "(top level)"
+        more = f" [and {exc.error_count() - 1} more problem(s)]" if exc.error_count() > 1 else ""
+        raise _invalid(path, f"{location}: {problem['msg']}{more}") from None
+
+
+def _from_parts(header: _Header, ranges: list[OffsetRange], path: str) -> OffsetMapping:
+    mapping = OffsetMapping(
+        source_cluster=header.source_cluster,
+        ranges=ranges,
+        scanned=[
+            ScannedPartition(s.topic, s.partition, s.start_offset, s.end_offset) for s in header.scanned
+        ],
+        created_at=header.created_at,
+        target_cluster_id=header.target_cluster_id,
+        format_version=header.format_version,
+    )
+    scanned = {(s.topic, s.partition): s for s in mapping.scanned}
+    previous: OffsetRange | None = None
+    for item in mapping.ranges:
+        bounds = scanned.get(item.target)
+        if bounds is None:
+            raise _invalid(
+                path, f"a range is in {item.target_topic}[{item.target_partition}], which it never scanned"
+            )
+        if item.target_start < bounds.start_offset or item.target_end >= bounds.end_offset:
+            raise _invalid(
+                path,
+                f"range {item.target_start}..{item.target_end} of "
+                f"{item.target_topic}[{item.target_partition}] lies outside the scanned offsets "
+                f"{bounds.start_offset}..{bounds.end_offset}",
+            )
+        if (
+            previous is not None
+            and previous.target == item.target
+            and item.target_start <= previous.target_end
+        ):
+            raise _invalid(path, f"ranges overlap in {item.target_topic}[{item.target_partition}]")
+        previous = item
+    return mapping
+
+
+def _range(source_topic: str, source_partition: int, target_topic: str, entry: _RangeEntry) -> OffsetRange:
+    return OffsetRange(
+        source_topic,
+        source_partition,
+        target_topic,
+        entry.target_partition,
+        entry.source_range.start,
+        entry.source_range.end,
+        entry.target_range.start,
+        entry.target_range.end,
+    )
+
+
+def _read_json(path: str, text: str) -> OffsetMapping:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _invalid(
+            path, f"not JSON (truncated?) at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    document: _Document = _validate(_Document, data, path)
+    ranges: list[OffsetRange] = []
+    for entry in document.topics:
+        if entry.source_cluster != document.source_cluster:
+            raise _invalid(path, f"topic {entry.topic!r} names source cluster {entry.source_cluster!r}")
+        ranges.extend(_range(entry.topic, row.partition, entry.target_topic, row) for row in entry.mappings)
+    return _from_parts(document, ranges, path)
+
+
+def _rows_to_ranges(path: str, rows: Iterable[Mapping[str, Any]]) -> list[OffsetRange]:
+    ranges = []
+    for number, row in enumerate(rows, start=1):
+        try:
+            values = {column: row[column] for column in RANGE_COLUMNS}
+            for column in RANGE_COLUMNS:
+                if not column.endswith("topic"):
+                    values[column] = int(values[column])
+            ranges.append(OffsetRange(**values))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _invalid(path, f"range row {number}: {exc}") from None
+    return ranges
+
+
+def _read_csv(path: str, text: str) -> OffsetMapping:
+    first, _, rest = text.partition("\n")
+    if not first.startswith("# "):
+        raise _invalid(path, "the first line of a CSV mapping must be '# ' and its header as JSON")
+    try:
+        header_data = json.loads(first[2:])
+    except json.JSONDecodeError as exc:
+        raise _invalid(path, f"the header line is not JSON: {exc.msg}") from None
+    header: _Header = _validate(_Header, header_data, path)
+    reader = csv.DictReader(io.StringIO(rest))
+    if tuple(reader.fieldnames or ()) != RANGE_COLUMNS:
+        raise _invalid(path, f"expected the columns {','.join(RANGE_COLUMNS)}")
+    return _from_parts(header, _rows_to_ranges(path, reader), path)
+
+
+def _read_parquet(path: str) -> OffsetMapping:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise _invalid(path, f"not a readable Parquet file (truncated?): {exc}") from None
+    metadata = (table.schema.metadata or {}).get(PARQUET_METADATA_KEY)
+    if metadata is None:
+        raise _invalid(path, "the Parquet file has no kafka-backup-offset-mapping metadata")
+    header: _Header = _validate(_Header, json.loads(metadata), path)
+    return _from_parts(header, _rows_to_ranges(path, table.to_pylist()), path)
+
+
+def read_mapping(path: str | Path, *, source_cluster: str | None = None) -> OffsetMapping:
+    """Read a mapping file written by :func:`write_mapping` (JSON, CSV or Parquet, told apart by content).
+
+    Raises ``NotFoundError`` for a missing file, ``BackupIntegrityError``
+    for one that is damaged, truncated or of another format version, and
+    ``PreconditionError`` when ``source_cluster`` is given and the file is
+    for another one.
+    """
+    name = str(path)
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise NotFoundError(f"offset mapping file {name} not found") from None
+    if raw.startswith(b"PAR1"):
+        mapping = _read_parquet(name)
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _invalid(name, "neither UTF-8 text (JSON, CSV) nor Parquet") from None
+        mapping = _read_csv(name, text) if text.startswith("#") else _read_json(name, text)
+    if source_cluster is not None:
+        mapping.check_source_cluster(source_cluster, where=name)
+    return mapping

@@ -1,0 +1,110 @@
+"""show-offset-mapping's usage errors and an unreachable target: clear, fast, before Spark starts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kbackup.cli.main import run
+from kbackup.core.config import KafkaConnection
+from kbackup.core.errors import KafkaUnreachableError, UsageError
+from kbackup.mapping import build_offset_mapping
+from kbackup.mapping.spark_kafka import spark_kafka_options
+from kbackup.sandbox.kafka import free_port
+
+NOWHERE = "127.0.0.1:9"  # discard port: a usage check must fail before any connection attempt
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--topic", "t", "--source-cluster", "c", "--format", "xml"], "unknown format 'xml'"),
+        (["--topic", "t", "--source-cluster", "c", "--format", "parquet"], "give --output FILE"),
+        (["--topic", "t"], "give --source-cluster"),
+        (["--source-cluster", "c"], "either --topic (one or more) or --all-topics"),
+        (["--topic", "t", "--all-topics", "--source-cluster", "c"], "either --topic"),
+    ],
+)
+def test_usage_errors_exit_2_with_the_reason(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["show-offset-mapping", "-b", NOWHERE, *argv]) == UsageError.exit_code
+    assert message in capsys.readouterr().err
+
+
+def test_no_target_cluster_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["show-offset-mapping", "--topic", "t", "--source-cluster", "c"]) == UsageError.exit_code
+    assert "--bootstrap-servers" in capsys.readouterr().err
+
+
+def test_source_cluster_and_target_come_from_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"target:\n  bootstrap_servers: 127.0.0.1:{port}\n  connect_timeout_secs: 1\n"
+        "offset_reset:\n  source_cluster: prod-us-east-1\n"
+    )
+    assert run(["show-offset-mapping", "-c", str(config), "--topic", "t"]) == KafkaUnreachableError.exit_code
+    assert f"127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_unreachable_target_fails_in_bounded_time_naming_the_servers() -> None:
+    servers = f"127.0.0.1:{free_port()}"
+    connection = KafkaConnection(bootstrap_servers=[servers], connect_timeout_secs=2)
+    started = time.monotonic()
+    with pytest.raises(KafkaUnreachableError, match=servers):
+        build_offset_mapping(connection, source_cluster="c", topics=["t"])
+    assert time.monotonic() - started < 15
+
+
+def test_connection_security_becomes_java_client_options(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    connection = KafkaConnection.model_validate(
+        {
+            "bootstrap_servers": ["b1:9093", "b2:9093"],
+            "security": {
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_username": "backup",
+                "sasl_password": 'pa"ss',
+                "ssl_ca_location": str(ca),
+                "ssl_endpoint_identification_algorithm": "none",
+            },
+        }
+    )
+    options = spark_kafka_options(connection, {"ssl.truststore.type": "JKS", "kafka.client.rack": "r1"})
+    assert options["kafka.bootstrap.servers"] == "b1:9093,b2:9093"
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="backup" password="pa\\"ss";'
+    )
+    assert options["kafka.ssl.truststore.location"] == str(ca)
+    assert options["kafka.ssl.truststore.type"] == "JKS"  # the user's setting wins
+    assert options["kafka.ssl.endpoint.identification.algorithm"] == ""
+    assert options["kafka.client.rack"] == "r1"
+
+
+def test_spark_submit_script_parses_its_options() -> None:
+    from kbackup.mapping.submit import parser
+
+    options = parser().parse_args(
+        ["-b", "k:9092", "-t", "a", "-t", "b", "--source-cluster", "c", "--kafka-option", "x.y=1=2"]
+    )
+    assert options.topic == ["a", "b"]
+    assert options.kafka_option == [("x.y", "1=2")]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["-b", "k:9092", "-t", "a", "--all-topics", "--source-cluster", "c"])
+
+
+def test_spark_submit_script_reports_errors_as_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from kbackup.mapping.submit import main
+
+    code = main(["-b", NOWHERE, "-t", "a", "--source-cluster", "c", "--format", "parquet"])
+    assert code == UsageError.exit_code
+    assert "give --output FILE" in capsys.readouterr().err
