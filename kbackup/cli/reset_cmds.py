@@ -54,9 +54,6 @@ def _read_groups_file(path: Path) -> list[str]:
 def _make_plan(config: KBackupConfig, groups: list[str] | None) -> ResetPlan:
     from kbackup.reset.service import plan_from_config
 
-    if config.offset_reset.mapping_file:
-        # Wired to the mapping stage's file reader when that stage lands.
-        raise ConfigError("offset_reset.mapping_file is not readable yet in this version")
     return plan_from_config(config, groups=groups)
 
 

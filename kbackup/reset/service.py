@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kbackup.config import KBackupConfig
 from kbackup.core.errors import ConfigError
 from kbackup.format.catalog import Backup, BackupCatalog
@@ -72,6 +74,10 @@ def plan_from_config(
     settings = config.offset_reset
     chosen_groups = groups if groups else settings.groups
     source, backup, storage = source_offsets_for(config, chosen_groups)
+    if mapping is None and settings.mapping_file:
+        from kbackup.reset.mapping_input import load_mapping_index
+
+        mapping = load_mapping_index(Path(settings.mapping_file), source.info.source_cluster)
     topic_mapping = (
         settings.topic_mapping if settings.topic_mapping is not None else config.restore.topic_mapping
     )

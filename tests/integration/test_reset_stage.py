@@ -230,3 +230,49 @@ def test_rewind_needs_permission(target_cluster: LocalKafkaCluster, unique_name:
     rollback(list_snapshots(tmp_path)[0], target_cluster.connection())
     assert group_position(target_cluster, group, topic, 0) == 15
     assert group_position(target_cluster, group, topic, 1) is None
+
+
+def test_repartitioned_restore_with_the_spark_mapping_file(
+    spark,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    from kbackup.mapping import build_offset_mapping, write_mapping
+    from kbackup.reset.mapping_input import load_mapping_index
+
+    topic = f"{unique_name}-orders"
+    create_topic(target_cluster, topic, partitions=3)
+    batches = [
+        ([Restored(i % 3, i % 2, 200 + i // 2) for i in range(start, start + 20)], start != 20)
+        for start in range(0, 60, 20)
+    ]  # the middle transaction is aborted: holes on the target side
+    write_restored(target_cluster, topic, "orders", SOURCE, batches, transactional_id=f"m-{topic}")
+    mapping = build_offset_mapping(
+        target_cluster.connection(), source_cluster=SOURCE, topics=[topic], spark=spark
+    )
+    mapping_file = tmp_path / "mapping.json"
+    write_mapping(mapping, mapping_file, "json")
+    index = load_mapping_index(mapping_file, SOURCE)
+
+    groups = {f"{unique_name}-x": {0: 205, 1: 221}, f"{unique_name}-y": {1: 203}}
+    source = source_offsets(groups)
+    source.backup_end = {("orders", 0): 230, ("orders", 1): 230}
+    plan = plan_offset_reset(
+        PlanRequest(
+            target=target_cluster.connection(), source=source, topic_mapping={"orders": topic}, mapping=index
+        )
+    )
+    execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path / "s")
+    records = {q: restored_records(target_cluster, topic, q, SOURCE) for q in range(3)}
+    for group, offsets in groups.items():
+        committed = {("orders", p): offsets.get(p, 0) for p in (0, 1)}
+        for q in range(3):
+            position = group_position(target_cluster, group, topic, q)
+            assert position == reference_position(records[q], committed), (group, q)
+            row = next(
+                r for g in plan.groups if g.group_id == group for r in g.partitions if r.target_partition == q
+            )
+            outcome = measure(records[q], committed, position)
+            assert outcome.skipped == 0
+            assert row.rereads == outcome.reprocessed
