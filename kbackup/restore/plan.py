@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,6 +52,10 @@ class TargetState:
     timestamp_types: dict[str, str] = field(default_factory=dict)
     #: The brokers' ``log.message.timestamp.type`` (the default of created topics).
     default_timestamp_type: str = "CreateTime"
+    #: ``retention.ms`` of the existing topics the restore writes to (those with cleanup.policy delete).
+    retention_ms: dict[str, int] = field(default_factory=dict)
+    #: The brokers' default retention (log.retention.ms/minutes/hours), -1 for none.
+    default_retention_ms: int = 7 * 24 * 3600 * 1000
     #: Whether the target can run transactions, and if not why.
     transactions_possible: bool = True
     transactions_note: str | None = None
@@ -409,8 +414,10 @@ def build_plan(
     target: TargetState,
     *,
     storage_url: str,
+    now_ms: int | None = None,
 ) -> RestorePlan:
     """Check the backup selection against the target and say what the restore will do."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     warnings: list[str] = []
     selected = select_topics(backup, settings)
     coverage = backup.coverage()
@@ -469,10 +476,13 @@ def build_plan(
                 f"{item.entry.partitions}: records keep their partition numbers and partitions "
                 f"{item.entry.partitions}..{count - 1} stay empty (restore.repartition spreads them by key)"
             )
-        for p in item.partitions:
-            partitions.append(
-                _partition_plan(coverage[(name, p)], settings, target_topic, routing, routes.get(p), count)
-            )
+        topic_partitions = [
+            _partition_plan(coverage[(name, p)], settings, target_topic, routing, routes.get(p), count)
+            for p in item.partitions
+        ]
+        partitions.extend(topic_partitions)
+        if timestamp_type != LOG_APPEND_TIME:
+            _retention_warning(topics[-1], topic_partitions, target, now_ms, warnings)
 
     mode, reason = _mode(settings, target, warnings)
     if not settings.include_original_offset_header:
@@ -510,6 +520,37 @@ def build_plan(
         partitions=partitions,
         warnings=warnings,
     )
+
+
+def _retention_warning(
+    topic: TopicPlan,
+    partitions: list[PartitionPlan],
+    target: TargetState,
+    now_ms: int,
+    warnings: list[str],
+) -> None:
+    """Records older than the target topic's retention are deleted by the target right after the restore."""
+    if topic.create:
+        if "delete" not in topic.configs.get("cleanup.policy", "delete"):
+            return
+        raw = topic.configs.get("retention.ms")
+        retention = int(raw) if raw is not None and raw.lstrip("-").isdigit() else target.default_retention_ms
+    else:
+        if topic.target_topic not in target.retention_ms:
+            return
+        retention = target.retention_ms[topic.target_topic]
+    if retention < 0:
+        return
+    oldest = min(
+        (s.min_timestamp for p in partitions for s in p.segments if s.min_timestamp >= 0),
+        default=None,
+    )
+    if oldest is not None and oldest < now_ms - retention:
+        warnings.append(
+            f"target topic {topic.target_topic} keeps records for retention.ms={retention}, but the oldest "
+            f"selected record is from {format_time(oldest)}: the target deletes such records soon after "
+            "they are restored (list retention.ms in restore.exclude_topic_configs, or raise it)"
+        )
 
 
 def _partition_plan(

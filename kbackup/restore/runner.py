@@ -807,7 +807,10 @@ class Restorer:
     def _finish(self, transactional: bool) -> None:
         assert self.producer is not None
         if transactional:
-            self._commit(begin_next=False)
+            if self._dirty or self._tx_records:
+                self._commit(begin_next=False)
+            else:
+                self.producer.abort_transaction(self.settings.timeout_secs)  # an empty transaction
             return
         remaining = self.producer.flush(self.settings.timeout_secs)
         self._raise_delivery_errors()

@@ -34,6 +34,17 @@ def _describe_configs(admin: AdminClient, resource: ConfigResource, timeout: flo
         return None
 
 
+def _int_config(configs: dict[str, Any], name: str) -> int | None:
+    entry = configs.get(name)
+    value = getattr(entry, "value", None)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
 def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
     """Metadata of the target, the timestamp type of the given existing topics, transaction support."""
     connection = clients.connection
@@ -50,16 +61,33 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
         )
     counts = {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
     timestamp_types: dict[str, str] = {}
+    retention: dict[str, int] = {}
     for name in sorted(set(topics)):
         if name in counts:
             configs = _describe_configs(admin, ConfigResource(ConfigResource.Type.TOPIC, name), timeout)
-            if configs is not None and "message.timestamp.type" in configs:
+            if configs is None:
+                continue
+            if "message.timestamp.type" in configs:
                 timestamp_types[name] = str(configs["message.timestamp.type"].value)
+            policy = str(getattr(configs.get("cleanup.policy"), "value", "delete"))
+            value = _int_config(configs, "retention.ms")
+            if "delete" in policy and value is not None:
+                retention[name] = value
     broker_id = str(min(metadata.brokers))
     broker = _describe_configs(admin, ConfigResource(ConfigResource.Type.BROKER, broker_id), timeout)
     default_type = "CreateTime"
+    default_retention = 7 * 24 * 3600 * 1000
     possible, note = True, None
     if broker is not None:
+        for key, unit in (
+            ("log.retention.ms", 1),
+            ("log.retention.minutes", 60_000),
+            ("log.retention.hours", 3_600_000),
+        ):
+            value = _int_config(broker, key)
+            if value is not None:
+                default_retention = value * unit if value >= 0 else -1
+                break
         if "log.message.timestamp.type" in broker:
             default_type = str(broker["log.message.timestamp.type"].value)
         factor = broker.get("transaction.state.log.replication.factor")
@@ -77,6 +105,8 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
         topics=counts,
         timestamp_types=timestamp_types,
         default_timestamp_type=default_type,
+        retention_ms=retention,
+        default_retention_ms=default_retention,
         transactions_possible=possible,
         transactions_note=note,
     )
