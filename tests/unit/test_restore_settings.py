@@ -45,7 +45,8 @@ restore:
     restore = cfg.restore
     assert restore.topic_mapping == {"orders": "restored-orders"}
     assert restore.partition_mapping == {"orders": {2: 0}}
-    assert restore.repartitions("payments") and not restore.repartitions("orders")
+    assert restore.repartitions("payments")
+    assert not restore.repartitions("orders")
     assert restore.time_window_start == 1795305600000
     assert restore.time_window_end == 1795392000000
     assert restore.offset_ranges["orders"][0].start == 100
@@ -86,5 +87,7 @@ def test_defaults() -> None:
     restore = config_module.KBackupConfig().restore
     assert restore.include_original_offset_header is True
     assert restore.exactly_once == "auto"
-    assert restore.create_topics and restore.copy_topic_configs and restore.verify_checksums
+    assert restore.create_topics
+    assert restore.copy_topic_configs
+    assert restore.verify_checksums
     assert restore.progress_topic == "kafka-backup.restore-progress"
