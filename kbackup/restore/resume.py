@@ -28,6 +28,11 @@ log = get_logger("restore.resume")
 
 SourcePartition = tuple[str, int]
 FIRST_WINDOW = 500
+_NO_SUCH_PARTITION = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+}
 
 
 @dataclass
@@ -81,10 +86,16 @@ def find_landed(
     source_cluster: str,
     *,
     timeout: float,
+    missing_topics: frozenset[str] = frozenset(),
 ) -> LandedRecords:
-    """Scan the end of every target partition the plan writes to for this restore's origin headers."""
+    """Scan the end of every target partition the plan writes to for this restore's origin headers.
+
+    ``missing_topics`` (the plan creates them) hold nothing and are not read.
+    """
     feeders: dict[tuple[str, int], set[SourcePartition]] = {}
     for plan in partitions:
+        if plan.target_topic in missing_topics:
+            continue
         for target_partition in plan.target_partitions_fed():
             feeders.setdefault((plan.target_topic, target_partition), set()).add(
                 (plan.source_topic, plan.source_partition)
@@ -102,7 +113,7 @@ def find_landed(
                 )
             except Exception as exc:
                 error = getattr(exc, "args", [None])[0]
-                if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                if isinstance(error, KafkaError) and error.code() in _NO_SUCH_PARTITION:
                     continue  # not created yet: nothing landed
                 raise translate_kafka_error(
                     exc, action=f"read the end offsets of {topic}", connection=connection

@@ -275,7 +275,13 @@ def resume_point(
                 state.complete = entry.complete and entry.next_offset >= state.plan.offset_end
                 earlier[key[0]] = earlier.get(key[0], 0) + entry.restored_records
     elif plan.origin_headers:
-        landed = find_landed(clients, plan.partitions, plan.source_cluster, timeout=settings.timeout_secs)
+        landed = find_landed(
+            clients,
+            plan.partitions,
+            plan.source_cluster,
+            timeout=settings.timeout_secs,
+            missing_topics=frozenset(t.target_topic for t in plan.topics if t.create),
+        )
         for key, state in states.items():
             found = landed.last_offsets(key)
             if not found:
