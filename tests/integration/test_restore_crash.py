@@ -67,23 +67,14 @@ def build_backup(root: Path, scratch: Path, topic: str) -> dict[int, list[Backup
     return {p: list(source_records(p)) for p in range(SOURCE_PARTITIONS)}
 
 
-def landed(cluster: LocalKafkaCluster, topic: str, partitions: int) -> int:
+def landed(consumer: Consumer, topic: str, partitions: int) -> int:
     """Records on the target, committed or not (read_uncommitted end offsets); 0 before the topic exists."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "crash-probe",
-            "isolation.level": "read_uncommitted",
-        }
-    )
     try:
         return sum(
             consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions)
         )
     except KafkaException:
         return 0
-    finally:
-        consumer.close()
 
 
 def run_until(
@@ -98,12 +89,19 @@ def run_until(
         env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
     )
     started = time.monotonic()
+    probe = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "crash-probe",
+            "isolation.level": "read_uncommitted",
+        }
+    )
     try:
         while process.poll() is None:
             if isinstance(stop_when, float):
                 if time.monotonic() - started >= stop_when:
                     break
-            elif landed(cluster, topic, partitions) >= stop_when:
+            elif landed(probe, topic, partitions) >= stop_when:
                 break
             time.sleep(0.02)
         if process.poll() is None:
@@ -114,6 +112,7 @@ def run_until(
         assert process.returncode == 0, err.decode()
         return "finished"
     finally:
+        probe.close()
         if process.poll() is None:
             process.kill()
             process.wait(30)
@@ -235,3 +234,40 @@ def test_killed_restore_rerun_has_no_duplicate_and_no_gap(
     assert again.returncode == 0, again.stderr
     assert '"records": 0,' in again.stdout
     check_exactly_once(target_cluster, topic, target_partitions, expected, seed)
+
+
+def test_sigterm_commits_what_was_produced_and_exits_130(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = unique_name
+    expected = build_backup(tmp_path / "store", tmp_path, topic)
+    config = tmp_path / "restore.yaml"
+    config.write_text("restore:\n  transaction_max_records: 2000\n")
+    command = restore_command(
+        "restore", "-c", str(config), "-p", str(tmp_path / "store"), "--backup-id", "crash",
+        "-b", target_cluster.bootstrap_servers,
+    )  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    probe = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": "crash-probe"})
+    try:
+        deadline = time.monotonic() + 120
+        while landed(probe, topic, SOURCE_PARTITIONS) < 10_000:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=120)
+    finally:
+        probe.close()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "restore stopped by a signal after committing what it had produced" in err
+    # What the stopped run committed is there, in order, without a gap (read_committed).
+    committed = consume_all(target_cluster, topic, list(range(SOURCE_PARTITIONS)))
+    for partition, records in expected.items():
+        offsets = [parse_origin(r.headers).offset for r in committed if r.partition == partition]  # type: ignore[union-attr]
+        assert offsets == [r.offset for r in records[: len(offsets)]]
+    final = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert final.returncode == 0, final.stderr
+    check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed=0)
