@@ -491,7 +491,11 @@ class Restorer:
         counts = self._verify(work)
         created = create_topics(self.clients, plan, progress_topic=with_progress_topic)
         if self.producer is None:
-            self.producer = self.clients.producer(**self._producer_properties())
+            # A record that fails for good must stop the run rather than leave a gap that a later
+            # record hides from the resume scan: librdkafka raises a fatal error instead.
+            self.producer = self.clients.producer(
+                **self._producer_properties(), **{"enable.gapless.guarantee": True}
+            )
         totals = {
             t.source_topic: TopicTotals(
                 t.source_topic, t.target_topic, earlier=point.earlier.get(t.source_topic, 0)
