@@ -1,12 +1,46 @@
-"""``restore``."""
+"""``restore``: options -> kbackup.restore.service -> printed plan or summary."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, load_config, not_built_yet
+from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.core.config import KafkaConnection, StorageSettings, validate_config
+from kbackup.core.errors import UsageError
+from kbackup.core.progress import Progress
+from kbackup.restore import service
+from kbackup.restore.settings import RestoreSettings
+
+
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values or []:
+        name, sep, other = value.partition("=")
+        if not sep or not name or not other:
+            raise UsageError(f"{option} {value!r}: expected NAME=VALUE")
+        pairs[name] = other
+    return pairs
+
+
+def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, int | None]]]:
+    ranges: dict[str, dict[str, dict[str, int | None]]] = {}
+    for value in values or []:
+        topic, _, rest = value.rpartition(":")
+        topic, _, partition = topic.rpartition(":")
+        start, sep, end = rest.partition("-")
+        if not topic or not partition.isdigit() or not sep or not (start.isdigit() or not start):
+            raise UsageError(
+                f"--offset-range {value!r}: expected TOPIC:PARTITION:START-END (either side empty)"
+            )
+        if end and not end.isdigit():
+            raise UsageError(f"--offset-range {value!r}: END must be a number")
+        ranges.setdefault(topic, {})[partition] = {
+            "start": int(start) if start else None,
+            "end": int(end) if end else None,
+        }
+    return ranges
 
 
 def restore(
@@ -14,11 +48,148 @@ def restore(
     bootstrap_servers: BootstrapOption = None,
     path: Annotated[str | None, typer.Option("--path", "-p", help="Storage URL of the backup.")] = None,
     backup_id: Annotated[str | None, typer.Option("--backup-id", help="Backup to restore.")] = None,
+    topics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic", "-t", help="Source topic (full-match regex) to restore; repeatable. Default: all."
+        ),
+    ] = None,
+    topic_mapping: Annotated[
+        list[str] | None, typer.Option("--topic-mapping", help="Rename a topic: SOURCE=TARGET (repeatable).")
+    ] = None,
+    repartition: Annotated[
+        bool | None,
+        typer.Option(
+            "--repartition/--no-repartition",
+            help="Spread records by key (Kafka's murmur2) where partition counts differ.",
+            show_default=False,
+        ),
+    ] = None,
+    target_partitions: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target-partitions", help="Partition count of a created topic: SOURCE_TOPIC=N (repeatable)."
+        ),
+    ] = None,
+    time_window_start: Annotated[
+        str | None,
+        typer.Option("--time-window-start", help="Only records at or after: epoch ms or ISO-8601."),
+    ] = None,
+    time_window_end: Annotated[
+        str | None, typer.Option("--time-window-end", help="Only records before: epoch ms or ISO-8601.")
+    ] = None,
+    offset_ranges: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--offset-range", help="Source offsets TOPIC:PARTITION:START-END, end exclusive (repeatable)."
+        ),
+    ] = None,
+    exactly_once: Annotated[
+        bool | None,
+        typer.Option(
+            "--exactly-once/--idempotent",
+            help="Transactions with stored progress (default when the target supports them), or not.",
+            show_default=False,
+        ),
+    ] = None,
+    origin_headers: Annotated[
+        bool | None,
+        typer.Option(
+            "--origin-headers/--no-origin-headers",
+            help="Stamp x-kafka-backup-* origin headers (default on).",
+            show_default=False,
+        ),
+    ] = None,
+    create_topics: Annotated[
+        bool | None,
+        typer.Option("--create-topics/--no-create-topics", help="Create missing topics.", show_default=False),
+    ] = None,
+    skip_checksums: Annotated[
+        bool,
+        typer.Option("--skip-checksums", help="Check segment sizes only before starting (huge backups)."),
+    ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print what would be written; change nothing.")
+        bool, typer.Option("--dry-run", help="Print what would be created and written; change nothing.")
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers."""
-    load_config(config)
-    raise not_built_yet("restore")
+    json_mode(as_json)
+    cfg = load_config(config)
+    settings = _settings(
+        cfg.restore,
+        topics=topics,
+        topic_mapping=_pairs(topic_mapping, "--topic-mapping"),
+        repartition=repartition,
+        target_partitions=_pairs(target_partitions, "--target-partitions"),
+        time_window_start=time_window_start,
+        time_window_end=time_window_end,
+        offset_ranges=_offset_ranges(offset_ranges),
+        exactly_once=exactly_once,
+        origin_headers=origin_headers,
+        create_topics=create_topics,
+        skip_checksums=skip_checksums,
+    )
+    target = cfg.target
+    if bootstrap_servers:
+        base = target.model_dump() if target is not None else {}
+        base["bootstrap_servers"] = bootstrap_servers
+        target = validate_config(base, KafkaConnection, "--bootstrap-servers")
+    storage: StorageSettings | str = path if path else cfg.storage
+    job = service.prepare(
+        backup_id=backup_id or cfg.backup_id, storage=storage, target=target, settings=settings
+    )
+    if dry_run:
+        report = service.dry_run(job)
+        if as_json:
+            print_json(report.to_dict())
+        else:
+            typer.echo("\n".join(report.lines()))
+        return
+    summary = service.run(job, progress=Progress())
+    if as_json:
+        print_json(summary.to_dict())
+    else:
+        typer.echo("\n".join(summary.lines()))
+
+
+def _settings(
+    base: RestoreSettings,
+    *,
+    topics: list[str] | None,
+    topic_mapping: dict[str, str],
+    repartition: bool | None,
+    target_partitions: dict[str, str],
+    time_window_start: str | None,
+    time_window_end: str | None,
+    offset_ranges: dict[str, dict[str, dict[str, int | None]]],
+    exactly_once: bool | None,
+    origin_headers: bool | None,
+    create_topics: bool | None,
+    skip_checksums: bool,
+) -> RestoreSettings:
+    """The config's restore section with the command line's options over it."""
+    data: dict[str, Any] = base.model_dump()
+    if topics:
+        data["topics"] = topics
+    if topic_mapping:
+        data["topic_mapping"] = {**data["topic_mapping"], **topic_mapping}
+    if repartition is not None:
+        data["repartition"] = repartition
+    if target_partitions:
+        data["target_partitions"] = {**data["target_partitions"], **target_partitions}
+    if time_window_start is not None:
+        data["time_window_start"] = time_window_start
+    if time_window_end is not None:
+        data["time_window_end"] = time_window_end
+    for topic, ranges in offset_ranges.items():
+        data["offset_ranges"].setdefault(topic, {}).update(ranges)
+    if exactly_once is not None:
+        data["exactly_once"] = exactly_once
+    if origin_headers is not None:
+        data["include_original_offset_header"] = origin_headers
+    if create_topics is not None:
+        data["create_topics"] = create_topics
+    if skip_checksums:
+        data["verify_checksums"] = False
+    return validate_config(data, RestoreSettings, "command line")

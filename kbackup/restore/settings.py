@@ -2,20 +2,161 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import KafkaConnection, StrictModel
+from kbackup.restore.selection import parse_time_ms
+
+#: Where restores keep their progress on the target (exactly-once mode); see docs/restore.md.
+DEFAULT_PROGRESS_TOPIC = "kafka-backup.restore-progress"
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def check_topic_name(name: str) -> str:
+    """Kafka's rule for topic names (letters, digits, '.', '_', '-'; at most 249)."""
+    if not _TOPIC_NAME.match(name) or name in (".", ".."):
+        raise ValueError(f"{name!r} is not a valid Kafka topic name (use A-Z a-z 0-9 . _ -, at most 249)")
+    return name
+
+
+class OffsetRange(StrictModel):
+    """Source offsets to restore of one partition: ``start <= offset < end`` (either side open)."""
+
+    start: int | None = Field(default=None, ge=0)
+    end: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> OffsetRange:
+        if self.start is not None and self.end is not None and self.end < self.start:
+            raise ValueError(f"end {self.end} is below start {self.start}")
+        return self
 
 
 class RestoreSettings(StrictModel):
-    """How a backup is replayed (keys follow the seed tool's ``restore:`` section)."""
+    """How a backup is replayed (keys follow the seed tool's ``restore:`` section).
+
+    Per-topic settings (``partitions``, ``partition_mapping``, ``offset_ranges``,
+    ``target_partitions``, ``repartition`` as a list) are keyed by the *source*
+    topic name, as the backup knows it, whatever ``topic_mapping`` renames it to.
+    """
 
     #: Stamp x-kafka-backup-* origin headers on every restored record.
     include_original_offset_header: bool = True
     #: Rename topics: ``{source_topic: target_topic}``.
     topic_mapping: dict[str, str] = Field(default_factory=dict)
+    #: Create target topics that do not exist (with the source's partition count and configs).
     create_topics: bool = True
+    #: Give created topics the source topic's configs (those that were not broker defaults).
     copy_topic_configs: bool = True
+    #: Topic configs never copied to created topics (besides those Kafka 4 no longer knows).
+    exclude_topic_configs: list[str] = Field(default_factory=list)
+    #: Replication factor of created topics; unset: the target broker's default.
+    replication_factor: int | None = Field(default=None, ge=1, le=32)
+
+    #: Source topics to restore: full-match regular expressions (a plain name matches itself). Empty: all.
+    topics: list[str] = Field(default_factory=list)
+    #: Source partitions to restore per source topic (others of that topic are skipped).
+    partitions: dict[str, list[int]] = Field(default_factory=dict)
+    #: Explicit routing ``{source_topic: {source_partition: target_partition}}``; unlisted partitions keep p.
+    partition_mapping: dict[str, dict[int, int]] = Field(default_factory=dict)
+    #: Repartition by key (Kafka's murmur2) where source and target partition counts differ:
+    #: true for every topic, or a list of source topics.
+    repartition: bool | list[str] = False
+    #: Partition count of topics the restore creates, per source topic (default: the source's count).
+    target_partitions: dict[str, int] = Field(default_factory=dict)
+    #: Only records with ``time_window_start <= timestamp < time_window_end``: epoch ms or ISO-8601
+    #: (a time without a zone is UTC).
+    time_window_start: int | None = None
+    time_window_end: int | None = None
+    #: Source offset ranges ``{source_topic: {partition: {start, end}}}`` (end exclusive).
+    offset_ranges: dict[str, dict[int, OffsetRange]] = Field(default_factory=dict)
+
+    #: Records and progress committed together in Kafka transactions on the target.
+    #: ``auto``: when the target can run transactions, else the idempotent mode (with a warning).
+    exactly_once: bool | Literal["auto"] = "auto"
+    #: A transaction is committed after this many records ...
+    transaction_max_records: int = Field(default=50_000, ge=1)
+    #: ... or this many milliseconds, whichever comes first.
+    transaction_max_ms: int = Field(default=2_000, ge=10)
+    #: Compacted topic on the target holding each restore's progress (exactly-once mode).
+    progress_topic: str = DEFAULT_PROGRESS_TOPIC
+    #: Check every selected segment's SHA-256 before the first record is produced (reads the
+    #: selection twice; turn off for huge backups: each segment is still checked before its records
+    #: are produced, but a corrupt later segment then stops the restore midway).
+    verify_checksums: bool = True
+    #: Seconds to wait for committed progress, a transaction coordinator, or delivery of the last records.
+    timeout_secs: float = Field(default=120, gt=0, le=3600)
+    #: librdkafka properties for the restore's producer, over kafka-backup's throughput defaults.
+    producer_properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("time_window_start", "time_window_end", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> Any:
+        if value is None or isinstance(value, bool):
+            return value
+        return parse_time_ms(value)
+
+    @field_validator("topic_mapping")
+    @classmethod
+    def _target_names(cls, mapping: dict[str, str]) -> dict[str, str]:
+        for target in mapping.values():
+            check_topic_name(target)
+        return mapping
+
+    @field_validator("progress_topic")
+    @classmethod
+    def _progress_name(cls, name: str) -> str:
+        return check_topic_name(name)
+
+    @field_validator("topics")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return patterns
+
+    @field_validator("partitions")
+    @classmethod
+    def _partition_lists(cls, value: dict[str, list[int]]) -> dict[str, list[int]]:
+        for topic, partitions in value.items():
+            if not partitions or any(p < 0 for p in partitions):
+                raise ValueError(f"{topic}: expected a non-empty list of partition numbers >= 0")
+        return value
+
+    @field_validator("partition_mapping")
+    @classmethod
+    def _partition_maps(cls, value: dict[str, dict[int, int]]) -> dict[str, dict[int, int]]:
+        for topic, mapping in value.items():
+            if any(p < 0 or q < 0 for p, q in mapping.items()):
+                raise ValueError(f"{topic}: partition numbers must be >= 0")
+        return value
+
+    @field_validator("target_partitions")
+    @classmethod
+    def _counts(cls, value: dict[str, int]) -> dict[str, int]:
+        for topic, count in value.items():
+            if count < 1:
+                raise ValueError(f"{topic}: a topic needs at least 1 partition")
+        return value
+
+    @model_validator(mode="after")
+    def _window(self) -> RestoreSettings:
+        start, end = self.time_window_start, self.time_window_end
+        if start is not None and end is not None and end <= start:
+            raise ValueError(f"time_window_end ({end}) must be after time_window_start ({start})")
+        return self
+
+    def repartitions(self, source_topic: str) -> bool:
+        if isinstance(self.repartition, bool):
+            return self.repartition
+        return source_topic in self.repartition
 
 
 TargetSettings = KafkaConnection

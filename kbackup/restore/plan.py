@@ -1,0 +1,664 @@
+"""The restore plan: what a restore will create and write, computed before anything is changed.
+
+``build_plan`` is pure: it turns a loaded backup, the restore settings and what
+the target cluster looks like (:class:`TargetState`, gathered by
+:func:`kbackup.restore.target.inspect_target`) into a :class:`RestorePlan`, or
+raises the error that names the bad input. ``--dry-run`` prints the plan;
+:mod:`kbackup.restore.runner` executes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
+from kbackup.format.catalog import Backup, PartitionCoverage
+from kbackup.format.manifest import SegmentEntry, TopicEntry
+from kbackup.restore.selection import RecordFilter
+from kbackup.restore.settings import RestoreSettings
+
+Mode = Literal["exactly-once", "idempotent"]
+Routing = Literal["identity", "mapped", "repartition"]
+
+#: Topic configs never copied to a created topic: removed in Kafka 4, or naming the source's brokers.
+NEVER_COPIED_CONFIGS = frozenset(
+    {
+        "message.format.version",
+        "message.timestamp.difference.max.ms",
+        "message.downconversion.enable",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    }
+)
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """What the plan needs to know about the target cluster (see kbackup.restore.target)."""
+
+    #: Servers and protocol, safe to print.
+    description: str
+    cluster_id: str | None
+    broker_count: int
+    #: Partition count of every topic on the target.
+    topics: dict[str, int]
+    #: ``message.timestamp.type`` of the existing topics the restore writes to.
+    timestamp_types: dict[str, str] = field(default_factory=dict)
+    #: The brokers' ``log.message.timestamp.type`` (the default of created topics).
+    default_timestamp_type: str = "CreateTime"
+    #: ``retention.ms`` of the existing topics the restore writes to (those with cleanup.policy delete).
+    retention_ms: dict[str, int] = field(default_factory=dict)
+    #: The brokers' default retention (log.retention.ms/minutes/hours), -1 for none.
+    default_retention_ms: int = 7 * 24 * 3600 * 1000
+    #: Whether the target can run transactions, and if not why.
+    transactions_possible: bool = True
+    transactions_note: str | None = None
+
+
+@dataclass
+class PartitionPlan:
+    """One source partition: where its records go and which of them."""
+
+    source_topic: str
+    source_partition: int
+    target_topic: str
+    routing: Routing
+    #: The one target partition (identity, mapped); None when repartitioned by key.
+    target_partition: int | None
+    #: Partition count of the target topic.
+    target_partitions: int
+    #: Source offsets selected: ``offset_start <= offset < offset_end``.
+    offset_start: int
+    offset_end: int
+    time_start: int | None
+    time_end: int | None
+    #: Segments holding selected records, in offset order.
+    segments: list[SegmentEntry]
+    #: Records of the segments entirely inside the selection (exact from the manifests).
+    records_in_whole_segments: int
+    #: Segments only partly inside the selection: their records must be counted.
+    partial_segments: list[str]
+    #: Records of the partial segments that pass, once counted (integrity check).
+    counted_partial_records: int | None = None
+
+    @property
+    def record_filter(self) -> RecordFilter:
+        return RecordFilter(self.offset_start, self.offset_end, self.time_start, self.time_end)
+
+    @property
+    def records_upper_bound(self) -> int:
+        partial = set(self.partial_segments)
+        return self.records_in_whole_segments + sum(
+            segment.record_count for segment in self.segments if segment.key in partial
+        )
+
+    @property
+    def expected_records(self) -> int | None:
+        """Exact number of selected records, or None while partial segments are uncounted."""
+        if not self.partial_segments:
+            return self.records_in_whole_segments
+        if self.counted_partial_records is None:
+            return None
+        return self.records_in_whole_segments + self.counted_partial_records
+
+    @property
+    def bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self.segments)
+
+    def target_partitions_fed(self) -> list[int]:
+        """Target partitions this source partition may write to."""
+        if self.target_partition is not None:
+            return [self.target_partition]
+        return list(range(self.target_partitions))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source_topic": self.source_topic,
+            "source_partition": self.source_partition,
+            "target_topic": self.target_topic,
+            "routing": self.routing,
+            "target_partition": self.target_partition,
+            "offset_start": self.offset_start,
+            "offset_end": self.offset_end,
+            "segments": len(self.segments),
+            "bytes": self.bytes,
+            "expected_records": self.expected_records,
+            "records_upper_bound": self.records_upper_bound,
+        }
+
+
+@dataclass
+class TopicPlan:
+    """One source topic and the target topic it is restored into."""
+
+    source_topic: str
+    target_topic: str
+    source_partitions: int
+    target_partitions: int
+    routing: Routing
+    #: The restore creates the target topic (with ``configs``).
+    create: bool
+    configs: dict[str, str]
+    #: ``message.timestamp.type`` the target topic has (or will have).
+    timestamp_type: str
+    #: Explicit ``source -> target`` partition map (routing "mapped").
+    partition_map: dict[int, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source_topic": self.source_topic,
+            "target_topic": self.target_topic,
+            "source_partitions": self.source_partitions,
+            "target_partitions": self.target_partitions,
+            "routing": self.routing,
+            "create": self.create,
+            "configs": self.configs,
+            "timestamp_type": self.timestamp_type,
+            "partition_map": {str(k): v for k, v in self.partition_map.items()},
+        }
+
+
+@dataclass
+class RestorePlan:
+    """Everything a restore will do; pure data, printed by --dry-run."""
+
+    restore_id: str
+    backup_id: str
+    storage_url: str
+    source_cluster: str
+    target: str
+    target_cluster_id: str | None
+    mode: Mode
+    mode_reason: str
+    origin_headers: bool
+    progress_topic: str
+    #: The progress topic does not exist yet and is created before the first transaction.
+    create_progress_topic: bool
+    replication_factor: int | None
+    time_start: int | None
+    time_end: int | None
+    topics: list[TopicPlan]
+    partitions: list[PartitionPlan]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def transactional_id(self) -> str:
+        return f"kafka-backup-restore-{self.restore_id}"
+
+    @property
+    def expected_records(self) -> int | None:
+        counts = [partition.expected_records for partition in self.partitions]
+        return None if any(count is None for count in counts) else sum(c for c in counts if c is not None)
+
+    @property
+    def records_upper_bound(self) -> int:
+        return sum(partition.records_upper_bound for partition in self.partitions)
+
+    @property
+    def segments(self) -> list[SegmentEntry]:
+        return [segment for partition in self.partitions for segment in partition.segments]
+
+    def topic(self, source_topic: str) -> TopicPlan:
+        for topic in self.topics:
+            if topic.source_topic == source_topic:
+                return topic
+        raise KeyError(source_topic)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "restore_id": self.restore_id,
+            "backup_id": self.backup_id,
+            "storage": self.storage_url,
+            "source_cluster": self.source_cluster,
+            "target": self.target,
+            "target_cluster_id": self.target_cluster_id,
+            "mode": self.mode,
+            "mode_reason": self.mode_reason,
+            "transactional_id": self.transactional_id if self.mode == "exactly-once" else None,
+            "origin_headers": self.origin_headers,
+            "progress_topic": self.progress_topic if self.mode == "exactly-once" else None,
+            "create_progress_topic": self.create_progress_topic and self.mode == "exactly-once",
+            "time_window": {"start": self.time_start, "end": self.time_end},
+            "topics": [topic.to_dict() for topic in self.topics],
+            "partitions": [partition.to_dict() for partition in self.partitions],
+            "expected_records": self.expected_records,
+            "records_upper_bound": self.records_upper_bound,
+            "segments": len(self.segments),
+            "bytes": sum(segment.size_bytes for segment in self.segments),
+            "warnings": self.warnings,
+        }
+
+
+# ---------------------------------------------------------------------------
+# Selection: which source topics and partitions, renamed to which target topics.
+
+
+@dataclass(frozen=True)
+class SelectedTopic:
+    entry: TopicEntry
+    target_topic: str
+    partitions: list[int]
+
+
+def _known(backup: Backup, topic: str, key: str) -> None:
+    if topic not in backup.topics:
+        raise NotFoundError(
+            f"restore.{key}: topic {topic!r} is not in backup {backup.backup_id!r} "
+            f"(it holds: {', '.join(sorted(backup.topics)) or 'no topics'})",
+            hint="use the topic's name on the source cluster",
+        )
+
+
+def select_topics(backup: Backup, settings: RestoreSettings) -> list[SelectedTopic]:
+    """The source topics and partitions a restore replays, each with its target topic name.
+
+    Raises NotFoundError naming a topic, pattern or partition the backup does not hold.
+    """
+    for key, topics in (
+        ("topic_mapping", settings.topic_mapping),
+        ("partitions", settings.partitions),
+        ("partition_mapping", settings.partition_mapping),
+        ("offset_ranges", settings.offset_ranges),
+        ("target_partitions", settings.target_partitions),
+    ):
+        for topic in topics:
+            _known(backup, topic, key)
+    if isinstance(settings.repartition, list):
+        for topic in settings.repartition:
+            _known(backup, topic, "repartition")
+
+    names = sorted(backup.topics)
+    if settings.topics:
+        chosen: set[str] = set()
+        for pattern in settings.topics:
+            matched = {name for name in names if re.fullmatch(pattern, name)}
+            if not matched:
+                raise NotFoundError(
+                    f"restore.topics: {pattern!r} matches no topic of backup {backup.backup_id!r} "
+                    f"(it holds: {', '.join(names) or 'no topics'})"
+                )
+            chosen |= matched
+        names = sorted(chosen)
+    coverage = backup.coverage()
+    selected: list[SelectedTopic] = []
+    targets: dict[str, str] = {}
+    for name in names:
+        entry = backup.topics[name]
+        target = settings.topic_mapping.get(name, name)
+        if target in targets:
+            raise ConfigError(
+                f"restore.topic_mapping: source topics {targets[target]!r} and {name!r} would both be "
+                f"restored into {target!r}",
+                hint="give each source topic its own target topic",
+            )
+        targets[target] = name
+        held = sorted(p for (topic, p) in coverage if topic == name)
+        wanted = settings.partitions.get(name)
+        if wanted is not None:
+            missing = sorted(set(wanted) - set(held))
+            if missing:
+                raise NotFoundError(
+                    f"restore.partitions: backup {backup.backup_id!r} holds no partition "
+                    f"{', '.join(map(str, missing))} of topic {name!r} (it holds: {held})"
+                )
+            held = sorted(set(wanted))
+        for partition in settings.offset_ranges.get(name, {}):
+            if partition not in held:
+                raise NotFoundError(
+                    f"restore.offset_ranges: partition {partition} of topic {name!r} is not selected "
+                    f"or not in backup {backup.backup_id!r}"
+                )
+        selected.append(SelectedTopic(entry=entry, target_topic=target, partitions=held))
+    return selected
+
+
+# ---------------------------------------------------------------------------
+# Identity of a restore: same command, same id; the id names its transactions and progress.
+
+
+def restore_identity(backup: Backup, settings: RestoreSettings, target_cluster: str) -> str:
+    """A stable id for "this backup, this selection, into this cluster".
+
+    Built from the settings as written (not from what they resolve to today), so
+    a later increment of the backup does not change the id: running the same
+    command again continues, and restores what the new increments added.
+    """
+    identity = {
+        "v": 1,
+        "backup_id": backup.backup_id,
+        "source_cluster": backup.source_cluster,
+        "target_cluster": target_cluster,
+        "topics": sorted(settings.topics),
+        "partitions": {t: sorted(p) for t, p in sorted(settings.partitions.items())},
+        "topic_mapping": dict(sorted(settings.topic_mapping.items())),
+        "partition_mapping": {
+            t: {str(p): q for p, q in sorted(m.items())}
+            for t, m in sorted(settings.partition_mapping.items())
+        },
+        "repartition": settings.repartition
+        if isinstance(settings.repartition, bool)
+        else sorted(settings.repartition),
+        "time_window": [settings.time_window_start, settings.time_window_end],
+        "offset_ranges": {
+            t: {str(p): [r.start, r.end] for p, r in sorted(ranges.items())}
+            for t, ranges in sorted(settings.offset_ranges.items())
+        },
+        "origin_headers": settings.include_original_offset_header,
+    }
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    return digest[:20]
+
+
+# ---------------------------------------------------------------------------
+# The plan.
+
+
+def _routing(
+    selected: SelectedTopic, settings: RestoreSettings, target_partitions: int, target_exists: bool
+) -> tuple[Routing, dict[int, int]]:
+    name = selected.entry.name
+    explicit = settings.partition_mapping.get(name)
+    if explicit:
+        routes = {p: explicit.get(p, p) for p in selected.partitions}
+        bad = {p: q for p, q in routes.items() if q >= target_partitions}
+        if bad:
+            p, q = next(iter(sorted(bad.items())))
+            raise PreconditionError(
+                f"restore.partition_mapping: partition {p} of topic {name!r} goes to partition {q} of "
+                f"target topic {selected.target_topic!r}, which has only {target_partitions} partition(s)",
+                hint="map it to an existing partition, or add partitions to the target topic",
+            )
+        return "mapped", routes
+    if settings.repartitions(name) and target_partitions != selected.entry.partitions:
+        return "repartition", {}
+    too_high = [p for p in selected.partitions if p >= target_partitions]
+    if too_high:
+        where = "has" if target_exists else "would be created with"
+        raise PreconditionError(
+            f"target topic {selected.target_topic!r} {where} {target_partitions} partition(s), fewer than "
+            f"the {selected.entry.partitions} of source topic {name!r} in the backup "
+            f"(source partition {too_high[0]} has no partition {too_high[0]} to go to)",
+            hint="set restore.repartition (by key, like Kafka's default partitioner), a "
+            "restore.partition_mapping, or add partitions to the target topic",
+        )
+    return "identity", {p: p for p in selected.partitions}
+
+
+def _created_configs(
+    entry: TopicEntry, settings: RestoreSettings, target: TargetState, warnings: list[str]
+) -> dict[str, str]:
+    if not settings.copy_topic_configs:
+        return {}
+    excluded = NEVER_COPIED_CONFIGS | set(settings.exclude_topic_configs)
+    configs = {key: value for key, value in entry.configs.items() if key not in excluded}
+    replicas = settings.replication_factor or target.broker_count
+    min_isr = configs.get("min.insync.replicas")
+    if min_isr is not None and min_isr.isdigit() and replicas and int(min_isr) > replicas:
+        del configs["min.insync.replicas"]
+        warnings.append(
+            f"topic {entry.name}: min.insync.replicas={min_isr} is not copied: the target has "
+            f"{replicas} replica(s) per partition, so no write with acks=all could succeed"
+        )
+    return configs
+
+
+def build_plan(
+    backup: Backup,
+    settings: RestoreSettings,
+    target: TargetState,
+    *,
+    storage_url: str,
+    now_ms: int | None = None,
+) -> RestorePlan:
+    """Check the backup selection against the target and say what the restore will do."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    warnings: list[str] = []
+    selected = select_topics(backup, settings)
+    coverage = backup.coverage()
+    target_id = target.cluster_id or target.description
+    restore_id = restore_identity(backup, settings, target_id)
+
+    topics: list[TopicPlan] = []
+    partitions: list[PartitionPlan] = []
+    for item in selected:
+        name, target_topic = item.entry.name, item.target_topic
+        exists = target_topic in target.topics
+        if exists:
+            count = target.topics[target_topic]
+            if name in settings.target_partitions and settings.target_partitions[name] != count:
+                warnings.append(
+                    f"topic {target_topic} exists with {count} partition(s); "
+                    f"restore.target_partitions ({settings.target_partitions[name]}) applies only to "
+                    "topics the restore creates"
+                )
+        elif settings.create_topics:
+            count = settings.target_partitions.get(name, item.entry.partitions)
+        else:
+            raise NotFoundError(
+                f"target topic {target_topic!r} does not exist on {target.description} and "
+                "restore.create_topics is false",
+                hint="create it, or set restore.create_topics: true",
+            )
+        routing, routes = _routing(item, settings, count, exists)
+        configs = {} if exists else _created_configs(item.entry, settings, target, warnings)
+        if exists:
+            timestamp_type = target.timestamp_types.get(target_topic, target.default_timestamp_type)
+        else:
+            timestamp_type = configs.get("message.timestamp.type", target.default_timestamp_type)
+        topics.append(
+            TopicPlan(
+                source_topic=name,
+                target_topic=target_topic,
+                source_partitions=item.entry.partitions,
+                target_partitions=count,
+                routing=routing,
+                create=not exists,
+                configs=configs,
+                timestamp_type=timestamp_type,
+                partition_map=routes if routing == "mapped" else {},
+            )
+        )
+        if timestamp_type == LOG_APPEND_TIME:
+            warnings.append(
+                f"target topic {target_topic} uses LogAppendTime: the broker rewrites every restored "
+                "record's timestamp to the time it is written (the original is kept in the "
+                "x-kafka-backup-timestamp header only if origin headers are on)"
+            )
+        if routing == "identity" and count > item.entry.partitions:
+            warnings.append(
+                f"target topic {target_topic} has {count} partitions, the source had "
+                f"{item.entry.partitions}: records keep their partition numbers and partitions "
+                f"{item.entry.partitions}..{count - 1} stay empty (restore.repartition spreads them by key)"
+            )
+        topic_partitions = [
+            _partition_plan(coverage[(name, p)], settings, target_topic, routing, routes.get(p), count)
+            for p in item.partitions
+        ]
+        partitions.extend(topic_partitions)
+        if timestamp_type != LOG_APPEND_TIME:
+            _retention_warning(topics[-1], topic_partitions, target, now_ms, warnings)
+
+    mode, reason = _mode(settings, target, warnings)
+    if not settings.include_original_offset_header:
+        warnings.append(
+            "origin headers are off (restore.include_original_offset_header: false): header-based "
+            "offset translation (show-offset-mapping, offset-reset strategy header-based) is impossible "
+            "for the restored records"
+        )
+        if mode == "idempotent":
+            warnings.append(
+                "without transactions and without origin headers a stopped restore cannot find where it "
+                "ended: running it again restores every selected record again"
+            )
+    if any(topic.routing == "repartition" for topic in topics):
+        warnings.append(
+            "repartitioned topics interleave several source partitions in each target partition: a "
+            "consumer group moved across re-reads the records interleaved before its position"
+        )
+    return RestorePlan(
+        restore_id=restore_id,
+        backup_id=backup.backup_id,
+        storage_url=storage_url,
+        source_cluster=backup.source_cluster,
+        target=target.description,
+        target_cluster_id=target.cluster_id,
+        mode=mode,
+        mode_reason=reason,
+        origin_headers=settings.include_original_offset_header,
+        progress_topic=settings.progress_topic,
+        create_progress_topic=settings.progress_topic not in target.topics,
+        replication_factor=settings.replication_factor,
+        time_start=settings.time_window_start,
+        time_end=settings.time_window_end,
+        topics=topics,
+        partitions=partitions,
+        warnings=warnings,
+    )
+
+
+def _retention_warning(
+    topic: TopicPlan,
+    partitions: list[PartitionPlan],
+    target: TargetState,
+    now_ms: int,
+    warnings: list[str],
+) -> None:
+    """Records older than the target topic's retention are deleted by the target right after the restore."""
+    if topic.create:
+        if "delete" not in topic.configs.get("cleanup.policy", "delete"):
+            return
+        raw = topic.configs.get("retention.ms")
+        retention = int(raw) if raw is not None and raw.lstrip("-").isdigit() else target.default_retention_ms
+    else:
+        if topic.target_topic not in target.retention_ms:
+            return
+        retention = target.retention_ms[topic.target_topic]
+    if retention < 0:
+        return
+    oldest = min(
+        (s.min_timestamp for p in partitions for s in p.segments if s.min_timestamp >= 0),
+        default=None,
+    )
+    if oldest is not None and oldest < now_ms - retention:
+        warnings.append(
+            f"target topic {topic.target_topic} keeps records for retention.ms={retention}, but the oldest "
+            f"selected record is from {format_time(oldest)}: the target deletes such records soon after "
+            "they are restored (list retention.ms in restore.exclude_topic_configs, or raise it)"
+        )
+
+
+def _partition_plan(
+    coverage: PartitionCoverage,
+    settings: RestoreSettings,
+    target_topic: str,
+    routing: Routing,
+    target_partition: int | None,
+    target_partitions: int,
+) -> PartitionPlan:
+    start, end = coverage.start_offset, coverage.end_offset
+    chosen = settings.offset_ranges.get(coverage.topic, {}).get(coverage.partition)
+    if chosen is not None:
+        if chosen.start is not None:
+            start = max(start, chosen.start)
+        if chosen.end is not None:
+            end = min(end, chosen.end)
+        end = max(start, end)
+    record_filter = RecordFilter(start, end, settings.time_window_start, settings.time_window_end)
+    segments = [segment for segment in coverage.segments if record_filter.segment_overlaps(segment)]
+    whole = [segment for segment in segments if record_filter.segment_inside(segment)]
+    whole_keys = {segment.key for segment in whole}
+    return PartitionPlan(
+        source_topic=coverage.topic,
+        source_partition=coverage.partition,
+        target_topic=target_topic,
+        routing=routing,
+        target_partition=None if routing == "repartition" else target_partition,
+        target_partitions=target_partitions,
+        offset_start=start,
+        offset_end=end,
+        time_start=settings.time_window_start,
+        time_end=settings.time_window_end,
+        segments=segments,
+        records_in_whole_segments=sum(segment.record_count for segment in whole),
+        partial_segments=[segment.key for segment in segments if segment.key not in whole_keys],
+    )
+
+
+def _mode(settings: RestoreSettings, target: TargetState, warnings: list[str]) -> tuple[Mode, str]:
+    if settings.exactly_once is False:
+        return "idempotent", "restore.exactly_once is false"
+    if target.transactions_possible:
+        return "exactly-once", "records and progress are committed together in transactions"
+    note = target.transactions_note or "the target cannot run transactions"
+    if settings.exactly_once is True:
+        raise PreconditionError(
+            f"restore.exactly_once is true but {note}",
+            hint="fix the target's transaction settings, or set restore.exactly_once: false",
+        )
+    warnings.append(f"exactly-once mode is not possible ({note}): restoring in the idempotent mode")
+    return "idempotent", note
+
+
+# ---------------------------------------------------------------------------
+# Text for people.
+
+
+def format_time(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    from datetime import UTC, datetime
+
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return f"{ms} ({moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')})"
+
+
+def plan_lines(plan: RestorePlan) -> list[str]:
+    """The plan as lines of text (the --dry-run output)."""
+    expected = plan.expected_records
+    records = f"{expected:,}" if expected is not None else f"at most {plan.records_upper_bound:,}"
+    lines = [
+        f"restore of backup {plan.backup_id} ({plan.storage_url}), source cluster {plan.source_cluster}",
+        f"  into {plan.target} (cluster id {plan.target_cluster_id or 'unknown'})",
+        f"  restore id {plan.restore_id}; mode {plan.mode} ({plan.mode_reason})",
+        f"  origin headers: {'x-kafka-backup-* on every record' if plan.origin_headers else 'off'}",
+    ]
+    if plan.time_start is not None or plan.time_end is not None:
+        lines.append(f"  time window: {format_time(plan.time_start)} .. {format_time(plan.time_end)}")
+    if plan.mode == "exactly-once":
+        created = " (created on first use)" if plan.create_progress_topic else ""
+        lines.append(
+            f"  progress: topic {plan.progress_topic}{created}, transactional.id {plan.transactional_id}"
+        )
+    lines.append(f"  {records} record(s) from {len(plan.segments)} segment(s)")
+    for topic in plan.topics:
+        parts = [p for p in plan.partitions if p.source_topic == topic.source_topic]
+        counts = [p.expected_records for p in parts]
+        count = (
+            f"{sum(c for c in counts if c is not None):,}"
+            if all(c is not None for c in counts)
+            else f"<= {sum(p.records_upper_bound for p in parts):,}"
+        )
+        action = (
+            f"create with {topic.target_partitions} partition(s)"
+            + (f", configs {topic.configs}" if topic.configs else "")
+            if topic.create
+            else f"exists with {topic.target_partitions} partition(s)"
+        )
+        routing = {
+            "identity": "partition p -> p",
+            "mapped": "partitions " + ", ".join(f"{p}->{q}" for p, q in sorted(topic.partition_map.items())),
+            "repartition": f"repartitioned by key (murmur2) over {topic.target_partitions}",
+        }[topic.routing]
+        lines.append(
+            f"  topic {topic.source_topic} -> {topic.target_topic}: {action}; {routing}; "
+            f"{count} record(s) from {len(parts)} partition(s)"
+        )
+    for warning in plan.warnings:
+        lines.append(f"  warning: {warning}")
+    return lines

@@ -1,0 +1,104 @@
+"""What part of a backup a restore replays: offset ranges and a time window.
+
+Pure functions: the plan uses them to pick segments, the runner to pick records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kbackup.format.manifest import SegmentEntry
+
+
+def parse_time_ms(value: Any) -> int:
+    """Epoch milliseconds from an int, a string of digits, or an ISO-8601 time (no zone means UTC)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"expected epoch milliseconds or an ISO-8601 time like 2026-11-22T03:15:00Z, got {value!r}"
+            ) from None
+    else:
+        raise ValueError(f"expected epoch milliseconds or an ISO-8601 time, got {value!r}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    """Records with ``offset_start <= offset < offset_end`` and ``time_start <= timestamp < time_end``."""
+
+    offset_start: int
+    offset_end: int
+    time_start: int | None = None
+    time_end: int | None = None
+
+    @property
+    def has_time_window(self) -> bool:
+        return self.time_start is not None or self.time_end is not None
+
+    def segment_overlaps(self, segment: SegmentEntry) -> bool:
+        """Whether any record of the segment can pass (from the manifest's ranges alone)."""
+        if segment.last_offset < self.offset_start or segment.first_offset >= self.offset_end:
+            return False
+        if self.time_start is not None and segment.max_timestamp < self.time_start:
+            return False
+        return not (self.time_end is not None and segment.min_timestamp >= self.time_end)
+
+    def segment_inside(self, segment: SegmentEntry) -> bool:
+        """Whether every record of the segment passes (its count is then exact without reading it)."""
+        if segment.first_offset < self.offset_start or segment.last_offset >= self.offset_end:
+            return False
+        if self.time_start is not None and segment.min_timestamp < self.time_start:
+            return False
+        return not (self.time_end is not None and segment.max_timestamp >= self.time_end)
+
+    def mask(self, offsets: pa.Array, timestamps: pa.Array, offset_start: int) -> pa.Array | None:
+        """Boolean mask of the passing records of a batch, or None when all pass.
+
+        ``offset_start`` may be above ``self.offset_start`` (a resumed restore).
+        """
+        first, last = offsets[0].as_py(), offsets[-1].as_py()
+        conditions = []
+        if first < offset_start:
+            conditions.append(pc.greater_equal(offsets, offset_start))
+        if last >= self.offset_end:
+            conditions.append(pc.less(offsets, self.offset_end))
+        if self.has_time_window:
+            bounds = pc.min_max(timestamps)
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            if self.time_start is not None and low < self.time_start:
+                conditions.append(pc.greater_equal(timestamps, self.time_start))
+            if self.time_end is not None and high >= self.time_end:
+                conditions.append(pc.less(timestamps, self.time_end))
+        if not conditions:
+            return None
+        mask = conditions[0]
+        for condition in conditions[1:]:
+            mask = pc.and_(mask, condition)
+        return mask
+
+    def count(self, offsets: pa.Array, timestamps: pa.Array, offset_start: int | None = None) -> int:
+        """How many records of a batch pass."""
+        if len(offsets) == 0:
+            return 0
+        mask = self.mask(offsets, timestamps, self.offset_start if offset_start is None else offset_start)
+        if mask is None:
+            return len(offsets)
+        return int(pc.sum(mask).as_py() or 0)

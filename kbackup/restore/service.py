@@ -1,0 +1,160 @@
+"""The restore stage's entry points: prepare a plan, preview it (``--dry-run``), run it.
+
+The order of checks is the order a user fixes things in: the backup and the
+settings first (no network), then the target cluster, then the segments'
+contents. Nothing is written before all of them pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kbackup.core.config import KafkaConnection, StorageSettings
+from kbackup.core.errors import ConfigError
+from kbackup.core.kafka import KafkaClients, check_client_properties
+from kbackup.core.progress import Progress
+from kbackup.format.catalog import Backup, BackupCatalog
+from kbackup.format.layout import check_backup_id
+from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
+from kbackup.restore.plan import RestorePlan, build_plan, plan_lines, select_topics
+from kbackup.restore.runner import Restorer, RestoreSummary, resume_point
+from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.target import create_topics, inspect_target
+from kbackup.storage import Storage, open_storage
+
+CLIENT_ID = "kafka-backup-restore"
+
+
+@dataclass
+class RestoreJob:
+    """A planned restore with what it needs to run."""
+
+    plan: RestorePlan
+    backup: Backup
+    storage: Storage
+    clients: KafkaClients
+    settings: RestoreSettings
+
+
+def prepare(
+    *,
+    backup_id: str | None,
+    storage: StorageSettings | str,
+    target: KafkaConnection | None,
+    settings: RestoreSettings,
+) -> RestoreJob:
+    """Load the backup, check the settings against it, look at the target, and plan."""
+    if not backup_id:
+        raise ConfigError("backup_id: required (in the config file, or --backup-id)")
+    check_backup_id(backup_id)
+    if target is None:
+        raise ConfigError(
+            "target: required: the cluster to restore into (a target section, or --bootstrap-servers)"
+        )
+    opened = open_storage(storage)
+    backup = BackupCatalog(opened).load(backup_id)
+    select_topics(backup, settings)  # bad topic names fail before any network call
+    check_client_properties(target)
+    for key in settings.producer_properties:
+        if key in ("transactional.id", "enable.idempotence", "acks"):
+            raise ConfigError(
+                f"restore.producer_properties: {key} is set by the restore itself (exactly once needs it)"
+            )
+    clients = KafkaClients(target, client_id=CLIENT_ID)
+    target_topics = [settings.topic_mapping.get(name, name) for name in backup.topics]
+    state = inspect_target(clients, [*target_topics, settings.progress_topic])
+    plan = build_plan(backup, settings, state, storage_url=opened.url)
+    return RestoreJob(plan=plan, backup=backup, storage=opened, clients=clients, settings=settings)
+
+
+@dataclass
+class DryRunReport:
+    """What a run would do now: the plan, and what earlier runs already did."""
+
+    plan: RestorePlan
+    resumed: bool
+    #: Records a run would produce now (None where segments were not counted).
+    records_to_write: int | None
+    records_upper_bound: int
+    segments_to_read: int
+    checksums_verified: bool
+    #: Progress records held by an open transaction (a run of the restore is active or was killed).
+    undecided_progress: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "plan": self.plan.to_dict(),
+            "resumed": self.resumed,
+            "records_to_write": self.records_to_write,
+            "records_upper_bound": self.records_upper_bound,
+            "segments_to_read": self.segments_to_read,
+            "checksums_verified": self.checksums_verified,
+            "undecided_progress": self.undecided_progress,
+        }
+
+    def lines(self) -> list[str]:
+        lines = ["dry run: nothing is created or written", *plan_lines(self.plan)]
+        count = (
+            f"{self.records_to_write:,}"
+            if self.records_to_write is not None
+            else f"at most {self.records_upper_bound:,}"
+        )
+        if self.resumed:
+            lines.append(
+                f"  an earlier run of this restore got part of the way: {count} record(s) left to write"
+            )
+        else:
+            lines.append(f"  would write {count} record(s), reading {self.segments_to_read} segment(s)")
+        lines.append(
+            "  segments checked: sizes and SHA-256"
+            if self.checksums_verified
+            else "  segments checked: sizes only (restore.verify_checksums is false)"
+        )
+        if self.undecided_progress:
+            lines.append(
+                f"  {self.undecided_progress} progress record(s) are in an open transaction: a run of this "
+                "restore is active, or was killed less than a minute ago"
+            )
+        return lines
+
+
+def dry_run(job: RestoreJob, *, scratch_dir: Path | None = None) -> DryRunReport:
+    """Everything a run checks, without fencing, creating or producing anything."""
+    plan = job.plan
+    point = resume_point(
+        plan, job.clients, job.settings, progress_topic_exists=not plan.create_progress_topic, dry_run=True
+    )
+    work: list[SegmentWork] = []
+    for state in point.states.values():
+        work.extend(remaining_segments(state.plan, state.next_offset))
+    create_topics(
+        job.clients,
+        plan,
+        progress_topic=plan.mode == "exactly-once" and plan.create_progress_topic,
+        validate_only=True,
+    )
+    counts = verify_work(
+        job.storage, plan.backup_id, work, checksums=job.settings.verify_checksums, scratch_dir=scratch_dir
+    )
+    known = all(item.segment.key in counts for item in work)
+    return DryRunReport(
+        plan=plan,
+        resumed=point.resumed,
+        records_to_write=sum(counts.values()) if known else None,
+        records_upper_bound=sum(item.segment.record_count for item in work),
+        segments_to_read=len(work),
+        checksums_verified=job.settings.verify_checksums,
+        undecided_progress=point.undecided,
+    )
+
+
+def run(
+    job: RestoreJob, *, progress: Progress | None = None, scratch_dir: Path | None = None
+) -> RestoreSummary:
+    """Restore the plan into the target; see kbackup.restore.runner."""
+    return Restorer(
+        job.plan, job.storage, job.clients, job.settings, progress=progress, scratch_dir=scratch_dir
+    ).run()

@@ -1,0 +1,273 @@
+"""A restore killed with SIGKILL at random points and run again ends with every record once, in order.
+
+The restore runs as a subprocess (``python -m kbackup restore``), as a user
+runs it. It is killed when the target's end offsets (uncommitted records
+included) pass randomly chosen record counts, and once early, before records
+land; then the same command runs to completion. The target is then read with
+read_committed and must hold every selected record exactly once, in source
+order, with no gap. The seed is printed; ``KBACKUP_CRASH_SEED`` repeats a run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from kbackup.format.segments import SegmentLimits
+from kbackup.restore.headers import parse_origin
+from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.storage import LocalStorage
+from tests.support.backup_builder import BackupBuilder, BackupRecord
+from tests.support.kafka_io import consume_all
+from tests.support.restore_checks import REPO, own_headers, restore_command
+
+pytestmark = pytest.mark.slow
+
+NOW = int(time.time() * 1000)
+SOURCE_PARTITIONS = 3
+RECORDS_PER_PARTITION = 25_000
+
+
+def source_records(partition: int) -> Iterator[BackupRecord]:
+    """Deterministic records with holes in the offsets, null keys, and some headers."""
+    offset = 0
+    for i in range(RECORDS_PER_PARTITION):
+        offset += 1 if i % 10 else 3  # holes, as compaction or transaction markers leave
+        yield BackupRecord(
+            offset=offset,
+            key=None if i % 6 == 0 else b"key-%d-%d" % (partition, i % 1000),
+            value=b"p%d-r%d-" % (partition, i) + b"x" * 120,
+            headers=(("i", b"%d" % i),) if i % 4 == 0 else (),
+            timestamp=NOW - 600_000 + i,
+        )
+
+
+def build_backup(root: Path, scratch: Path, topic: str) -> dict[int, list[BackupRecord]]:
+    storage = LocalStorage(root)
+    builder = BackupBuilder(
+        storage,
+        "crash",
+        source_cluster="crash-src",
+        scratch_dir=scratch,
+        limits=SegmentLimits(max_records=10_000),
+    )
+    builder.topic(topic, SOURCE_PARTITIONS)
+    for partition in range(SOURCE_PARTITIONS):
+        builder.partition(topic, partition, source_records(partition))
+    builder.commit()
+    return {p: list(source_records(p)) for p in range(SOURCE_PARTITIONS)}
+
+
+def landed(consumer: Consumer, topic: str, partitions: int) -> int:
+    """Records on the target, committed or not (read_uncommitted end offsets); 0 before the topic exists."""
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions)
+        )
+    except KafkaException:
+        return 0
+
+
+def run_until(
+    command: list[str], stop_when: int | float, cluster: LocalKafkaCluster, topic: str, partitions: int
+) -> str:
+    """Start the restore; SIGKILL it once ``stop_when`` records landed (int) or seconds passed (float)."""
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+    )
+    started = time.monotonic()
+    probe = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "crash-probe",
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        while process.poll() is None:
+            if isinstance(stop_when, float):
+                if time.monotonic() - started >= stop_when:
+                    break
+            elif landed(probe, topic, partitions) >= stop_when:
+                break
+            time.sleep(0.02)
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+            return "killed"
+        _out, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err.decode()
+        return "finished"
+    finally:
+        probe.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
+def check_exactly_once(
+    cluster: LocalKafkaCluster,
+    topic: str,
+    target_partitions: int,
+    expected: dict[int, list[BackupRecord]],
+    seed: int,
+) -> None:
+    restored = consume_all(cluster, topic, list(range(target_partitions)), timeout=120)
+    by_source: dict[int, list[int]] = {p: [] for p in expected}
+    where: dict[tuple[int, int], int] = {}
+    payload: dict[
+        tuple[int, int], tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int | None]
+    ] = {}
+    for record in restored:  # sorted by (target partition, target offset)
+        origin = parse_origin(record.headers)
+        assert origin is not None, f"seed {seed}: record without origin {record}"
+        by_source[origin.partition].append(origin.offset)
+        where[(origin.partition, origin.offset)] = record.partition or 0
+        payload[(origin.partition, origin.offset)] = (
+            record.key,
+            record.value,
+            own_headers(record.headers),
+            record.timestamp,
+        )
+    total = sum(len(records) for records in expected.values())
+    assert len(restored) == total, f"seed {seed}: {len(restored)} records on the target, {total} expected"
+    for partition, records in expected.items():
+        offsets = [r.offset for r in records]
+        found = by_source[partition]
+        if target_partitions == SOURCE_PARTITIONS:
+            # One target partition per source partition: exactly the source sequence, in order.
+            assert found == offsets, (
+                f"seed {seed}: source partition {partition} is not restored once, in order"
+            )
+        else:
+            assert sorted(found) == offsets, f"seed {seed}: source partition {partition}: duplicates or gaps"
+        for record in records:
+            key = (partition, record.offset)
+            assert payload[key] == (record.key, record.value, list(record.headers), record.timestamp), (
+                f"seed {seed}: {key}"
+            )
+            if target_partitions != SOURCE_PARTITIONS:
+                want = (
+                    partition_for_key(record.key, target_partitions)
+                    if record.key is not None
+                    else partition_for_null_key(partition, record.offset, target_partitions)
+                )
+                assert where[key] == want, f"seed {seed}: {key} in partition {where[key]}, not {want}"
+    # Within each target partition, each source partition's records keep their order.
+    last: dict[tuple[int | None, int], int] = {}
+    for record in restored:
+        origin = parse_origin(record.headers)
+        assert origin is not None
+        slot = (record.partition, origin.partition)
+        assert origin.offset > last.get(slot, -1), f"seed {seed}: order broken at {origin}"
+        last[slot] = origin.offset
+
+
+@pytest.mark.parametrize(
+    ("mode", "target_partitions"),
+    [
+        ("--exactly-once", SOURCE_PARTITIONS),
+        ("--exactly-once", 4),
+        ("--idempotent", SOURCE_PARTITIONS),
+        ("--idempotent", 5),
+    ],
+    ids=["exactly-once", "exactly-once-repartitioned", "idempotent", "idempotent-repartitioned"],
+)
+def test_killed_restore_rerun_has_no_duplicate_and_no_gap(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, mode: str, target_partitions: int
+) -> None:
+    seed = int(os.environ.get("KBACKUP_CRASH_SEED", random.randrange(2**32)))
+    print(f"crash test seed {seed} (set KBACKUP_CRASH_SEED={seed} to repeat)")
+    chooser = random.Random(seed)
+    topic = unique_name
+    expected = build_backup(tmp_path / "store", tmp_path, topic)
+    total = sum(len(r) for r in expected.values())
+    config = tmp_path / "restore.yaml"
+    config.write_text(
+        "restore:\n  transaction_max_records: 3000\n  transaction_max_ms: 300\n"
+        f"  repartition: {'true' if target_partitions != SOURCE_PARTITIONS else 'false'}\n"
+        f"  target_partitions: {{{topic}: {target_partitions}}}\n"
+    )
+    command = restore_command(
+        "restore",
+        "-c",
+        str(config),
+        "-p",
+        str(tmp_path / "store"),
+        "--backup-id",
+        "crash",
+        "-b",
+        target_cluster.bootstrap_servers,
+        mode,
+    )
+    kill_points: list[int | float] = [round(chooser.uniform(0.3, 1.5), 2)]
+    kill_points += sorted(chooser.sample(range(total // 20, total - total // 20), 3))
+    print(f"kill points (seconds, then records landed): {kill_points}")
+    outcomes = [run_until(command, point, target_cluster, topic, target_partitions) for point in kill_points]
+    print(f"outcomes: {outcomes}")
+    assert outcomes.count("killed") >= 2, (
+        f"seed {seed}: the restore finished before most kill points: {outcomes}"
+    )
+    final = subprocess.run(
+        [*command, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert final.returncode == 0, final.stderr
+    assert '"resumed": true' in final.stdout
+    check_exactly_once(target_cluster, topic, target_partitions, expected, seed)
+    # A further run of the same command finds nothing left to do.
+    again = subprocess.run(
+        [*command, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    assert '"records": 0,' in again.stdout
+    check_exactly_once(target_cluster, topic, target_partitions, expected, seed)
+
+
+def test_sigterm_commits_what_was_produced_and_exits_130(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = unique_name
+    expected = build_backup(tmp_path / "store", tmp_path, topic)
+    config = tmp_path / "restore.yaml"
+    config.write_text("restore:\n  transaction_max_records: 2000\n")
+    command = restore_command(
+        "restore", "-c", str(config), "-p", str(tmp_path / "store"), "--backup-id", "crash",
+        "-b", target_cluster.bootstrap_servers,
+    )  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    probe = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": "crash-probe"})
+    try:
+        deadline = time.monotonic() + 120
+        while landed(probe, topic, SOURCE_PARTITIONS) < 10_000:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=120)
+    finally:
+        probe.close()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "restore stopped by a signal after committing what it had produced" in err
+    # What the stopped run committed is there, in order, without a gap (read_committed).
+    committed = consume_all(target_cluster, topic, list(range(SOURCE_PARTITIONS)))
+    for partition, records in expected.items():
+        offsets = [parse_origin(r.headers).offset for r in committed if r.partition == partition]  # type: ignore[union-attr]
+        assert offsets == [r.offset for r in records[: len(offsets)]]
+    final = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert final.returncode == 0, final.stderr
+    check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed=0)
