@@ -21,6 +21,7 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.records import messages_to_batch
+from kbackup.backup.writer_thread import WriterThread
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError
 from kbackup.core.kafka import translate_kafka_error
@@ -59,11 +61,16 @@ _PARTITION_GONE_CODES = {
 
 @dataclass
 class Sink:
-    """One partition's records of one increment: a message buffer in front of a segment writer."""
+    """One partition's records of one increment: a message buffer in front of a segment writer.
+
+    The writer is used only on the writer thread; the consume loop hands it row groups.
+    """
 
     writer: PartitionSegmentWriter
     pending: list[Any] = field(default_factory=list)
     pending_bytes: int = 0
+    #: When the consume loop first handed the writer a row group since its last roll.
+    open_since: float | None = None
 
 
 @dataclass
@@ -80,9 +87,10 @@ class PartitionCopy:
     #: The open increment's end offset (exclusive), or NO_END.
     end_offset: int
     sink: Sink | None = None
-    #: Segments of the open increment already uploaded (follow mode: the increment is complete
-    #: for this partition while the others catch up; later records are in ``sink``).
-    completed: list[SegmentEntry] = field(default_factory=list)
+    #: Segments of the open increment handed to the writer thread to finish (follow mode: the
+    #: increment is complete for this partition while the others catch up; later records are
+    #: in ``sink``).
+    completed: list[Future[list[SegmentEntry]]] = field(default_factory=list)
     #: The open increment's end was reached; ``completed_end`` is that end.
     completed_end: int | None = None
     #: Snapshot mode: unassigned after reaching the end; stray messages are dropped.
@@ -142,6 +150,7 @@ class Copier:
         self.records_read = 0
         self._share = row_group_max_bytes
         self._open_writers: OrderedDict[TopicPartitionKey, PartitionCopy] = OrderedDict()
+        self.io = WriterThread()
         self._last_activity = time.monotonic()
         self._last_housekeeping = time.monotonic()
 
@@ -240,7 +249,7 @@ class Copier:
         sink = copy.sink
         if sink is not None:
             self._flush(copy, sink)
-            copy.completed.extend(sink.writer.finish())
+            copy.completed.append(self.io.submit(sink.writer.finish))
             self._open_writers.pop(copy.key, None)
         copy.completed_end = end
         copy.end_offset = NO_END
@@ -260,18 +269,17 @@ class Copier:
                 continue
             if copy.reached_end and not partial:
                 end = copy.completed_end
-                parts = list(copy.completed)
             elif partial:
-                parts = list(copy.completed)
                 if copy.sink is not None:
                     self._flush(copy, copy.sink)
-                    parts.extend(copy.sink.writer.finish())
+                    copy.completed.append(self.io.submit(copy.sink.writer.finish))
                     self._open_writers.pop(key, None)
                     copy.sink = None
                 end = copy.next_offset
             else:
                 raise AssertionError(f"{key} has not reached the end of the increment")
             assert end is not None
+            parts = [segment for future in copy.completed for segment in future.result()]
             entries.append(partition_entry(copy, end, parts))
             segments.extend(parts)
         return entries, segments
@@ -302,10 +310,14 @@ class Copier:
 
     def abort(self) -> None:
         """Drop every open segment file (nothing partial is uploaded)."""
+        self.io.close(cancel=True)
         for copy in self.partitions.values():
             if copy.sink is not None:
                 copy.sink.writer.abort()
                 copy.sink = None
+
+    def close(self) -> None:
+        self.io.close()
 
     # -- consuming -------------------------------------------------------------------------------
 
@@ -455,36 +467,40 @@ class Copier:
         )
 
     def _flush(self, copy: PartitionCopy, sink: Sink) -> None:
+        """Turn the partition's buffered messages into a row group for the writer thread."""
         if not sink.pending:
             return
         batch = messages_to_batch(sink.pending, self.source_cluster, copy.topic, copy.partition)
         sink.pending = []
         sink.pending_bytes = 0
-        sink.writer.write_batch(batch)
+        self.io.submit(sink.writer.write_batch, batch)
+        if sink.open_since is None:
+            sink.open_since = time.monotonic()
         key = copy.key
-        if sink.writer.open_since is None:
-            self._open_writers.pop(key, None)
-            return
         self._open_writers[key] = copy
         self._open_writers.move_to_end(key)
         while len(self._open_writers) > self.max_open_segments:
             _, oldest = self._open_writers.popitem(last=False)
             if oldest.sink is not None:
-                oldest.sink.writer.roll()
+                self._roll(oldest.sink)
+
+    def _roll(self, sink: Sink) -> None:
+        sink.open_since = None
+        self.io.submit(sink.writer.roll)
 
     def _housekeeping(self, now: float) -> None:
         """Once a second: close segments that have been open longer than segment_max_interval_ms."""
         if now - self._last_housekeeping < 1.0:
             return
         self._last_housekeeping = now
+        self.io.check()
         for key, copy in list(self._open_writers.items()):
             sink = copy.sink
-            opened = sink.writer.open_since if sink is not None else None
-            if sink is None or opened is None:
+            if sink is None or sink.open_since is None:
                 self._open_writers.pop(key, None)
-            elif now - opened >= self.segment_max_interval_secs:
+            elif now - sink.open_since >= self.segment_max_interval_secs:
                 self._flush(copy, sink)
-                sink.writer.roll()
+                self._roll(sink)
                 self._open_writers.pop(key, None)
 
     def position(self) -> dict[TopicPartitionKey, int]:
