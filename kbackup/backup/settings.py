@@ -44,9 +44,12 @@ class BackupSettings(StrictModel):
     compression_level: int | None = Field(default=3, ge=1, le=22)
     segment_max_bytes: int = Field(default=128 * 1024 * 1024, ge=1024)
     segment_max_records: int = Field(default=1_000_000, ge=1)
+    #: A segment open longer than this (wall clock) is closed and uploaded, so that in
+    #: ``--follow`` mode data reaches storage steadily and checkpoints stay short.
     segment_max_interval_ms: int = Field(default=60_000, ge=100)
     #: Keep copying after reaching the end offsets (``--follow``).
     continuous: bool = False
+    #: In continuous mode: how often an increment (manifest + group snapshot) is committed.
     checkpoint_interval_secs: float = Field(default=30, gt=0)
     include_internal_topics: bool = False
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
@@ -54,3 +57,18 @@ class BackupSettings(StrictModel):
     on_missing_topic: Literal["fail", "warn"] = "fail"
     #: Snapshot the committed offsets of every consumer group on the selected topics.
     consumer_group_snapshot: bool = True
+    #: Bytes of records held in memory for Parquet row groups, over all partitions together.
+    #: Each partition gets an equal share, at most ``row_group_max_bytes``; memory stays
+    #: bounded whatever the topic size or partition count.
+    buffer_memory_bytes: int = Field(default=256 * 1024 * 1024, ge=1024 * 1024)
+    row_group_max_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
+    #: Segment files open at once (one per partition being written); beyond it the least
+    #: recently written one is closed early, which bounds open files and scratch disk.
+    max_open_segments: int = Field(default=128, ge=1)
+    #: Folder for segment files before upload (default: the system's temporary folder).
+    scratch_dir: str | None = None
+    #: Timeout of each admin request (group offsets, end offsets, topic configs).
+    request_timeout_secs: float = Field(default=30, gt=0, le=3600)
+    #: Give up (committing what was copied) when no record and no broker answer arrived
+    #: for this long while partitions still had records to copy.
+    stall_timeout_secs: float = Field(default=120, gt=0)

@@ -2,17 +2,96 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import typer
 
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, load_config, not_built_yet
+from kbackup import config as config_module
+from kbackup.backup.settings import SourceSettings
+from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.core.config import StorageSettings
+from kbackup.core.errors import BackupIntegrityError, ConfigError, InterruptedByUser, UsageError
+from kbackup.core.progress import Progress
+from kbackup.storage import Storage, open_storage
 
 PathOption = Annotated[
     str | None,
     typer.Option("--path", "-p", help="Storage URL: a folder, file:///folder or s3://bucket/prefix."),
 ]
 BackupIdOption = Annotated[str | None, typer.Option("--backup-id", help="Name of the backup.")]
+
+
+def _validated(model: Any, data: dict[str, Any], what: str) -> Any:
+    from pydantic import ValidationError
+
+    from kbackup.core.config import format_validation_error
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, model, what)) from None
+
+
+def storage_settings(cfg: config_module.KBackupConfig, path: str | None) -> StorageSettings:
+    """The config's storage section, with ``--path`` replacing its location (S3 endpoint etc. kept)."""
+    if path is None:
+        return cfg.storage
+    data = cfg.storage.model_dump(exclude={"backend", "path", "bucket", "prefix"})
+    data["url"] = path
+    settings: StorageSettings = _validated(StorageSettings, data, "--path")
+    return settings
+
+
+def open_backup_storage(config_path: Any, path: str | None) -> Storage:
+    return open_storage(storage_settings(load_config(config_path), path))
+
+
+def resolve_backup_id(cfg: config_module.KBackupConfig, backup_id: str | None) -> str:
+    chosen = backup_id or cfg.backup_id
+    if not chosen:
+        raise UsageError("no backup id: give --backup-id or set backup_id in the config file")
+    return chosen
+
+
+def build_backup_job(
+    cfg: config_module.KBackupConfig,
+    *,
+    bootstrap_servers: str | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    path: str | None = None,
+    backup_id: str | None = None,
+    source_cluster_id: str | None = None,
+    follow: bool = False,
+) -> Any:
+    """The config file's sections with the command-line flags applied on top (flags win)."""
+    from kbackup.backup.runner import BackupJob
+
+    if cfg.source is None and not bootstrap_servers:
+        raise UsageError("no source cluster: give --bootstrap-servers or a config file with a source section")
+    source_data: dict[str, Any] = cfg.source.model_dump() if cfg.source is not None else {}
+    if bootstrap_servers:
+        source_data["bootstrap_servers"] = bootstrap_servers
+    topics = dict(source_data.get("topics") or {})
+    if include:
+        topics["include"] = include
+    if exclude:
+        topics["exclude"] = exclude
+    source_data["topics"] = topics
+    source: SourceSettings = _validated(SourceSettings, source_data, "command line")
+    updates: dict[str, Any] = {}
+    if source_cluster_id:
+        updates["source_cluster_id"] = source_cluster_id
+    if follow:
+        updates["continuous"] = True
+    settings = cfg.backup.model_copy(update=updates) if updates else cfg.backup
+    return BackupJob(
+        backup_id=resolve_backup_id(cfg, backup_id),
+        source=source,
+        storage=storage_settings(cfg, path),
+        settings=settings,
+    )
 
 
 def backup(
@@ -32,15 +111,82 @@ def backup(
     follow: Annotated[bool, typer.Option("--follow", help="Keep copying until SIGINT/SIGTERM.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage."""
-    load_config(config)
-    raise not_built_yet("backup")
+    """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage.
+
+    A first run copies every selected partition up to the end offsets it reads at start;
+    running again with the same backup id adds an increment from where the last one ended.
+    With --follow it keeps copying and commits an increment every checkpoint_interval_secs.
+    """
+    from kbackup.backup.runner import run_backup, stop_on_signals
+
+    json_mode(as_json)
+    job = build_backup_job(
+        load_config(config),
+        bootstrap_servers=bootstrap_servers,
+        include=include,
+        exclude=exclude,
+        path=path,
+        backup_id=backup_id,
+        source_cluster_id=source_cluster_id,
+        follow=follow,
+    )
+    with stop_on_signals() as stop, Progress() as progress:
+        summary = run_backup(job, stop=stop, progress=progress)
+    interrupted = summary.stopped_early or (stop.is_set() and not summary.increments)
+    if as_json:
+        print_json({**summary.to_dict(), "interrupted": interrupted})
+        if interrupted:
+            raise typer.Exit(InterruptedByUser.exit_code)
+        return
+    for item in summary.increments:
+        typer.echo(
+            f"committed increment {item.increment} of backup {summary.backup_id}: {item.records:,} records, "
+            f"{_size(item.bytes)} in {item.segments} segment(s)"
+            + (f", {item.consumer_groups} consumer group(s)" if item.consumer_groups is not None else "")
+            + (" (stopped early)" if item.partial else "")
+        )
+    rate = f", {summary.records / summary.seconds:,.0f} records/s" if summary.seconds > 0 else ""
+    typer.echo(
+        f"backup {summary.backup_id} ({summary.mode}) from cluster {summary.source_cluster_id} to "
+        f"{summary.storage_url}: {len(summary.topics)} topic(s), {summary.partitions} partition(s), "
+        f"{summary.records:,} records, {_size(summary.bytes)}, {summary.segments} segment(s), "
+        f"{summary.seconds:.1f}s{rate}"
+    )
+    if interrupted:
+        done = (
+            f"increment {summary.increments[-1].increment} holds what was copied"
+            if summary.increments
+            else "nothing was committed"
+        )
+        raise InterruptedByUser(
+            f"backup {summary.backup_id} interrupted before it reached its end offsets; {done}"
+        )
 
 
 def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """List the backups in a storage location: time, topics, record counts, sizes."""
-    load_config(config)
-    raise not_built_yet("list")
+    from kbackup.backup.inspect import list_backups as list_rows
+
+    json_mode(as_json)
+    storage = open_backup_storage(config, path)
+    rows = list_rows(storage)
+    if as_json:
+        print_json({"storage": storage.url, "backups": rows})
+        return
+    if not rows:
+        typer.echo(f"no backups in {storage.url}")
+        return
+    typer.echo(
+        f"{'backup id':<24} {'last run (UTC)':<24} {'incr':>4} {'topics':>6} {'records':>14} {'size':>10}"
+    )
+    for row in rows:
+        if "error" in row:
+            typer.echo(f"{row['backup_id']:<24} DAMAGED: {row['error']}")
+            continue
+        typer.echo(
+            f"{row['backup_id']:<24} {row['last_finished_at']:<24} {row['increments']:>4} "
+            f"{len(row['topics']):>6} {row['records']:>14,} {_size(row['bytes']):>10}"
+        )
 
 
 def describe(
@@ -50,8 +196,44 @@ def describe(
     as_json: JsonOption = False,
 ) -> None:
     """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots."""
-    load_config(config)
-    raise not_built_yet("describe")
+    from kbackup.backup.inspect import describe_backup
+
+    json_mode(as_json)
+    cfg = load_config(config)
+    storage = open_storage(storage_settings(cfg, path))
+    info = describe_backup(storage, resolve_backup_id(cfg, backup_id))
+    if as_json:
+        print_json(info)
+        return
+    source = info["source"]
+    typer.echo(
+        f"backup {info['backup_id']} in {info['storage']}: source cluster {source['cluster_id']} "
+        f"(Kafka cluster {source.get('kafka_cluster_id')}), {info['records']:,} records, "
+        f"{_size(info['bytes'])}"
+    )
+    typer.echo("increments:")
+    for row in info["increments"]:
+        groups = "-" if row["consumer_groups"] is None else row["consumer_groups"]
+        typer.echo(
+            f"  {row['increment']:>4}  {row['started_at']} .. {row['finished_at']}  {row['mode'] or '':<8} "
+            f"{row['records']:>12,} records {_size(row['bytes']):>10}  groups {groups}"
+        )
+    typer.echo("partitions:")
+    for row in info["partitions"]:
+        typer.echo(
+            f"  {row['topic']}/{row['partition']}: offsets {row['start_offset']}..{row['end_offset']} "
+            f"(log start {row['log_start_offset']}), {row['records']:,} records, "
+            f"time {_time(row['min_timestamp'])} .. {_time(row['max_timestamp'])}, "
+            f"{row['segments']} segment(s)"
+        )
+    groups_info = info["consumer_groups"]
+    if groups_info is None:
+        typer.echo("consumer groups: no snapshot")
+        return
+    typer.echo(f"consumer groups (increment {groups_info['increment']}, taken {groups_info['taken_at']}):")
+    for group in groups_info["groups"]:
+        offsets = ", ".join(f"{o['topic']}/{o['partition']}@{o['offset']}" for o in group["offsets"])
+        typer.echo(f"  {group['group_id']} ({group['state']}): {offsets}")
 
 
 def validate(
@@ -64,5 +246,46 @@ def validate(
     as_json: JsonOption = False,
 ) -> None:
     """Check a backup's manifest (and with --deep every segment) for damage."""
-    load_config(config)
-    raise not_built_yet("validate")
+    from kbackup.backup.inspect import validate_backup
+
+    json_mode(as_json)
+    cfg = load_config(config)
+    storage = open_storage(storage_settings(cfg, path))
+    report = validate_backup(storage, resolve_backup_id(cfg, backup_id), deep=deep)
+    if as_json:
+        print_json(report.to_dict())
+        if not report.ok:
+            raise typer.Exit(BackupIntegrityError.exit_code)
+        return
+    for warning in report.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    for error in report.errors:
+        typer.echo(f"damaged: {error}", err=True)
+    if not report.ok:
+        raise BackupIntegrityError(
+            f"backup {report.backup_id} in {storage.url} is damaged: {len(report.errors)} problem(s), "
+            f"first: {report.errors[0]}"
+        )
+    checked = f", {report.segments_checked} segment(s) re-read and checksummed" if deep else ""
+    warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
+    typer.echo(
+        f"backup {report.backup_id}: OK ({report.increments} increment(s), "
+        f"{report.records:,} records{checked}{warned})"
+    )
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+def _time(millis: int | None) -> str:
+    if millis is None or millis < 0:
+        return "-"
+    return (
+        datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )

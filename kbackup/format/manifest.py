@@ -34,6 +34,10 @@ class TopicEntry(ManifestModel):
     partitions: int
     #: Topic configs that are not broker defaults (cleanup.policy, retention.ms, message.timestamp.type, ...).
     configs: dict[str, str] = Field(default_factory=dict)
+    #: Replicas per partition on the source (informational; the target may have fewer brokers).
+    replication_factor: int | None = None
+    #: Kafka's topic id: a topic deleted and re-created under the same name gets a new one.
+    topic_id: str | None = None
 
 
 class PartitionEntry(ManifestModel):

@@ -13,11 +13,13 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kbackup.core.errors import BackupIntegrityError, StorageError
@@ -141,6 +143,7 @@ class PartitionSegmentWriter:
         self._file_last_offset = -1
         self._file_min_ts: int | None = None
         self._file_max_ts: int | None = None
+        self._file_opened_at = 0.0
         self._last_offset = -1
 
     def append(
@@ -174,30 +177,88 @@ class PartitionSegmentWriter:
         if not len(buffer):
             return
         self._buffer = RecordColumns()
-        if self._writer is None:
-            fd, name = tempfile.mkstemp(
-                prefix=f"segment-{self.partition}-", suffix=".parquet", dir=self.scratch_dir
-            )
-            os.close(fd)
-            self._file = Path(name)
-            self._writer = pq.ParquetWriter(
-                name,
-                RECORD_SCHEMA,
-                compression=self.limits.compression if self.limits.compression != "none" else None,
-                compression_level=self.limits.compression_level
-                if self.limits.compression == "zstd"
-                else None,
-                write_page_checksum=True,
-                use_dictionary=["source_cluster", "topic"],
-            )
-            self._file_first_offset = buffer.offsets[0]
         batch = buffer.to_record_batch(self.source_cluster, self.topic, self.partition)
-        self._writer.write_batch(batch, row_group_size=len(buffer))
-        self._file_records += len(buffer)
-        self._file_last_offset = buffer.offsets[-1]
-        low, high = min(buffer.timestamps), max(buffer.timestamps)
-        self._file_min_ts = low if self._file_min_ts is None else min(self._file_min_ts, low)
-        self._file_max_ts = high if self._file_max_ts is None else max(self._file_max_ts, high)
+        self._write_row_group(
+            batch, buffer.offsets[0], buffer.offsets[-1], min(buffer.timestamps), max(buffer.timestamps)
+        )
+
+    def _open_file(self, first_offset: int) -> pq.ParquetWriter:
+        fd, name = tempfile.mkstemp(
+            prefix=f"segment-{self.partition}-", suffix=".parquet", dir=self.scratch_dir
+        )
+        os.close(fd)
+        self._file = Path(name)
+        self._writer = pq.ParquetWriter(
+            name,
+            RECORD_SCHEMA,
+            compression=self.limits.compression if self.limits.compression != "none" else None,
+            compression_level=self.limits.compression_level if self.limits.compression == "zstd" else None,
+            write_page_checksum=True,
+            use_dictionary=["source_cluster", "topic"],
+        )
+        self._file_first_offset = first_offset
+        self._file_opened_at = time.monotonic()
+        return self._writer
+
+    def _write_row_group(
+        self, batch: pa.RecordBatch, first_offset: int, last_offset: int, min_ts: int, max_ts: int
+    ) -> None:
+        writer = self._writer if self._writer is not None else self._open_file(first_offset)
+        writer.write_batch(batch, row_group_size=batch.num_rows)
+        self._file_records += batch.num_rows
+        self._file_last_offset = last_offset
+        self._file_min_ts = min_ts if self._file_min_ts is None else min(self._file_min_ts, min_ts)
+        self._file_max_ts = max_ts if self._file_max_ts is None else max(self._file_max_ts, max_ts)
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Bulk path: records already in ``RECORD_SCHEMA`` form, written as one row group.
+
+        The caller bounds the batch's size (it is one row group); the batch is
+        split where the segment reaches ``max_records``, and the segment is closed
+        when it reaches ``max_bytes``. Offsets must increase strictly, also across calls.
+        """
+        if not batch.schema.equals(RECORD_SCHEMA):
+            raise ValueError(f"{self.topic}/{self.partition}: batch does not have the record schema")
+        if batch.num_rows == 0:
+            return
+        self._flush_row_group()
+        offsets = batch.column("offset")
+        first = offsets[0].as_py()
+        if first <= self._last_offset:
+            raise ValueError(f"{self.topic}/{self.partition}: offset {first} after {self._last_offset}")
+        if (
+            batch.num_rows > 1
+            and not pc.all(pc.greater(offsets.slice(1), offsets.slice(0, len(offsets) - 1))).as_py()
+        ):
+            raise ValueError(f"{self.topic}/{self.partition}: offsets in a batch do not increase strictly")
+        self._last_offset = offsets[-1].as_py()
+        while batch.num_rows:
+            room = self.limits.max_records - self._file_records
+            if room <= 0:
+                self._close_segment()
+                continue
+            part, batch = batch.slice(0, room), batch.slice(room)
+            part_offsets = part.column("offset")
+            low, high = pc.min_max(part.column("timestamp")).values()
+            self._write_row_group(
+                part, part_offsets[0].as_py(), part_offsets[-1].as_py(), low.as_py(), high.as_py()
+            )
+            if self._segment_full():
+                self._close_segment()
+
+    @property
+    def open_since(self) -> float | None:
+        """``time.monotonic()`` when the open segment file got its first row group (None: none open)."""
+        return self._file_opened_at if self._writer is not None else None
+
+    @property
+    def buffered_records(self) -> int:
+        return len(self._buffer)
+
+    def roll(self) -> None:
+        """Close and upload the open segment now (the next record starts a new one)."""
+        self._flush_row_group()
+        self._close_segment()
 
     def _close_segment(self) -> None:
         if self._writer is None or self._file is None or self._file_first_offset is None:
@@ -230,8 +291,7 @@ class PartitionSegmentWriter:
 
     def finish(self) -> list[SegmentEntry]:
         """Flush and upload what is buffered; return every segment this writer uploaded."""
-        self._flush_row_group()
-        self._close_segment()
+        self.roll()
         return self.segments
 
     def abort(self) -> None:

@@ -1,0 +1,291 @@
+"""``list``, ``describe`` and ``validate``: what backups a storage holds, and whether they are sound.
+
+Each function returns plain data (dicts and lists of JSON types) that the CLI
+prints as a table or as JSON. Reading goes only through the format's reader
+APIs (catalog, manifests, segment checks), as every other stage reads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbackup.core.errors import BackupIntegrityError
+from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage
+from kbackup.format.layout import DATA_FOLDER, object_key
+from kbackup.format.manifest import Manifest, SegmentEntry
+from kbackup.format.segments import check_segment_contents
+from kbackup.storage import Storage
+
+TopicPartitionKey = tuple[str, int]
+
+_SEGMENT_NAME = re.compile(r"^(\d{20})-[A-Za-z0-9._=+@,-]+\.parquet$")
+
+
+def list_backups(storage: Storage) -> list[dict[str, Any]]:
+    """One row per backup id: times, topics, records, bytes. A damaged backup is listed with its error."""
+    catalog = BackupCatalog(storage)
+    rows: list[dict[str, Any]] = []
+    for backup_id in catalog.backup_ids():
+        try:
+            backup = catalog.load(backup_id)
+        except BackupIntegrityError as exc:
+            rows.append({"backup_id": backup_id, "error": exc.message})
+            continue
+        coverage = backup.coverage()
+        groups = backup.consumer_groups
+        rows.append(
+            {
+                "backup_id": backup_id,
+                "source_cluster": backup.source_cluster,
+                "increments": len(backup.manifests),
+                "first_started_at": backup.manifests[0].started_at,
+                "last_finished_at": backup.latest.finished_at,
+                "topics": sorted({topic for topic, _ in coverage}),
+                "partitions": len(coverage),
+                "records": backup.total_records(),
+                "bytes": backup.total_bytes(),
+                "segments": sum(len(m.segments) for m in backup.manifests),
+                "consumer_groups": len(groups.groups) if groups is not None else None,
+            }
+        )
+    return rows
+
+
+def describe_backup(storage: Storage, backup_id: str) -> dict[str, Any]:
+    """Everything a backup's manifests say: increments, topics, partition ranges, group snapshot."""
+    backup = BackupCatalog(storage).load(backup_id)
+    coverage = backup.coverage()
+    groups_snapshot = backup.consumer_groups
+    snapshot_increment = next(
+        (m.increment for m in reversed(backup.manifests) if m.consumer_groups is not None), None
+    )
+    return {
+        "backup_id": backup_id,
+        "storage": storage.url,
+        "source": backup.latest.source.model_dump(mode="json"),
+        "records": backup.total_records(),
+        "bytes": backup.total_bytes(),
+        "increments": [increment_row(manifest) for manifest in backup.manifests],
+        "topics": [topic.model_dump(mode="json") for _, topic in sorted(backup.topics.items())],
+        "partitions": [partition_row(item) for _, item in sorted(coverage.items())],
+        "consumer_groups": None
+        if groups_snapshot is None
+        else {
+            "increment": snapshot_increment,
+            "taken_at": groups_snapshot.taken_at,
+            "groups": [group.model_dump(mode="json") for group in groups_snapshot.groups],
+        },
+    }
+
+
+def increment_row(manifest: Manifest) -> dict[str, Any]:
+    return {
+        "increment": manifest.increment,
+        "run_id": manifest.run_id,
+        "started_at": manifest.started_at,
+        "finished_at": manifest.finished_at,
+        "mode": manifest.settings.get("mode"),
+        "records": sum(entry.record_count for entry in manifest.partitions),
+        "bytes": sum(segment.size_bytes for segment in manifest.segments),
+        "segments": len(manifest.segments),
+        "consumer_groups": None if manifest.consumer_groups is None else len(manifest.consumer_groups.groups),
+    }
+
+
+def partition_row(item: PartitionCoverage) -> dict[str, Any]:
+    segments = item.segments
+    return {
+        "topic": item.topic,
+        "partition": item.partition,
+        "start_offset": item.start_offset,
+        "end_offset": item.end_offset,
+        "log_start_offset": item.log_start_offset,
+        "records": item.record_count,
+        "first_offset": segments[0].first_offset if segments else None,
+        "last_offset": segments[-1].last_offset if segments else None,
+        "min_timestamp": min((s.min_timestamp for s in segments), default=None),
+        "max_timestamp": max((s.max_timestamp for s in segments), default=None),
+        "segments": len(segments),
+        "bytes": sum(s.size_bytes for s in segments),
+    }
+
+
+@dataclass
+class ValidationReport:
+    backup_id: str
+    deep: bool
+    errors: list[str] = field(default_factory=list)
+    #: Not damage: objects no manifest lists (left by a crashed run), offsets beyond the data.
+    warnings: list[str] = field(default_factory=list)
+    increments: int = 0
+    segments_checked: int = 0
+    records: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backup_id": self.backup_id,
+            "ok": self.ok,
+            "deep": self.deep,
+            "increments": self.increments,
+            "segments_checked": self.segments_checked,
+            "records": self.records,
+            "errors": self.errors,
+            "warnings": self.warnings,
+        }
+
+
+def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> ValidationReport:
+    """Check the manifests agree with each other and with the stored objects; ``deep`` reads every segment.
+
+    Raises ``NotFoundError`` if there is no such backup; every damage found is in the report's errors.
+    """
+    report = ValidationReport(backup_id=backup_id, deep=deep)
+    catalog = BackupCatalog(storage)
+    try:
+        backup = catalog.load(backup_id)
+    except BackupIntegrityError as exc:
+        report.errors.append(exc.message)
+        return report
+    report.increments = len(backup.manifests)
+    report.records = backup.total_records()
+    check_manifests(backup, report)
+    listed = check_objects(storage, backup, report)
+    find_orphans(storage, backup_id, listed, report)
+    if deep:
+        for manifest in backup.manifests:
+            for segment in manifest.segments:
+                report.errors.extend(
+                    check_segment_contents(storage, backup_id, segment, backup.source_cluster)
+                )
+                report.segments_checked += 1
+    return report
+
+
+def check_manifests(backup: Backup, report: ValidationReport) -> None:
+    """Each increment's ranges, segments and snapshot against its own entries and the chain before it."""
+    ends: dict[TopicPartitionKey, int] = {}
+    for manifest in backup.manifests:
+        name = f"increment {manifest.increment}"
+        if manifest.backup_id != backup.backup_id:
+            report.errors.append(f"{name}: manifest names backup {manifest.backup_id!r}")
+        by_partition: dict[TopicPartitionKey, list[SegmentEntry]] = {}
+        for segment in manifest.segments:
+            by_partition.setdefault((segment.topic, segment.partition), []).append(segment)
+            check_segment_entry(name, segment, report)
+        entries = {(e.topic, e.partition): e for e in manifest.partitions}
+        for key in sorted(set(by_partition) - set(entries)):
+            report.errors.append(f"{name}: segments of {key[0]}/{key[1]}, which the increment does not list")
+        for key, entry in sorted(entries.items()):
+            where = f"{name}, {key[0]}/{key[1]}"
+            if entry.end_offset < entry.start_offset:
+                report.errors.append(
+                    f"{where}: end offset {entry.end_offset} below start {entry.start_offset}"
+                )
+            previous_end = ends.get(key)
+            if previous_end is not None and entry.start_offset != previous_end:
+                report.errors.append(
+                    f"{where}: starts at {entry.start_offset}, "
+                    f"the previous increment ended at {previous_end} "
+                    f"({'records missing' if entry.start_offset > previous_end else 'ranges overlap'})"
+                )
+            segments = sorted(by_partition.get(key, []), key=lambda s: s.first_offset)
+            count = sum(s.record_count for s in segments)
+            if count != entry.record_count:
+                report.errors.append(f"{where}: {entry.record_count} records, its segments hold {count}")
+            if count > entry.end_offset - entry.start_offset:
+                report.errors.append(
+                    f"{where}: {count} records cannot fit offsets {entry.start_offset}..{entry.end_offset}"
+                )
+            previous_last = entry.start_offset - 1
+            for segment in segments:
+                if segment.first_offset <= previous_last:
+                    report.errors.append(
+                        f"{where}: segment {segment.key} starts at {segment.first_offset}, "
+                        f"overlapping offsets up to {previous_last}"
+                    )
+                if segment.last_offset >= entry.end_offset:
+                    report.errors.append(
+                        f"{where}: segment {segment.key} reaches offset {segment.last_offset}, "
+                        f"past the increment's end {entry.end_offset}"
+                    )
+                previous_last = segment.last_offset
+            if segments and (entry.first_offset, entry.last_offset) != (
+                segments[0].first_offset,
+                segments[-1].last_offset,
+            ):
+                report.errors.append(
+                    f"{where}: offsets {entry.first_offset}..{entry.last_offset}, its segments hold "
+                    f"{segments[0].first_offset}..{segments[-1].last_offset}"
+                )
+            ends[key] = max(entry.end_offset, previous_end or 0)
+        if manifest.consumer_groups is not None:
+            for group in manifest.consumer_groups.groups:
+                for item in group.offsets:
+                    end = ends.get((item.topic, item.partition))
+                    if end is None or item.offset > end:
+                        report.warnings.append(
+                            f"{name}: group {group.group_id} committed {item.topic}/{item.partition} "
+                            f"offset {item.offset}, beyond the backup's end "
+                            f"({'none' if end is None else end}) for it"
+                        )
+
+
+def check_segment_entry(name: str, segment: SegmentEntry, report: ValidationReport) -> None:
+    parts = segment.key.split("/")
+    match = _SEGMENT_NAME.match(parts[-1]) if len(parts) == 4 else None
+    if (
+        match is None
+        or parts[0] != DATA_FOLDER
+        or parts[1] != segment.topic
+        or parts[2] != str(segment.partition)
+        or int(match.group(1)) != segment.first_offset
+    ):
+        report.errors.append(
+            f"{name}: segment key {segment.key} does not match its topic, partition or offset"
+        )
+    if segment.last_offset < segment.first_offset or segment.record_count < 1:
+        report.errors.append(f"{name}: segment {segment.key} has an empty or inverted offset range")
+    elif segment.record_count > segment.last_offset - segment.first_offset + 1:
+        report.errors.append(
+            f"{name}: segment {segment.key} claims {segment.record_count} records in "
+            f"offsets {segment.first_offset}..{segment.last_offset}"
+        )
+    if not re.fullmatch(r"[0-9a-f]{64}", segment.sha256):
+        report.errors.append(f"{name}: segment {segment.key} has a malformed sha256")
+
+
+def check_objects(storage: Storage, backup: Backup, report: ValidationReport) -> set[str]:
+    """Every listed segment is stored with its size; returns the listed object keys."""
+    stored = {info.key: info.size for info in storage.list(f"{backup.backup_id}/{DATA_FOLDER}/")}
+    listed = set()
+    for manifest in backup.manifests:
+        for segment in manifest.segments:
+            key = object_key(backup.backup_id, segment.key)
+            listed.add(key)
+            size = stored.get(key)
+            if size is None:
+                report.errors.append(f"segment {key} (increment {manifest.increment}) is missing")
+            elif size != segment.size_bytes:
+                report.errors.append(
+                    f"segment {key} has {size} bytes, "
+                    f"increment {manifest.increment} says {segment.size_bytes}"
+                )
+    return listed
+
+
+def find_orphans(storage: Storage, backup_id: str, listed: set[str], report: ValidationReport) -> None:
+    """Objects under data/ that no manifest lists: left by a run that did not commit. Harmless."""
+    orphans = [info for info in storage.list(f"{backup_id}/{DATA_FOLDER}/") if info.key not in listed]
+    if orphans:
+        size = sum(info.size for info in orphans)
+        shown = ", ".join(info.key for info in orphans[:3]) + (" ..." if len(orphans) > 3 else "")
+        report.warnings.append(
+            f"{len(orphans)} object(s) ({size} bytes) under {backup_id}/{DATA_FOLDER}/ are in no manifest "
+            f"(left by a run that did not commit; readers ignore them): {shown}"
+        )

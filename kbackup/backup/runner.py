@@ -1,0 +1,559 @@
+"""One run of ``kafka-backup backup``: increments of a backup, in the order docs/format.md prescribes.
+
+1. Read the backup's existing manifests; refuse another source cluster.
+2. Snapshot the consumer groups' committed offsets.
+3. Read the end offsets to copy up to (the last stable offset under read_committed).
+4. Copy into segments; 5. check they are stored; 6. write the manifest last.
+
+A snapshot run makes one increment and exits. A follow run makes one, then
+keeps reading and commits another every ``checkpoint_interval_secs`` (each
+with a fresh group snapshot taken before its end offsets are read) until
+it is asked to stop; then it commits what it has read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from kbackup import __version__
+from kbackup.backup.copier import Copier
+from kbackup.backup.plan import (
+    check_missing_topics,
+    check_same_source,
+    check_topic_identity,
+    plan_partitions,
+    resolve_source_cluster_id,
+    select_topics,
+)
+from kbackup.backup.settings import BackupSettings, SourceSettings
+from kbackup.backup.source import ClusterMetadata, SourceCluster
+from kbackup.core.config import StorageSettings
+from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, NotFoundError
+from kbackup.core.kafka import KafkaClients, check_client_properties
+from kbackup.core.logs import get_logger
+from kbackup.core.progress import Progress, ProgressTask
+from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage, commit_manifest, merge_partition
+from kbackup.format.layout import check_backup_id
+from kbackup.format.manifest import (
+    ConsumerGroupsSnapshot,
+    Manifest,
+    PartitionEntry,
+    SourceInfo,
+    TopicEntry,
+    utc_now_iso,
+)
+from kbackup.format.segments import SegmentLimits
+from kbackup.storage import Storage, open_storage
+
+log = get_logger("backup")
+
+TopicPartitionKey = tuple[str, int]
+
+#: Consumer settings the run depends on (not overridable by source.properties).
+_REQUIRED_CONSUMER_PROPERTIES = ("enable.partition.eof", "isolation.level", "auto.offset.reset")
+
+
+@dataclass(frozen=True)
+class BackupJob:
+    """Everything one run needs, after config file and command-line flags were merged."""
+
+    backup_id: str
+    source: SourceSettings
+    storage: StorageSettings
+    settings: BackupSettings
+
+
+@dataclass(frozen=True)
+class CommittedIncrement:
+    increment: int
+    run_id: str
+    manifest_key: str
+    records: int
+    bytes: int
+    segments: int
+    #: Groups in the increment's snapshot (None: the increment has no snapshot).
+    consumer_groups: int | None
+    #: The run stopped before the end offsets it read; the increment ends where it got to.
+    partial: bool
+
+
+@dataclass
+class BackupSummary:
+    backup_id: str
+    storage_url: str
+    source_cluster_id: str
+    mode: str
+    topics: list[str] = field(default_factory=list)
+    partitions: int = 0
+    increments: list[CommittedIncrement] = field(default_factory=list)
+    seconds: float = 0.0
+    #: A snapshot run was interrupted (SIGINT/SIGTERM) before it reached its end offsets.
+    stopped_early: bool = False
+
+    @property
+    def records(self) -> int:
+        return sum(item.records for item in self.increments)
+
+    @property
+    def bytes(self) -> int:
+        return sum(item.bytes for item in self.increments)
+
+    @property
+    def segments(self) -> int:
+        return sum(item.segments for item in self.increments)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backup_id": self.backup_id,
+            "storage": self.storage_url,
+            "source_cluster_id": self.source_cluster_id,
+            "mode": self.mode,
+            "topics": self.topics,
+            "partitions": self.partitions,
+            "increments": [item.__dict__ for item in self.increments],
+            "records": self.records,
+            "bytes": self.bytes,
+            "segments": self.segments,
+            "seconds": round(self.seconds, 3),
+            "records_per_second": round(self.records / self.seconds, 1) if self.seconds > 0 else None,
+            "stopped_early": self.stopped_early,
+        }
+
+
+def uncovered_group_offsets(
+    snapshot: ConsumerGroupsSnapshot, ends: dict[TopicPartitionKey, int]
+) -> list[str]:
+    """Group offsets above the end of what the backup holds for their partition."""
+    problems = []
+    for group in snapshot.groups:
+        for item in group.offsets:
+            end = ends.get((item.topic, item.partition))
+            if end is None or item.offset > end:
+                held = "nothing" if end is None else f"up to {end}"
+                problems.append(
+                    f"group {group.group_id} at {item.topic}/{item.partition} offset {item.offset} "
+                    f"(backup holds {held})"
+                )
+    return problems
+
+
+class BackupRun:
+    """One invocation of the backup stage."""
+
+    def __init__(
+        self, job: BackupJob, *, stop: threading.Event | None = None, progress: Progress | None = None
+    ) -> None:
+        self.job = job
+        self.settings = job.settings
+        self.stop = stop or threading.Event()
+        self.progress = progress
+        self.follow = job.settings.continuous
+        self._task: ProgressTask | None = None
+        self._task_total: int | None = None
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def run(self) -> BackupSummary:
+        started = time.monotonic()
+        job, settings = self.job, self.settings
+        backup_id = check_backup_id(job.backup_id)
+        check_client_properties(job.source)
+        storage = open_storage(job.storage)
+        # Before any record is read: a storage that cannot be written fails the run now.
+        storage.check_writable()
+        cluster = SourceCluster(
+            KafkaClients(job.source, client_id="kafka-backup"), request_timeout=settings.request_timeout_secs
+        )
+        metadata = cluster.metadata()
+        catalog = BackupCatalog(storage)
+        existing = catalog.load(backup_id) if catalog.exists(backup_id) else None
+        source_cluster_id = resolve_source_cluster_id(
+            settings.source_cluster_id, metadata.cluster_id, cluster.servers
+        )
+        check_same_source(existing, source_cluster_id, metadata.cluster_id)
+        topics = self._select(metadata, cluster.servers, first=True)
+        summary = BackupSummary(
+            backup_id=backup_id,
+            storage_url=storage.url,
+            source_cluster_id=source_cluster_id,
+            mode="follow" if self.follow else "snapshot",
+            topics=topics,
+        )
+        state = _ChainState.of(existing)
+        log.info(
+            "backing up %d topic(s) from %s to %s/%s (increment %d)",
+            len(topics),
+            cluster.servers,
+            storage.url,
+            backup_id,
+            state.increment,
+        )
+        scratch_parent = Path(settings.scratch_dir) if settings.scratch_dir else None
+        if scratch_parent is not None:
+            scratch_parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="kafka-backup-", dir=scratch_parent) as scratch:
+            consumer = cluster.clients.consumer(**self._consumer_properties())
+            copier = self._copier(consumer, storage, source_cluster_id, Path(scratch))
+            try:
+                committer = _Committer(
+                    self, cluster, storage, copier, state, summary, source_cluster_id, metadata.cluster_id
+                )
+                self._increments(cluster, copier, committer, state, metadata, topics, existing)
+            except BaseException:
+                copier.abort()
+                raise
+            finally:
+                copier.close()
+                with contextlib.suppress(Exception):
+                    consumer.close()
+        summary.partitions = len(copier.partitions) or summary.partitions
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    def _select(self, metadata: ClusterMetadata, servers: str, *, first: bool) -> list[str]:
+        choice = select_topics(
+            metadata.topics, self.job.source.topics, include_internal=self.settings.include_internal_topics
+        )
+        # Only the first look decides between error and warning; a topic deleted while a
+        # follow run goes on ends its backup with a warning.
+        check_missing_topics(
+            choice, on_missing=self.settings.on_missing_topic if first else "warn", servers=servers
+        )
+        if not choice.selected and first:
+            patterns = ", ".join(self.job.source.topics.include)
+            raise NotFoundError(
+                f"no topic on {servers} to back up (include: {patterns})",
+                hint="check source.topics.include/exclude (full-match regular expressions)",
+            )
+        return choice.selected
+
+    def _consumer_properties(self) -> dict[str, Any]:
+        user = set(self.job.source.properties)
+        for name in _REQUIRED_CONSUMER_PROPERTIES:
+            if name in user:
+                log.warning("source.properties.%s is ignored: the backup sets it itself", name)
+        tuning: dict[str, Any] = {
+            # Bigger fetches per partition: fewer round trips for the same bytes.
+            "max.partition.fetch.bytes": 8 * 1024 * 1024,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            # The prefetch queue is the consumer's whole memory: 64 MiB over all partitions.
+            "queued.max.messages.kbytes": 64 * 1024,
+            # When that queue is full, fetch again soon after it drains (librdkafka waits 1 s
+            # by default, which halves throughput when the consumer is the faster side).
+            "fetch.queue.backoff.ms": 10,
+        }
+        properties = {key: value for key, value in tuning.items() if key not in user}
+        properties.update(
+            {
+                "enable.partition.eof": True,
+                "isolation.level": self.settings.isolation_level,
+                # Only used when retention deleted the records a partition was to be read from.
+                "auto.offset.reset": "earliest",
+            }
+        )
+        return properties
+
+    def _copier(self, consumer: Any, storage: Storage, source_cluster_id: str, scratch: Path) -> Copier:
+        settings = self.settings
+        return Copier(
+            consumer,
+            storage,
+            connection=self.job.source,
+            backup_id=self.job.backup_id,
+            source_cluster=source_cluster_id,
+            limits=SegmentLimits(
+                max_bytes=settings.segment_max_bytes,
+                max_records=settings.segment_max_records,
+                compression=settings.compression,
+                compression_level=settings.compression_level,
+                row_group_bytes=settings.row_group_max_bytes,
+            ),
+            scratch_dir=scratch,
+            follow=self.follow,
+            buffer_memory_bytes=settings.buffer_memory_bytes,
+            row_group_max_bytes=settings.row_group_max_bytes,
+            max_open_segments=settings.max_open_segments,
+            segment_max_interval_secs=settings.segment_max_interval_ms / 1000,
+            stall_timeout_secs=settings.stall_timeout_secs,
+            on_progress=self._advance,
+        )
+
+    def _advance(self, records: int) -> None:
+        if self._task is not None:
+            self._task.advance(records)
+
+    def _increments(
+        self,
+        cluster: SourceCluster,
+        copier: Copier,
+        commit: _Committer,
+        state: _ChainState,
+        metadata: ClusterMetadata,
+        topics: list[str],
+        existing: Backup | None,
+    ) -> None:
+        settings = self.settings
+        groups: ConsumerGroupsSnapshot | None = None
+        try:
+            while True:
+                checkpoint_started = time.monotonic()
+                # Step 2, then step 3: group offsets before the end offsets (docs/format.md, Consistency).
+                groups = cluster.consumer_groups(topics) if settings.consumer_group_snapshot else None
+                keys = [(t, p) for t in topics for p in range(metadata.topics[t].partitions)]
+                offsets = cluster.offsets(keys, read_committed=settings.isolation_level == "read_committed")
+                topic_entries = cluster.topic_entries(metadata, topics)
+                check_topic_identity(existing, {entry.name: entry.topic_id for entry in topic_entries})
+                state.remember_topics(topic_entries)
+                plans = plan_partitions(offsets, state.coverage)
+                copier.start_increment(plans)
+                commit.summary.partitions = len(copier.partitions)
+                self._start_progress(sum(max(0, (p.end_offset or 0) - p.fetch_offset) for p in plans))
+                if not self._copy_until(copier.increment_complete, copier):
+                    commit.partial(groups, topic_entries, take_fresh_snapshot=False)
+                    return
+                commit.full(groups, topic_entries)
+                if not self.follow:
+                    return
+                due = checkpoint_started + settings.checkpoint_interval_secs
+                if not self._copy_until(_time_reached(due), copier):
+                    commit.partial(None, topic_entries, take_fresh_snapshot=True)
+                    return
+                metadata = cluster.metadata()
+                topics = self._select(metadata, cluster.servers, first=False)
+        except (KafkaUnreachableError, KafkaOperationError) as error:
+            # What was read before the source failed is kept: commit it, then report the error.
+            commit.after_failure(error, groups)
+            raise
+        finally:
+            self._finish_progress()
+
+    def _copy_until(self, condition: Callable[[], bool], copier: Copier) -> bool:
+        """Consume until ``condition`` holds (True) or a stop was requested (False)."""
+        while not condition():
+            if self.stop.is_set():
+                return False
+            copier.poll(0.5)
+        return True
+
+    def _start_progress(self, total: int) -> None:
+        """One bar per run: records read of the offsets to copy (holes make it end below 100%)."""
+        if self.progress is None or self._task is not None:
+            return
+        self._task_total = None if self.follow else max(total, 1)
+        self._task = self.progress.task(f"backup {self.job.backup_id}", total=self._task_total)
+
+    def _finish_progress(self) -> None:
+        if self._task is not None and self._task_total is not None:
+            self._task.update(completed=self._task_total)
+
+
+def _time_reached(due: float) -> Callable[[], bool]:
+    return lambda: time.monotonic() >= due
+
+
+@dataclass
+class _ChainState:
+    """Where the backup's chain of increments stands: the next number and what is covered."""
+
+    increment: int
+    previous_run_id: str | None
+    coverage: dict[TopicPartitionKey, PartitionCoverage]
+    topics: dict[str, TopicEntry]
+
+    @classmethod
+    def of(cls, backup: Backup | None) -> _ChainState:
+        if backup is None:
+            return cls(increment=0, previous_run_id=None, coverage={}, topics={})
+        return cls(
+            increment=len(backup.manifests),
+            previous_run_id=backup.latest.run_id,
+            coverage=backup.coverage(),
+            topics=dict(backup.topics),
+        )
+
+    def remember_topics(self, entries: list[TopicEntry]) -> None:
+        for entry in entries:
+            self.topics[entry.name] = entry
+
+    def committed(self, manifest: Manifest) -> None:
+        for entry in manifest.partitions:
+            merge_partition(self.coverage, entry)
+        self.increment = manifest.increment + 1
+        self.previous_run_id = manifest.run_id
+
+
+class _Committer:
+    """Turns what the copier holds into a committed increment (manifest written last)."""
+
+    def __init__(
+        self,
+        run: BackupRun,
+        cluster: SourceCluster,
+        storage: Storage,
+        copier: Copier,
+        state: _ChainState,
+        summary: BackupSummary,
+        source_cluster_id: str,
+        kafka_cluster_id: str | None,
+    ) -> None:
+        self.run = run
+        self.cluster = cluster
+        self.storage = storage
+        self.copier = copier
+        self.state = state
+        self.summary = summary
+        self.source_cluster_id = source_cluster_id
+        self.started_at = utc_now_iso()
+        self.kafka_cluster_id = kafka_cluster_id
+
+    def full(self, groups: ConsumerGroupsSnapshot | None, topics: list[TopicEntry]) -> None:
+        entries, segments = self.copier.take_increment()
+        self._commit(entries, segments, groups, topics, partial=False)
+
+    def partial(
+        self, groups: ConsumerGroupsSnapshot | None, topics: list[TopicEntry], *, take_fresh_snapshot: bool
+    ) -> None:
+        """Stop requested: commit what was read so far, if anything."""
+        if take_fresh_snapshot and self.run.settings.consumer_group_snapshot:
+            try:
+                groups = self.cluster.consumer_groups([entry.name for entry in topics])
+            except KBackupError as exc:
+                log.warning("no group snapshot in the last increment: %s", exc.message)
+                groups = None
+        entries, segments = self.copier.take_increment(partial=True)
+        if not segments and all(entry.end_offset == entry.start_offset for entry in entries):
+            log.info("nothing read since the last commit; no increment to add")
+            if not self.run.follow:
+                self.summary.stopped_early = True
+            return
+        self._commit(entries, segments, groups, topics, partial=True)
+        if not self.run.follow:
+            self.summary.stopped_early = True
+
+    def after_failure(self, error: KBackupError, groups: ConsumerGroupsSnapshot | None) -> None:
+        topics = [self.state.topics[name] for name in self.summary.topics if name in self.state.topics]
+        try:
+            self.partial(groups, topics, take_fresh_snapshot=False)
+        except Exception as exc:
+            log.warning("could not commit what was read before the error: %s", exc)
+
+    def _commit(
+        self,
+        entries: list[PartitionEntry],
+        segments: list[Any],
+        groups: ConsumerGroupsSnapshot | None,
+        topics: list[TopicEntry],
+        *,
+        partial: bool,
+    ) -> None:
+        state, settings = self.state, self.run.settings
+        if groups is not None:
+            ends = {key: item.end_offset for key, item in state.coverage.items()}
+            ends.update({(e.topic, e.partition): e.end_offset for e in entries})
+            uncovered = uncovered_group_offsets(groups, ends)
+            if uncovered and partial:
+                # The run stopped before the data caught up with the groups: an older snapshot,
+                # which the backup covers, stays the latest.
+                log.warning(
+                    "increment %d has no group snapshot: %d committed offset(s) are beyond the data "
+                    "copied before the stop, e.g. %s",
+                    state.increment,
+                    len(uncovered),
+                    uncovered[0],
+                )
+                groups = None
+            elif uncovered:
+                log.warning(
+                    "%d committed group offset(s) are above the end offsets read after them "
+                    "(a read_uncommitted consumer or an offset set by hand?), e.g. %s",
+                    len(uncovered),
+                    uncovered[0],
+                )
+        manifest = Manifest(
+            backup_id=self.run.job.backup_id,
+            increment=state.increment,
+            run_id=self.copier.run_id,
+            previous_run_id=state.previous_run_id,
+            tool_version=__version__,
+            started_at=self.started_at,
+            finished_at=utc_now_iso(),
+            source=SourceInfo(
+                cluster_id=self.source_cluster_id,
+                kafka_cluster_id=self.kafka_cluster_id,
+                bootstrap_servers=list(self.run.job.source.bootstrap_servers),
+            ),
+            settings={
+                "mode": "follow" if self.run.follow else "snapshot",
+                "isolation_level": settings.isolation_level,
+                "compression": settings.compression,
+                "compression_level": settings.compression_level,
+                "include_offset_headers": settings.include_offset_headers,
+                "segment_max_bytes": settings.segment_max_bytes,
+                "segment_max_records": settings.segment_max_records,
+            },
+            topics=sorted(topics, key=lambda entry: entry.name),
+            partitions=entries,
+            segments=sorted(segments, key=lambda s: (s.topic, s.partition, s.first_offset)),
+            consumer_groups=groups,
+        )
+        key = commit_manifest(self.storage, manifest)
+        self.copier.after_commit(entries)
+        state.committed(manifest)
+        self.started_at = utc_now_iso()
+        committed = CommittedIncrement(
+            increment=manifest.increment,
+            run_id=manifest.run_id,
+            manifest_key=key,
+            records=sum(entry.record_count for entry in entries),
+            bytes=sum(segment.size_bytes for segment in manifest.segments),
+            segments=len(manifest.segments),
+            consumer_groups=len(groups.groups) if groups is not None else None,
+            partial=partial,
+        )
+        self.summary.increments.append(committed)
+        log.info(
+            "committed increment %d of %s: %d records in %d segment(s)%s",
+            committed.increment,
+            manifest.backup_id,
+            committed.records,
+            committed.segments,
+            " (stopped early)" if partial else "",
+        )
+
+
+def run_backup(
+    job: BackupJob, *, stop: threading.Event | None = None, progress: Progress | None = None
+) -> BackupSummary:
+    """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode)."""
+    return BackupRun(job, stop=stop, progress=progress).run()
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM set the returned event (the run stops at a safe point); a second one aborts."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        log.warning("%s: finishing the segments and committing what was copied", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
