@@ -9,7 +9,7 @@ from pydantic import Field
 
 from kbackup.backup.settings import BackupSettings, SourceSettings
 from kbackup.core.config import StorageSettings, StrictModel, load_config
-from kbackup.drill.settings import DrillSettings
+from kbackup.drill.settings import DrillSettings, ThreePhaseSettings
 from kbackup.mapping.settings import MappingSettings
 from kbackup.reset.settings import OffsetResetSettings
 from kbackup.restore.settings import RestoreSettings, TargetSettings
@@ -27,6 +27,7 @@ class KBackupConfig(StrictModel):
     restore: RestoreSettings = Field(default_factory=RestoreSettings)
     mapping: MappingSettings = Field(default_factory=MappingSettings)
     offset_reset: OffsetResetSettings = Field(default_factory=OffsetResetSettings)
+    three_phase: ThreePhaseSettings = Field(default_factory=ThreePhaseSettings)
     drill: DrillSettings = Field(default_factory=DrillSettings)
 
 

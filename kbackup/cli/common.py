@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from kbackup import config as config_module
-from kbackup.core.errors import NotBuiltYetError
 from kbackup.core.progress import disable_progress
 from kbackup.core.secrets import redact
 
@@ -44,12 +43,3 @@ def json_mode(enabled: bool) -> bool:
     if enabled:
         disable_progress()
     return enabled
-
-
-def not_built_yet(command: str) -> NotBuiltYetError:
-    from kbackup import __version__
-
-    return NotBuiltYetError(
-        f"'kafka-backup {command}' is not built yet in kafka-backup {__version__}",
-        hint="see README.md for the commands that work in this version",
-    )

@@ -44,13 +44,6 @@ class ConfigError(KBackupError):
     kind = "config"
 
 
-class NotBuiltYetError(KBackupError):
-    """A command the product will have but that is not implemented in this version."""
-
-    exit_code = 4
-    kind = "not-built-yet"
-
-
 class KafkaUnreachableError(KBackupError):
     """No broker of a cluster answered within the timeout."""
 
@@ -133,10 +126,6 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     ConfigError.exit_code: (
         ConfigError.kind,
         "A config file or key is invalid; the message names file and key.",
-    ),
-    NotBuiltYetError.exit_code: (
-        NotBuiltYetError.kind,
-        "The command exists in the CLI but is not built yet.",
     ),
     KafkaUnreachableError.exit_code: (
         KafkaUnreachableError.kind,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kbackup.cli.main import run
-from kbackup.core.errors import ConfigError, NotBuiltYetError, UsageError
+from kbackup.core.errors import ConfigError, UsageError
 
 COMMANDS = [
     "backup",
@@ -33,18 +33,6 @@ def test_help_lists_every_command_group(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     assert "plan" in out
     assert "execute" in out
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["three-phase-restore"],
-    ],
-)
-def test_unbuilt_commands_say_so_and_fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(argv) == NotBuiltYetError.exit_code
-    err = capsys.readouterr().err
-    assert "is not built yet" in err
 
 
 def test_bad_config_is_one_clear_line_with_config_exit_code(
