@@ -11,8 +11,8 @@ INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-1
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
 
-demo: install jars ## Run the main job: a local disaster-recovery drill on two throwaway clusters
-	$(BIN)/kafka-backup sandbox --clusters 2
+demo: install jars ## Run the main job: a full local disaster-recovery drill on two throwaway clusters
+	$(BIN)/kafka-backup drill --local --report drill-report.json
 
 test: install jars ## Run the whole test suite (lint, types, unit and integration tests)
 	$(BIN)/ruff check kbackup tests bench
