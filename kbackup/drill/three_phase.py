@@ -214,6 +214,7 @@ def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = No
         started = time.monotonic()
         plan = ResetPlan.model_validate_json(plan_path.read_text())
         details = verify_plan_applied(config, plan)
+        crash_point("three-phase:verified")
         seconds = time.monotonic() - started
         state.record("verify", seconds, details)
         summary.phases.append(PhaseResult("verify", seconds, details))
@@ -237,10 +238,7 @@ def selected_target_topics(config: KBackupConfig, backup: Any) -> list[str]:
 def build_mapping_phase(
     config: KBackupConfig, backup: Any, target_topics: list[str], path: Path
 ) -> dict[str, Any]:
-    needed = config.three_phase.build_mapping == "always" or any(
-        topic.partitions != count
-        for topic, count in _target_partition_counts(config, backup, target_topics).items()
-    )
+    needed = config.three_phase.build_mapping == "always" or repartitioned(config, backup, target_topics)
     if not needed:
         return {"built": False, "reason": "no topic was repartitioned"}
     from kbackup.mapping import build_offset_mapping, write_mapping
@@ -249,6 +247,7 @@ def build_mapping_phase(
     mapping = build_offset_mapping(
         config.target, source_cluster=backup.source_cluster, topics=target_topics, settings=config.mapping
     )
+    crash_point("three-phase:mapping-scanned")
     path.parent.mkdir(parents=True, exist_ok=True)
     size = write_mapping(mapping, path, "json")
     return {
@@ -260,15 +259,15 @@ def build_mapping_phase(
     }
 
 
-def _target_partition_counts(config: KBackupConfig, backup: Any, target_topics: list[str]) -> dict[Any, int]:
+def repartitioned(config: KBackupConfig, backup: Any, target_topics: list[str]) -> bool:
+    """Whether any restored topic has a partition count other than its source's."""
     assert config.target is not None
     counts = open_admin(config.target).partition_counts(target_topics)
     mapping = config.restore.topic_mapping
-    return {
-        topic: counts[mapping.get(name, name)]
-        for name, topic in backup.topics.items()
-        if mapping.get(name, name) in counts
-    }
+    return any(
+        counts.get(mapping.get(name, name), entry.partitions) != entry.partitions
+        for name, entry in backup.topics.items()
+    )
 
 
 def load_index(path: Path, source_cluster: str) -> MappingIndex | None:

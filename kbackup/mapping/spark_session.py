@@ -8,9 +8,10 @@ cache folder; offline, ``jars`` takes local jar files instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kbackup.sandbox.jars import cache_root
@@ -97,6 +98,24 @@ def spark_conf(
     return conf
 
 
+@contextlib.contextmanager
+def jvm_stdout_to_stderr() -> Iterator[None]:
+    """Start the JVM with its standard output on our stderr.
+
+    Spark's JVM inherits file descriptor 1 and prints Ivy's resolution report
+    and banners there; commands run with --json promise nothing but JSON on stdout.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def build_spark_session(
     master: str = "local[2]",
     *,
@@ -113,6 +132,7 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name)
     for key, value in spark_conf(master, jars=jars, extra_conf=extra_conf).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with jvm_stdout_to_stderr():
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kbackup.core.admin import Admin, open_admin
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError, VerificationError
+from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients
 from kbackup.format.manifest import utc_now_iso
 from kbackup.reset.plan import ResetPlan
@@ -198,10 +199,12 @@ def _offset_list(offsets: dict[TopicPartitionKey, int]) -> list[SnapshotOffset]:
 
 
 def _apply(admin: Admin, wanted_by_group: dict[str, dict[TopicPartitionKey, int]], parallelism: int) -> None:
+    groups = list(wanted_by_group.items())
+    # The first group alone, then the rest in parallel: a crash test can stop between the two.
+    admin.alter_offsets(*groups[0])
+    crash_point("reset:after-first-group")
     with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
-        futures = [
-            pool.submit(admin.alter_offsets, group, wanted) for group, wanted in wanted_by_group.items()
-        ]
+        futures = [pool.submit(admin.alter_offsets, group, wanted) for group, wanted in groups[1:]]
         for future in futures:
             future.result()
 

@@ -33,6 +33,7 @@ from kbackup.core.errors import (
     PreconditionError,
     VerificationError,
 )
+from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
@@ -807,6 +808,7 @@ class Restorer:
                     continue
                 raise
         self.transactions += 1
+        crash_point("restore:after-transaction")
         self._raise_delivery_errors()
         self._dirty.clear()
         self._tx_records = 0

@@ -1,0 +1,125 @@
+"""The three-phase restore, uninterrupted and killed (SIGKILL) inside each phase, then run again.
+
+Every run must end in the same state as an uninterrupted one: every backed-up
+record on the target exactly once and in order, and every group at the
+reference position (0 skipped, 0 re-read with the default partition mapping).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from kbackup.reset.translate import measure, reference_position
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.backup_io import take_backup
+from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.restored_topics import restored_records
+
+GROUPS = {"reader-a": {0: 40, 1: 0}, "reader-b": {0: 120, 1: 77}, "reader-c": {1: 150}}
+
+
+def fill_and_back_up(source: LocalKafkaCluster, topic: str, store: Path) -> str:
+    create_topic(source, topic, partitions=2)
+    produce(
+        source,
+        topic,
+        [Record(key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2) for i in range(300)],
+    )
+    for group, offsets in GROUPS.items():
+        consumer = Consumer({"bootstrap.servers": source.bootstrap_servers, "group.id": f"{topic}-{group}"})
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        consumer.close()
+    summary = take_backup(source, store, "nightly", [topic])
+    return summary.source_cluster_id
+
+
+def write_config(path: Path, target: LocalKafkaCluster, store: Path, topic: str, build_mapping: str) -> Path:
+    path.write_text(
+        f"backup_id: nightly\n"
+        f"target:\n  bootstrap_servers: {target.bootstrap_servers}\n"
+        f"storage:\n  url: {store}\n"
+        f"restore:\n  topic_mapping:\n    {topic}: {topic}-restored\n  transaction_max_records: 25\n"
+        f"offset_reset:\n  snapshot_dir: {path.parent / 'snapshots'}\n"
+        f"three_phase:\n  state_dir: {path.parent / 'state'}\n  build_mapping: {build_mapping}\n"
+        f"  group_prefix: moved-\n"
+    )
+    return path
+
+
+def run_cli(config: Path, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "KBACKUP_CRASH_AT"}
+    if crash_at:
+        env["KBACKUP_CRASH_AT"] = crash_at
+    return subprocess.run(
+        [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--json"],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def check_final_state(target: LocalKafkaCluster, topic: str, source_cluster: str, state_dir: Path) -> None:
+    restored = f"{topic}-restored"
+    for partition in (0, 1):
+        records = restored_records(target, restored, partition, source_cluster)
+        assert [r.source_offset for r in records] == list(range(150)), "each record exactly once, in order"
+        for group, offsets in GROUPS.items():
+            committed = {(topic, partition): offsets.get(partition, 0)}
+            consumer = Consumer(
+                {"bootstrap.servers": target.bootstrap_servers, "group.id": f"moved-{topic}-{group}"}
+            )
+            position = consumer.committed([TopicPartition(restored, partition)], timeout=10)[0].offset
+            consumer.close()
+            assert position == reference_position(records, committed), (group, partition)
+            outcome = measure(records, committed, position)
+            assert (outcome.skipped, outcome.reprocessed) == (0, 0)
+    states = list(state_dir.glob("*.json"))
+    recorded = [json.loads(p.read_text()) for p in states if "phases" in p.read_text()]
+    assert len(recorded) == 1
+    assert set(recorded[0]["phases"]) == {"restore", "mapping", "reset", "verify"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("crash_at", "build_mapping"),
+    [
+        (None, "always"),
+        ("restore:after-transaction", "when-needed"),
+        ("three-phase:mapping-scanned", "always"),
+        ("reset:after-first-group", "when-needed"),
+        ("three-phase:verified", "when-needed"),
+    ],
+    ids=["uninterrupted", "in-restore", "in-mapping", "in-reset", "in-verify"],
+)
+def test_three_phase_restore_resumes_after_a_kill(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    crash_at: str | None,
+    build_mapping: str,
+) -> None:
+    topic = f"{unique_name}-orders"
+    store = tmp_path / "store"
+    source_id = fill_and_back_up(source_cluster, topic, store)
+    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, build_mapping)
+    if crash_at is not None:
+        killed = run_cli(config, crash_at)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    finished = run_cli(config)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    summary = json.loads(finished.stdout)
+    if crash_at in ("three-phase:mapping-scanned", "reset:after-first-group", "three-phase:verified"):
+        assert "restore" in summary["resumed_phases"]  # finished phases were not redone
+    assert summary["phases"]["reset"]["records_reread"] == 0
+    check_final_state(target_cluster, topic, source_id, tmp_path / "state")
+    # A third run finds everything done and changes nothing.
+    again = run_cli(config)
+    assert again.returncode == 0
+    assert set(json.loads(again.stdout)["resumed_phases"]) == {"restore", "mapping", "reset", "verify"}
