@@ -232,7 +232,7 @@ def main() -> None:
     best_scan = max(run.records_per_sec for run in scan_runs)
     e2e_rate = options.records / e2e_seconds
     rows = [
-        ("ConsumerPerformance (best of {n})".format(n=len(perf_runs)), f"{best_perf:,.0f}", "1.00"),
+        (f"ConsumerPerformance (best of {len(perf_runs)})", f"{best_perf:,.0f}", "1.00"),
         (
             f"mapping scan in a running Spark (best of {len(scan_runs)})",
             f"{best_scan:,.0f}",
@@ -252,7 +252,7 @@ def main() -> None:
         + ", ".join(f"{r.records_per_sec:,.0f} / {r.fetch_records_per_sec:,.0f}" for r in perf_runs)
         + "\n\nmapping scan runs (s): "
         + ", ".join(f"{r.seconds:.1f}" for r in scan_runs)
-        + f"\n\nend to end: {e2e_seconds:.1f} s, of which Spark's start-up was about {spark_start:.1f} s in this run"
+        + f"\n\nend to end: {e2e_seconds:.1f} s; Spark's start-up alone took {spark_start:.1f} s in this run"
     )
     section = (
         "## Mapping\n\n"
