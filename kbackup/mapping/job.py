@@ -10,10 +10,9 @@ the ranges:
    records are never mapped; transaction markers are never records, so
    they are holes).
 2. A projection evaluated in the JVM: the last value of each
-   ``x-kafka-backup-*`` header (``map_from_entries`` with Spark's
-   ``LAST_WIN`` key policy, so a header restore appended after one the
-   record already had wins), decoded from ASCII decimal; only records whose
-   origin cluster is the wanted one are kept.
+   ``x-kafka-backup-*`` header (so a header restore appended after one the
+   record already had wins; see :func:`origin_of`), decoded from ASCII
+   decimal; only records whose origin cluster is the wanted one are kept.
 3. ``mapInArrow`` with :func:`kbackup.mapping.arrow_ranges.scan_batches`:
    each task folds its Kafka partition's records, in offset order, into
    ranges, batch by batch. No shuffle, no sort: Spark's Kafka source makes
@@ -46,11 +45,9 @@ if TYPE_CHECKING:
 
 log = get_logger("mapping.job")
 
-HEADER_PREFIX = "x-kafka-backup-"
-CLUSTER_HEADER = HEADER_PREFIX + "cluster"
-TOPIC_HEADER = HEADER_PREFIX + "topic"
-PARTITION_HEADER = HEADER_PREFIX + "partition"
-OFFSET_HEADER = HEADER_PREFIX + "offset"
+#: Origin header names in the order restore appends them, and the struct fields they are read into.
+ORIGIN_FIELDS = ("cluster", "topic", "partition", "offset", "timestamp")
+ORIGIN_HEADERS = tuple(f"x-kafka-backup-{field}" for field in ORIGIN_FIELDS)
 
 #: Kafka consumer settings for a bulk sequential read, before the user's ``mapping.kafka_options``.
 READ_DEFAULTS = {
@@ -63,8 +60,6 @@ READ_DEFAULTS = {
 
 #: Session settings the job needs while it runs (restored afterwards on a shared session).
 JOB_SQL_CONF = {
-    # Duplicate header names: the last one wins, as the header contract says.
-    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     # Fewer, larger batches: fewer range pieces to join on the driver.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
 }
@@ -118,6 +113,43 @@ def read_options(
     return options
 
 
+def origin_of(headers: Any) -> Any:
+    """A struct of the last value of each origin header (binary; null where a header is missing).
+
+    Restore appends the five origin headers, in the order of ORIGIN_HEADERS,
+    after a record's own headers: when the last five headers are exactly
+    those, they are the last of their names, and reading them by position
+    costs nothing. Any other record (its own stale origin headers, another
+    tool's order) takes the general path, which walks all headers and keeps
+    the last value of each name. ``try_element_at``, because Spark may
+    evaluate the positional look-ups for short header lists too.
+    """
+    from pyspark.sql import functions as F
+
+    tail = [
+        F.try_element_at(headers, F.lit(index - len(ORIGIN_HEADERS))) for index in range(len(ORIGIN_HEADERS))
+    ]
+    in_order = F.size(headers) >= len(ORIGIN_HEADERS)
+    for header, name in zip(tail, ORIGIN_HEADERS, strict=True):
+        in_order = in_order & (header.getField("key") == name)
+    by_position = F.struct(
+        *[header.getField("value").alias(field) for header, field in zip(tail, ORIGIN_FIELDS, strict=True)]
+    )
+    nothing = F.struct(*[F.lit(None).cast("binary").alias(field) for field in ORIGIN_FIELDS])
+
+    def keep_last(found: Any, header: Any) -> Any:
+        return F.struct(
+            *[
+                F.when(header.getField("key") == name, header.getField("value"))
+                .otherwise(found.getField(field))
+                .alias(field)
+                for name, field in zip(ORIGIN_HEADERS, ORIGIN_FIELDS, strict=True)
+            ]
+        )
+
+    return F.when(in_order, by_position).otherwise(F.aggregate(headers, nothing, keep_last))
+
+
 def restored_records(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> DataFrame:
     """The target records whose origin cluster is ``source_cluster``, in the columns of INPUT_SCHEMA."""
     from pyspark.sql import functions as F
@@ -129,19 +161,15 @@ def restored_records(spark: SparkSession, options: Mapping[str, str], source_clu
     headers_type = dict(records.dtypes).get("headers")
     if headers_type != "array<struct<key:string,value:binary>>":
         raise RuntimeError(f"Spark's Kafka source gave headers as {headers_type}, expected key/value structs")
-    origin = F.map_from_entries("headers")
-
-    def text(header: str) -> Any:
-        return origin[header].cast("string")
-
-    return records.where(origin[CLUSTER_HEADER] == F.lit(bytearray(source_cluster.encode()))).select(
+    origin = records.select("topic", "partition", "offset", origin_of(F.col("headers")).alias("origin"))
+    return origin.where(F.col("origin.cluster") == F.lit(bytearray(source_cluster.encode()))).select(
         F.col("topic").cast("string").alias("topic"),
         F.col("partition").cast("int").alias("partition"),
         F.col("offset").cast("bigint").alias("offset"),
-        text(TOPIC_HEADER).alias("source_topic"),
+        F.col("origin.topic").cast("string").alias("source_topic"),
         # try_cast: a damaged header becomes null and is reported, instead of failing the job.
-        text(PARTITION_HEADER).try_cast("int").alias("source_partition"),
-        text(OFFSET_HEADER).try_cast("bigint").alias("source_offset"),
+        F.col("origin.partition").cast("string").try_cast("int").alias("source_partition"),
+        F.col("origin.offset").cast("string").try_cast("bigint").alias("source_offset"),
     )
 
 

@@ -63,6 +63,18 @@ def holes_and_foreign_records(target: LocalKafkaCluster, name: str, source_clust
                 )
             )
             continue
+        if index == 17:
+            # Origin headers in another order, then a header of someone else's: still ours.
+            record = restored(source_cluster, topic, 0, offset)
+            headers = (*reversed(record.headers), ("trace-id", b"abc"))
+            records.append(Record(record.key, record.value, headers, partition=0))
+            continue
+        if index == 18:
+            # A later origin header of the same name wins over an earlier one.
+            record = restored(source_cluster, topic, 0, 999)
+            headers = (*record.headers, ("x-kafka-backup-offset", str(offset).encode()))
+            records.append(Record(record.key, record.value, headers, partition=0))
+            continue
         records.append(restored(source_cluster, topic, 0, offset))
     records += [restored(source_cluster, topic, 1, 1000 + i) for i in range(50)]
     records.append(foreign(1, "after the restore"))

@@ -1,0 +1,275 @@
+"""Benchmark of the mapping scan against Kafka's own ConsumerPerformance, on the same topic in one run.
+
+    .venv/bin/python -m bench.bench_mapping --records 10000000
+
+Starts a throwaway local cluster, fills a topic with 100-byte records that
+carry origin headers (a hole-free restore), then alternates:
+
+- Kafka's ``ConsumerPerformance`` reading the topic (the ceiling of one
+  Kafka consumer on this machine);
+- the mapping scan (``build_offset_mapping``) in an already started local
+  Spark session: the scan itself;
+
+and finally runs ``kafka-backup show-offset-mapping`` in a fresh process:
+end to end, with Spark's start-up and writing the file. It prints
+records/s, the ratios, the mapping file sizes, and writes them into the
+"Mapping" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbackup.sandbox.jars import classpath, kafka_libs
+from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
+
+SOURCE_CLUSTER = "prod-us-east-1"
+VALUE = b"v" * 100
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def _fill_partition(bootstrap: str, topic: str, partition: int, count: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            # Idempotence keeps order through retries: a hole-free, in-order restore.
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "none",
+        }
+    )
+    cluster, source_topic, source_partition = SOURCE_CLUSTER.encode(), b"orders", str(partition).encode()
+    timestamp = b"1700000000000"
+    for offset in range(count):
+        headers = [
+            ("x-kafka-backup-cluster", cluster),
+            ("x-kafka-backup-topic", source_topic),
+            ("x-kafka-backup-partition", source_partition),
+            ("x-kafka-backup-offset", str(1_000_000 + offset).encode()),
+            ("x-kafka-backup-timestamp", timestamp),
+        ]
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=partition, headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if offset % 20_000 == 0:
+            producer.poll(0)
+    if producer.flush(300) != 0:
+        raise RuntimeError(f"partition {partition}: records not delivered")
+
+
+def fill(cluster: LocalKafkaCluster, topic: str, records: int, partitions: int) -> float:
+    """Produce ``records`` restored records, one producer process per partition; returns seconds."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    share = [records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)]
+    started = time.monotonic()
+    workers = [
+        multiprocessing.Process(target=_fill_partition, args=(cluster.bootstrap_servers, topic, p, share[p]))
+        for p in range(partitions)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+        if worker.exitcode != 0:
+            raise RuntimeError("a producer process failed")
+    return time.monotonic() - started
+
+
+@dataclass
+class ConsumerPerfRun:
+    records: int
+    seconds: float
+    records_per_sec: float
+    fetch_records_per_sec: float
+
+
+def consumer_performance(cluster: LocalKafkaCluster, topic: str, records: int) -> ConsumerPerfRun:
+    """Kafka's ConsumerPerformance; its nMsg.sec is over its whole run (join included), fetch.nMsg.sec not."""
+    command = [
+        "java", "-Xmx1g", "-cp", classpath(kafka_libs()), "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server", cluster.bootstrap_servers, "--topic", topic,
+        "--num-records", str(records), "--timeout", "60000",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    header = [name.strip() for name in lines[-2].split(",")]
+    values = dict(zip(header, (value.strip() for value in lines[-1].split(",")), strict=True))
+    consumed = int(values["data.consumed.in.nMsg"])
+    if consumed < records:
+        raise RuntimeError(f"ConsumerPerformance read {consumed} of {records} records")
+    rate = float(values["nMsg.sec"])
+    return ConsumerPerfRun(consumed, consumed / rate, rate, float(values["fetch.nMsg.sec"]))
+
+
+@dataclass
+class ScanRun:
+    records: int
+    seconds: float
+    ranges: int
+
+    @property
+    def records_per_sec(self) -> float:
+        return self.records / self.seconds
+
+
+def mapping_scan(spark: object, cluster: LocalKafkaCluster, topic: str) -> ScanRun:
+    from kbackup.mapping import build_offset_mapping
+
+    started = time.monotonic()
+    mapping = build_offset_mapping(
+        cluster.connection(),
+        source_cluster=SOURCE_CLUSTER,
+        topics=[topic],
+        spark=spark,  # type: ignore[arg-type]
+    )
+    seconds = time.monotonic() - started
+    return ScanRun(mapping.records, seconds, len(mapping.ranges))
+
+
+def end_to_end(cluster: LocalKafkaCluster, topic: str, output: Path) -> float:
+    """``kafka-backup show-offset-mapping`` in a new process: Python, Spark start-up, scan, file."""
+    command = [
+        str(Path(sys.executable).with_name("kafka-backup")), "show-offset-mapping",
+        "-b", cluster.bootstrap_servers, "--topic", topic, "--source-cluster", SOURCE_CLUSTER,
+        "--output", str(output),
+    ]  # fmt: skip
+    started = time.monotonic()
+    subprocess.run(command, capture_output=True, text=True, check=True)
+    return time.monotonic() - started
+
+
+def update_docs(section: str) -> None:
+    """Replace (or add) the "## Mapping" section of docs/benchmarks.md, keeping other stages' sections."""
+    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n\nMeasured with the scripts in `bench/`.\n"
+    pattern = re.compile(r"^## Mapping\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    DOCS.write_text(text.rstrip("\n") + "\n")
+
+
+def main() -> None:
+    args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    args.add_argument("--records", type=int, default=10_000_000)
+    args.add_argument("--partitions", type=int, default=2)
+    args.add_argument(
+        "--rounds", type=int, default=2, help="alternating rounds of ConsumerPerformance and scan"
+    )
+    args.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    options = args.parse_args()
+    topic = "bench-restored"
+    with (
+        tempfile.TemporaryDirectory(prefix="kbackup-bench-") as scratch,
+        local_clusters(
+            ["bench"], Path(scratch), extra_properties={"num.io.threads": "4", "num.network.threads": "2"}
+        ) as (cluster,),
+    ):
+        fill_seconds = fill(cluster, topic, options.records, options.partitions)
+        print(f"filled {options.records} records in {fill_seconds:.0f}s", flush=True)
+
+        from kbackup.mapping.spark_session import build_spark_session
+
+        started = time.monotonic()
+        spark = build_spark_session("local[2]")
+        spark_start = time.monotonic() - started
+        print(f"Spark started in {spark_start:.1f}s", flush=True)
+        perf_runs: list[ConsumerPerfRun] = []
+        scan_runs: list[ScanRun] = []
+        for round_number in range(1, options.rounds + 1):
+            perf_runs.append(consumer_performance(cluster, topic, options.records))
+            print(
+                f"round {round_number}: ConsumerPerformance {perf_runs[-1].records_per_sec:,.0f} records/s",
+                flush=True,
+            )
+            scan_runs.append(mapping_scan(spark, cluster, topic))
+            print(
+                f"round {round_number}: mapping scan {scan_runs[-1].records_per_sec:,.0f} records/s "
+                f"({scan_runs[-1].ranges} ranges)",
+                flush=True,
+            )
+        spark.stop()
+        json_file = Path(scratch) / "mapping.json"
+        e2e_seconds = end_to_end(cluster, topic, json_file)
+        perf_runs.append(consumer_performance(cluster, topic, options.records))
+        print(
+            f"end to end {options.records / e2e_seconds:,.0f} records/s; ConsumerPerformance after it "
+            f"{perf_runs[-1].records_per_sec:,.0f} records/s",
+            flush=True,
+        )
+
+        from kbackup.mapping import read_mapping, write_mapping
+
+        mapping = read_mapping(json_file)
+        assert mapping.records == options.records, "the mapping must cover every record"
+        sizes = {"json": json_file.stat().st_size}
+        for output_format in ("csv", "parquet"):
+            sizes[output_format] = write_mapping(mapping, Path(scratch) / f"m.{output_format}", output_format)
+
+    best_perf = max(run.records_per_sec for run in perf_runs)
+    best_scan = max(run.records_per_sec for run in scan_runs)
+    e2e_rate = options.records / e2e_seconds
+    rows = [
+        (f"ConsumerPerformance (best of {len(perf_runs)})", f"{best_perf:,.0f}", "1.00"),
+        (
+            f"mapping scan in a running Spark (best of {len(scan_runs)})",
+            f"{best_scan:,.0f}",
+            f"{best_scan / best_perf:.2f}",
+        ),
+        (
+            "show-offset-mapping end to end (Spark start-up included)",
+            f"{e2e_rate:,.0f}",
+            f"{e2e_rate / best_perf:.2f}",
+        ),
+    ]
+    table = "| what | records/s | ratio to ConsumerPerformance |\n|---|---:|---:|\n" + "".join(
+        f"| {a} | {b} | {c} |\n" for a, b, c in rows
+    )
+    raw = (
+        "ConsumerPerformance runs (nMsg.sec, fetch.nMsg.sec): "
+        + ", ".join(f"{r.records_per_sec:,.0f} / {r.fetch_records_per_sec:,.0f}" for r in perf_runs)
+        + "\n\nmapping scan runs (s): "
+        + ", ".join(f"{r.seconds:.1f}" for r in scan_runs)
+        + f"\n\nend to end: {e2e_seconds:.1f} s; Spark's start-up alone took {spark_start:.1f} s in this run"
+    )
+    section = (
+        "## Mapping\n\n"
+        f"`python -m bench.bench_mapping --records {options.records} --partitions {options.partitions}` on "
+        f"{os.cpu_count()} CPU(s) ({platform.machine()}), broker, producer and Spark `local[2]` on the same "
+        f"machine; one topic of {options.records:,} restored records (100-byte values, five origin headers, "
+        f"{options.partitions} partitions, hole-free), filled in {fill_seconds:.0f} s.\n\n"
+        f"{table}\n{raw}\n\n"
+        f"Mapping file for this topic ({scan_runs[-1].ranges} ranges, one per hole-free partition): "
+        f"JSON {sizes['json']:,} bytes, CSV {sizes['csv']:,} bytes, Parquet {sizes['parquet']:,} bytes.\n"
+    )
+    print()
+    print(section)
+    if not options.no_docs:
+        update_docs(section)
+        print(f"updated {DOCS}")
+
+
+if __name__ == "__main__":
+    main()
