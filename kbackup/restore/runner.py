@@ -24,9 +24,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, KafkaException, Producer
+import pyarrow.parquet as pq
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from kbackup.core.errors import (
+    BackupIntegrityError,
     InterruptedByUser,
     KafkaOperationError,
     KBackupError,
@@ -36,7 +38,8 @@ from kbackup.core.errors import (
 from kbackup.core.kafka import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
-from kbackup.format.segments import iter_segment_batches
+from kbackup.format.layout import object_key
+from kbackup.format.segments import open_segment
 from kbackup.restore.headers import (
     HEADER_OFFSET,
     HEADER_TIMESTAMP,
@@ -76,10 +79,12 @@ PRODUCER_TUNING: dict[str, Any] = {
     # Only failures produce delivery reports: no Python call per delivered record.
     "delivery.report.only.error": True,
 }
-#: Records per Parquet batch handed to the producer loop.
+#: At most this many records per Parquet batch handed to the producer loop ...
 READ_BATCH_RECORDS = 8_192
+#: ... and about this many bytes (uncompressed), so large records make small batches.
+READ_BATCH_BYTES = 4 * 1024 * 1024
 #: Batches decoded ahead of the producer loop.
-PREFETCH_BATCHES = 3
+PREFETCH_BATCHES = 2
 #: init_transactions errors after which ``exactly_once: auto`` falls back to the idempotent mode.
 _NO_TRANSACTIONS = {
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
@@ -341,20 +346,41 @@ class PrefetchingReader:
     def _run(self) -> None:
         try:
             for work in self._work:
-                for batch in iter_segment_batches(
-                    self._storage,
-                    self._backup_id,
-                    work.segment,
-                    scratch_dir=self._scratch_dir,
-                    batch_size=self._batch_records,
-                ):
-                    if not self._put((work, batch)):
-                        return
-                if not self._put(_SegmentEnd(work)):
+                if not self._read_segment(work) or not self._put(_SegmentEnd(work)):
                     return
             self._put(_DONE)
         except BaseException as exc:  # handed to the main thread, which raises it
             self._put(exc)
+
+    def _read_segment(self, work: SegmentWork) -> bool:
+        """Hand over a segment's batches (after its size and SHA-256 are checked); False if stopped."""
+        key = object_key(self._backup_id, work.segment.key)
+        with open_segment(
+            self._storage, self._backup_id, work.segment, scratch_dir=self._scratch_dir
+        ) as parquet:
+            rows = self._batch_rows(parquet)
+            # One row group at a time: ParquetFile.iter_batches buffers the whole file (a segment can
+            # be hundreds of MB), while a row group is bounded by the writer (~8 MiB of records).
+            for index in range(parquet.metadata.num_row_groups):
+                try:
+                    group = parquet.read_row_group(index)
+                except (pa.ArrowException, OSError) as exc:
+                    raise BackupIntegrityError(f"segment {key} cannot be decoded: {exc}") from None
+                for batch in group.to_batches(max_chunksize=rows):
+                    if not self._put((work, batch)):
+                        return False
+                del group
+        return True
+
+    def _batch_rows(self, parquet: pq.ParquetFile) -> int:
+        """Rows per batch: READ_BATCH_BYTES worth of the segment's widest row group, within the record cap."""
+        metadata = parquet.metadata
+        widest = 1.0
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            if group.num_rows:
+                widest = max(widest, group.total_byte_size / group.num_rows)
+        return max(1, min(self._batch_records, int(READ_BATCH_BYTES / widest)))
 
     def __iter__(self) -> Iterator[tuple[SegmentWork, pa.RecordBatch] | _SegmentEnd]:
         self._thread.start()
@@ -521,6 +547,8 @@ class Restorer:
                 for name, t in totals.items()
             }
             self._produce_all(point, work, totals, tasks, stop)
+        if self.mode == "exactly-once" and any(t.records for t in totals.values()):
+            self._wait_until_visible([t.target_topic for t in plan.topics if totals[t.source_topic].records])
         seconds = time.monotonic() - started
         summary = RestoreSummary(
             restore_id=plan.restore_id,
@@ -538,6 +566,42 @@ class Restorer:
         )
         self._check_counts(summary)
         return summary
+
+    def _wait_until_visible(self, topics: list[str]) -> None:
+        """Return only once read_committed consumers see every committed record.
+
+        A commit returns when the coordinator has decided it; the markers that make
+        the records readable reach each partition a moment later. Waiting for every
+        partition's last stable offset to reach its end lets the next step (the
+        mapping stage, a check) read the restored topics at once.
+        """
+        partitions = [
+            TopicPartition(topic, q)
+            for topic in topics
+            for q in range(next(t.target_partitions for t in self.plan.topics if t.target_topic == topic))
+        ]
+        ends_props: dict[str, Any] = {"isolation.level": "read_uncommitted"}
+        stable_props: dict[str, Any] = {"isolation.level": "read_committed"}
+        ends_reader = self.clients.consumer(**ends_props)
+        stable_reader = self.clients.consumer(**stable_props)
+        timeout = self.clients.connection.connect_timeout_secs
+        deadline = time.monotonic() + self.settings.timeout_secs
+        try:
+            for partition in partitions:
+                end = ends_reader.get_watermark_offsets(partition, timeout=timeout)[1]
+                while stable_reader.get_watermark_offsets(partition, timeout=timeout)[1] < end:
+                    if time.monotonic() > deadline:
+                        self.warnings.append(
+                            f"{partition.topic}/{partition.partition}: committed records were not yet "
+                            f"readable with read_committed after {self.settings.timeout_secs:g}s"
+                        )
+                        return
+                    time.sleep(0.05)
+        except KafkaException as exc:
+            log.warning("could not check that the restored records are readable: %s", exc)
+        finally:
+            ends_reader.close()
+            stable_reader.close()
 
     def _verify(self, work: list[SegmentWork]) -> dict[str, int]:
         bar_total = len(work)
