@@ -518,10 +518,11 @@ class Restorer:
         created = create_topics(self.clients, plan, progress_topic=with_progress_topic)
         if self.producer is None:
             # A record that fails for good must stop the run rather than leave a gap that a later
-            # record hides from the resume scan: librdkafka raises a fatal error instead.
-            self.producer = self.clients.producer(
-                **self._producer_properties(), **{"enable.gapless.guarantee": True}
-            )
+            # record hides from the resume scan: librdkafka raises a fatal error instead. Its
+            # guarantee does not cover message timeouts, so records never time out; a stalled
+            # target is detected by restore.timeout_secs instead.
+            props = {"message.timeout.ms": 0, **self._producer_properties(), "enable.gapless.guarantee": True}
+            self.producer = self.clients.producer(**props)
         totals = {
             t.source_topic: TopicTotals(
                 t.source_topic, t.target_topic, earlier=point.earlier.get(t.source_topic, 0)
@@ -830,9 +831,17 @@ class Restorer:
         """The producer's queue is full: serve deliveries until this record fits."""
         assert self.producer is not None
         value, key, partition, timestamp, headers = record
+        deadline = time.monotonic() + self.settings.timeout_secs
         while True:
             self.producer.poll(0.05)
             self._raise_delivery_errors()
+            if time.monotonic() > deadline:
+                raise KafkaOperationError(
+                    f"{self.plan.target} accepted no record for {self.settings.timeout_secs:g}s "
+                    "(the producer's queue stayed full)",
+                    hint="check the target cluster; running the same command again continues",
+                    retryable=True,
+                )
             try:
                 send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
                 return
