@@ -156,8 +156,10 @@ def _run_measured(command: list[str], cwd: Path | None = None) -> tuple[str, str
 _PP_SUMMARY = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
 
 
-def producer_performance(bootstrap: str, topic: str, *, records: int, record_size: int) -> Measured:
-    """Kafka's own ProducerPerformance (acks=all, no throttle) into an existing topic."""
+def producer_performance(
+    bootstrap: str, topic: str, *, records: int, record_size: int, extra_props: list[str] | None = None
+) -> Measured:
+    """Kafka's own ProducerPerformance (acks=all, no throttle, random letters) into an existing topic."""
     command = [
         "java",
         "-Xmx1g",
@@ -175,12 +177,14 @@ def producer_performance(bootstrap: str, topic: str, *, records: int, record_siz
         "--producer-props",
         f"bootstrap.servers={bootstrap}",
         "acks=all",
+        *(extra_props or []),
     ]
     out, _err, _wall, rss = _run_measured(command)
     final = [m for m in _PP_SUMMARY.finditer(out)][-1]
     sent, rate = int(final.group(1)), float(final.group(2))
     # ProducerPerformance's own rate covers its send loop and final flush, not the JVM start.
-    return Measured("ProducerPerformance", sent, record_size, sent / rate, rss, wall_seconds=_wall)
+    name = "ProducerPerformance" + (" " + " ".join(extra_props) if extra_props else "")
+    return Measured(name, sent, record_size, sent / rate, rss, wall_seconds=_wall)
 
 
 def restore_cli(

@@ -504,9 +504,11 @@ class Restorer:
             self.producer = self._start_transactional()
             if self.producer is None:
                 plan.mode = self.mode = "idempotent"
+            self._phase("transactions started", started)
         point = resume_point(
             plan, self.clients, self.settings, progress_topic_exists=not plan.create_progress_topic
         )
+        self._phase("earlier runs' progress read", started)
         work: list[SegmentWork] = []
         for state in point.states.values():
             work.extend(remaining_segments(state.plan, state.next_offset))
@@ -515,7 +517,9 @@ class Restorer:
         with_progress_topic = self.mode == "exactly-once" and plan.create_progress_topic
         create_topics(self.clients, plan, progress_topic=with_progress_topic, validate_only=True)
         counts = self._verify(work)
+        self._phase(f"{len(work)} segment(s) checked", started)
         created = create_topics(self.clients, plan, progress_topic=with_progress_topic)
+        self._phase("topics created", started)
         if self.producer is None:
             # A record that fails for good must stop the run rather than leave a gap that a later
             # record hides from the resume scan: librdkafka raises a fatal error instead. Its
@@ -548,8 +552,10 @@ class Restorer:
                 for name, t in totals.items()
             }
             self._produce_all(point, work, totals, tasks, stop)
+        self._phase("records produced and committed", started)
         if self.mode == "exactly-once" and any(t.records for t in totals.values()):
             self._wait_until_visible([t.target_topic for t in plan.topics if totals[t.source_topic].records])
+            self._phase("commit markers written", started)
         seconds = time.monotonic() - started
         summary = RestoreSummary(
             restore_id=plan.restore_id,
@@ -567,6 +573,10 @@ class Restorer:
         )
         self._check_counts(summary)
         return summary
+
+    @staticmethod
+    def _phase(what: str, started: float) -> None:
+        log.info("%s after %.2fs", what, time.monotonic() - started)
 
     def _wait_until_visible(self, topics: list[str]) -> None:
         """Return only once read_committed consumers see every committed record.
