@@ -237,6 +237,7 @@ class ResumePoint:
     earlier: dict[str, int]
     #: Dry runs: progress records held by an open transaction.
     undecided: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def resume_point(
@@ -260,6 +261,7 @@ def resume_point(
     earlier: dict[str, int] = {}
     resumed = False
     undecided = 0
+    stale: set[str] = set()
     if plan.mode == "exactly-once":
         if progress_topic_exists:
             read = read_progress(
@@ -270,9 +272,11 @@ def resume_point(
                 wait_for_open_transactions=not dry_run,
             )
             undecided = read.undecided
-            for key, entry in read.entries.items():
-                state = states.get(key)
-                if state is None:
+            entries = {key: entry for key, entry in read.entries.items() if key in states}
+            stale = _topics_lost_since(plan, clients, entries)
+            for key, entry in entries.items():
+                state = states[key]
+                if state.plan.target_topic in stale:
                     continue
                 resumed = True
                 state.next_offset = max(state.next_offset, entry.next_offset)
@@ -296,7 +300,55 @@ def resume_point(
             fed = state.plan.target_partitions_fed()
             if all(q in found for q in fed):
                 state.next_offset = max(state.next_offset, min(found[q] for q in fed) + 1)
-    return ResumePoint(states=states, resumed=resumed, earlier=earlier, undecided=undecided)
+    warnings = [
+        f"target topic {topic} holds fewer records than earlier runs of this restore committed to it "
+        "(deleted, or deleted and created again): it is restored from the start"
+        for topic in sorted(stale)
+    ]
+    return ResumePoint(
+        states=states, resumed=resumed, earlier=earlier, undecided=undecided, warnings=warnings
+    )
+
+
+def _topics_lost_since(
+    plan: RestorePlan, clients: KafkaClients, entries: dict[SourcePartition, PartitionProgress]
+) -> set[str]:
+    """Target topics whose records the progress counts are gone: the topic was deleted since.
+
+    Every committed record takes a target offset and end offsets never go back, so a
+    topic whose end offsets add up to fewer than the records committed into it is not
+    the topic the progress speaks of.
+    """
+    committed: dict[str, int] = {}
+    for entry in entries.values():
+        committed[entry.target_topic] = committed.get(entry.target_topic, 0) + entry.restored_records
+    counts = {topic.target_topic: topic.target_partitions for topic in plan.topics}
+    creating = {topic.target_topic for topic in plan.topics if topic.create}
+    lost: set[str] = set()
+    props: dict[str, Any] = {"isolation.level": "read_uncommitted"}
+    consumer = clients.consumer(**props)
+    try:
+        for topic, records in committed.items():
+            if records == 0 or topic not in counts:
+                continue
+            if topic in creating:
+                lost.add(topic)
+                continue
+            ends = 0
+            for partition in range(counts[topic]):
+                try:
+                    ends += consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=clients.connection.connect_timeout_secs
+                    )[1]
+                except KafkaException as exc:
+                    raise translate_kafka_error(
+                        exc, action=f"read the end offsets of {topic}", connection=clients.connection
+                    ) from None
+            if ends < records:
+                lost.add(topic)
+    finally:
+        consumer.close()
+    return lost
 
 
 # ---------------------------------------------------------------------------
@@ -508,6 +560,7 @@ class Restorer:
         point = resume_point(
             plan, self.clients, self.settings, progress_topic_exists=not plan.create_progress_topic
         )
+        self.warnings.extend(point.warnings)
         self._phase("earlier runs' progress read", started)
         work: list[SegmentWork] = []
         for state in point.states.values():
