@@ -72,8 +72,10 @@ def count_selected(
             return work.segment.record_count
         total = 0
         try:
-            for batch in parquet.iter_batches(batch_size=65_536, columns=["offset", "timestamp"]):
-                total += record_filter.count(batch.column(0), batch.column(1), work.from_offset)
+            for index in range(parquet.metadata.num_row_groups):
+                group = parquet.read_row_group(index, columns=["offset", "timestamp"])
+                for batch in group.to_batches():
+                    total += record_filter.count(batch.column(0), batch.column(1), work.from_offset)
         except Exception as exc:
             key = object_key(backup_id, work.segment.key)
             raise BackupIntegrityError(f"segment {key} cannot be decoded: {exc}") from None

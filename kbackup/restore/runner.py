@@ -24,9 +24,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, KafkaException, Producer
+import pyarrow.parquet as pq
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from kbackup.core.errors import (
+    BackupIntegrityError,
     InterruptedByUser,
     KafkaOperationError,
     KBackupError,
@@ -37,7 +39,8 @@ from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
-from kbackup.format.segments import iter_segment_batches
+from kbackup.format.layout import object_key
+from kbackup.format.segments import open_segment
 from kbackup.restore.headers import (
     HEADER_OFFSET,
     HEADER_TIMESTAMP,
@@ -77,10 +80,12 @@ PRODUCER_TUNING: dict[str, Any] = {
     # Only failures produce delivery reports: no Python call per delivered record.
     "delivery.report.only.error": True,
 }
-#: Records per Parquet batch handed to the producer loop.
+#: At most this many records per Parquet batch handed to the producer loop ...
 READ_BATCH_RECORDS = 8_192
+#: ... and about this many bytes (uncompressed), so large records make small batches.
+READ_BATCH_BYTES = 4 * 1024 * 1024
 #: Batches decoded ahead of the producer loop.
-PREFETCH_BATCHES = 3
+PREFETCH_BATCHES = 2
 #: init_transactions errors after which ``exactly_once: auto`` falls back to the idempotent mode.
 _NO_TRANSACTIONS = {
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
@@ -233,6 +238,7 @@ class ResumePoint:
     earlier: dict[str, int]
     #: Dry runs: progress records held by an open transaction.
     undecided: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def resume_point(
@@ -256,6 +262,7 @@ def resume_point(
     earlier: dict[str, int] = {}
     resumed = False
     undecided = 0
+    stale: set[str] = set()
     if plan.mode == "exactly-once":
         if progress_topic_exists:
             read = read_progress(
@@ -266,9 +273,11 @@ def resume_point(
                 wait_for_open_transactions=not dry_run,
             )
             undecided = read.undecided
-            for key, entry in read.entries.items():
-                state = states.get(key)
-                if state is None:
+            entries = {key: entry for key, entry in read.entries.items() if key in states}
+            stale = _topics_lost_since(plan, clients, entries)
+            for key, entry in entries.items():
+                state = states[key]
+                if state.plan.target_topic in stale:
                     continue
                 resumed = True
                 state.next_offset = max(state.next_offset, entry.next_offset)
@@ -292,7 +301,55 @@ def resume_point(
             fed = state.plan.target_partitions_fed()
             if all(q in found for q in fed):
                 state.next_offset = max(state.next_offset, min(found[q] for q in fed) + 1)
-    return ResumePoint(states=states, resumed=resumed, earlier=earlier, undecided=undecided)
+    warnings = [
+        f"target topic {topic} holds fewer records than earlier runs of this restore committed to it "
+        "(deleted, or deleted and created again): it is restored from the start"
+        for topic in sorted(stale)
+    ]
+    return ResumePoint(
+        states=states, resumed=resumed, earlier=earlier, undecided=undecided, warnings=warnings
+    )
+
+
+def _topics_lost_since(
+    plan: RestorePlan, clients: KafkaClients, entries: dict[SourcePartition, PartitionProgress]
+) -> set[str]:
+    """Target topics whose records the progress counts are gone: the topic was deleted since.
+
+    Every committed record takes a target offset and end offsets never go back, so a
+    topic whose end offsets add up to fewer than the records committed into it is not
+    the topic the progress speaks of.
+    """
+    committed: dict[str, int] = {}
+    for entry in entries.values():
+        committed[entry.target_topic] = committed.get(entry.target_topic, 0) + entry.restored_records
+    counts = {topic.target_topic: topic.target_partitions for topic in plan.topics}
+    creating = {topic.target_topic for topic in plan.topics if topic.create}
+    lost: set[str] = set()
+    props: dict[str, Any] = {"isolation.level": "read_uncommitted"}
+    consumer = clients.consumer(**props)
+    try:
+        for topic, records in committed.items():
+            if records == 0 or topic not in counts:
+                continue
+            if topic in creating:
+                lost.add(topic)
+                continue
+            ends = 0
+            for partition in range(counts[topic]):
+                try:
+                    ends += consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=clients.connection.connect_timeout_secs
+                    )[1]
+                except KafkaException as exc:
+                    raise translate_kafka_error(
+                        exc, action=f"read the end offsets of {topic}", connection=clients.connection
+                    ) from None
+            if ends < records:
+                lost.add(topic)
+    finally:
+        consumer.close()
+    return lost
 
 
 # ---------------------------------------------------------------------------
@@ -342,20 +399,41 @@ class PrefetchingReader:
     def _run(self) -> None:
         try:
             for work in self._work:
-                for batch in iter_segment_batches(
-                    self._storage,
-                    self._backup_id,
-                    work.segment,
-                    scratch_dir=self._scratch_dir,
-                    batch_size=self._batch_records,
-                ):
-                    if not self._put((work, batch)):
-                        return
-                if not self._put(_SegmentEnd(work)):
+                if not self._read_segment(work) or not self._put(_SegmentEnd(work)):
                     return
             self._put(_DONE)
         except BaseException as exc:  # handed to the main thread, which raises it
             self._put(exc)
+
+    def _read_segment(self, work: SegmentWork) -> bool:
+        """Hand over a segment's batches (after its size and SHA-256 are checked); False if stopped."""
+        key = object_key(self._backup_id, work.segment.key)
+        with open_segment(
+            self._storage, self._backup_id, work.segment, scratch_dir=self._scratch_dir
+        ) as parquet:
+            rows = self._batch_rows(parquet)
+            # One row group at a time: ParquetFile.iter_batches buffers the whole file (a segment can
+            # be hundreds of MB), while a row group is bounded by the writer (~8 MiB of records).
+            for index in range(parquet.metadata.num_row_groups):
+                try:
+                    group = parquet.read_row_group(index)
+                except (pa.ArrowException, OSError) as exc:
+                    raise BackupIntegrityError(f"segment {key} cannot be decoded: {exc}") from None
+                for batch in group.to_batches(max_chunksize=rows):
+                    if not self._put((work, batch)):
+                        return False
+                del group
+        return True
+
+    def _batch_rows(self, parquet: pq.ParquetFile) -> int:
+        """Rows per batch: READ_BATCH_BYTES worth of the segment's widest row group, within the record cap."""
+        metadata = parquet.metadata
+        widest = 1.0
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            if group.num_rows:
+                widest = max(widest, group.total_byte_size / group.num_rows)
+        return max(1, min(self._batch_records, int(READ_BATCH_BYTES / widest)))
 
     def __iter__(self) -> Iterator[tuple[SegmentWork, pa.RecordBatch] | _SegmentEnd]:
         self._thread.start()
@@ -479,9 +557,12 @@ class Restorer:
             self.producer = self._start_transactional()
             if self.producer is None:
                 plan.mode = self.mode = "idempotent"
+            self._phase("transactions started", started)
         point = resume_point(
             plan, self.clients, self.settings, progress_topic_exists=not plan.create_progress_topic
         )
+        self.warnings.extend(point.warnings)
+        self._phase("earlier runs' progress read", started)
         work: list[SegmentWork] = []
         for state in point.states.values():
             work.extend(remaining_segments(state.plan, state.next_offset))
@@ -490,13 +571,16 @@ class Restorer:
         with_progress_topic = self.mode == "exactly-once" and plan.create_progress_topic
         create_topics(self.clients, plan, progress_topic=with_progress_topic, validate_only=True)
         counts = self._verify(work)
+        self._phase(f"{len(work)} segment(s) checked", started)
         created = create_topics(self.clients, plan, progress_topic=with_progress_topic)
+        self._phase("topics created", started)
         if self.producer is None:
             # A record that fails for good must stop the run rather than leave a gap that a later
-            # record hides from the resume scan: librdkafka raises a fatal error instead.
-            self.producer = self.clients.producer(
-                **self._producer_properties(), **{"enable.gapless.guarantee": True}
-            )
+            # record hides from the resume scan: librdkafka raises a fatal error instead. Its
+            # guarantee does not cover message timeouts, so records never time out; a stalled
+            # target is detected by restore.timeout_secs instead.
+            props = {"message.timeout.ms": 0, **self._producer_properties(), "enable.gapless.guarantee": True}
+            self.producer = self.clients.producer(**props)
         totals = {
             t.source_topic: TopicTotals(
                 t.source_topic, t.target_topic, earlier=point.earlier.get(t.source_topic, 0)
@@ -522,6 +606,10 @@ class Restorer:
                 for name, t in totals.items()
             }
             self._produce_all(point, work, totals, tasks, stop)
+        self._phase("records produced and committed", started)
+        if self.mode == "exactly-once" and any(t.records for t in totals.values()):
+            self._wait_until_visible([t.target_topic for t in plan.topics if totals[t.source_topic].records])
+            self._phase("commit markers written", started)
         seconds = time.monotonic() - started
         summary = RestoreSummary(
             restore_id=plan.restore_id,
@@ -539,6 +627,46 @@ class Restorer:
         )
         self._check_counts(summary)
         return summary
+
+    @staticmethod
+    def _phase(what: str, started: float) -> None:
+        log.info("%s after %.2fs", what, time.monotonic() - started)
+
+    def _wait_until_visible(self, topics: list[str]) -> None:
+        """Return only once read_committed consumers see every committed record.
+
+        A commit returns when the coordinator has decided it; the markers that make
+        the records readable reach each partition a moment later. Waiting for every
+        partition's last stable offset to reach its end lets the next step (the
+        mapping stage, a check) read the restored topics at once.
+        """
+        partitions = [
+            TopicPartition(topic, q)
+            for topic in topics
+            for q in range(next(t.target_partitions for t in self.plan.topics if t.target_topic == topic))
+        ]
+        ends_props: dict[str, Any] = {"isolation.level": "read_uncommitted"}
+        stable_props: dict[str, Any] = {"isolation.level": "read_committed"}
+        ends_reader = self.clients.consumer(**ends_props)
+        stable_reader = self.clients.consumer(**stable_props)
+        timeout = self.clients.connection.connect_timeout_secs
+        deadline = time.monotonic() + self.settings.timeout_secs
+        try:
+            for partition in partitions:
+                end = ends_reader.get_watermark_offsets(partition, timeout=timeout)[1]
+                while stable_reader.get_watermark_offsets(partition, timeout=timeout)[1] < end:
+                    if time.monotonic() > deadline:
+                        self.warnings.append(
+                            f"{partition.topic}/{partition.partition}: committed records were not yet "
+                            f"readable with read_committed after {self.settings.timeout_secs:g}s"
+                        )
+                        return
+                    time.sleep(0.05)
+        except KafkaException as exc:
+            log.warning("could not check that the restored records are readable: %s", exc)
+        finally:
+            ends_reader.close()
+            stable_reader.close()
 
     def _verify(self, work: list[SegmentWork]) -> dict[str, int]:
         bar_total = len(work)
@@ -767,9 +895,17 @@ class Restorer:
         """The producer's queue is full: serve deliveries until this record fits."""
         assert self.producer is not None
         value, key, partition, timestamp, headers = record
+        deadline = time.monotonic() + self.settings.timeout_secs
         while True:
             self.producer.poll(0.05)
             self._raise_delivery_errors()
+            if time.monotonic() > deadline:
+                raise KafkaOperationError(
+                    f"{self.plan.target} accepted no record for {self.settings.timeout_secs:g}s "
+                    "(the producer's queue stayed full)",
+                    hint="check the target cluster; running the same command again continues",
+                    retryable=True,
+                )
             try:
                 send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
                 return

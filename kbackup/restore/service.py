@@ -82,6 +82,8 @@ class DryRunReport:
     checksums_verified: bool
     #: Progress records held by an open transaction (a run of the restore is active or was killed).
     undecided_progress: int
+    #: About earlier runs (e.g. a target topic deleted since).
+    warnings: list[str]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +95,7 @@ class DryRunReport:
             "segments_to_read": self.segments_to_read,
             "checksums_verified": self.checksums_verified,
             "undecided_progress": self.undecided_progress,
+            "warnings": self.warnings,
         }
 
     def lines(self) -> list[str]:
@@ -113,6 +116,8 @@ class DryRunReport:
             if self.checksums_verified
             else "  segments checked: sizes only (restore.verify_checksums is false)"
         )
+        for warning in self.warnings:
+            lines.append(f"  warning: {warning}")
         if self.undecided_progress:
             lines.append(
                 f"  {self.undecided_progress} progress record(s) are in an open transaction: a run of this "
@@ -148,6 +153,7 @@ def dry_run(job: RestoreJob, *, scratch_dir: Path | None = None) -> DryRunReport
         segments_to_read=len(work),
         checksums_verified=job.settings.verify_checksums,
         undecided_progress=point.undecided,
+        warnings=point.warnings,
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from kbackup.core.config import StorageSettings
 from kbackup.format.segments import SegmentLimits
@@ -309,3 +310,30 @@ def test_origin_headers_off(
     assert [(r.key, r.value, r.headers, r.timestamp) for r in restored] == [
         (r.key, r.value, r.headers, r.timestamp) for r in source
     ]
+
+
+def test_rerun_after_the_target_topic_was_deleted_restores_it_again(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = f"{unique_name}-src"
+    create_topic(source_cluster, topic, 2)
+    produce(source_cluster, topic, varied_records(200, 2))
+    source = consume_all(source_cluster, topic, [0, 1])
+    backup_from_cluster(source_cluster, [topic], LocalStorage(tmp_path / "store"), "again")
+    first = restore(target_cluster, tmp_path / "store", "again")
+    assert first.records == 200
+    # The same command again: everything is already there.
+    assert restore(target_cluster, tmp_path / "store", "again").records == 0
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    again = restore(target_cluster, tmp_path / "store", "again")
+    assert again.records == 200
+    assert any(f"target topic {topic} holds fewer records than earlier runs" in w for w in again.warnings)
+    assert_restored_exactly(
+        source, consume_all(target_cluster, topic, [0, 1]), source_cluster=source_cluster.cluster_id
+    )

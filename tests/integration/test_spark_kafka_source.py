@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import Record, create_topic, produce
 
@@ -19,7 +21,8 @@ def test_spark_reads_topic_with_headers(spark, source_cluster: LocalKafkaCluster
                     ("x-kafka-backup-offset", str(100 + i).encode()),
                     ("x-kafka-backup-cluster", b"src"),
                 ),
-                timestamp=1_700_000_000_000 + i,
+                # Recent: records older than the topic's 7-day retention are deleted by the broker.
+                timestamp=int(time.time() * 1000) - 60_000 + i,
                 partition=i % 2,
             )
             for i in range(10)

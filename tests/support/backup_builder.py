@@ -11,6 +11,7 @@ can compare a restored target with its source record by record.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,8 @@ from kbackup.storage import Storage
 from tests.support.kafka_io import consume_all, end_offsets
 
 Header = tuple[str, bytes | None]
-DEFAULT_TIMESTAMP = 1_763_780_100_000
+#: An hour ago: older records would be deleted by a target topic's default 7-day retention.
+DEFAULT_TIMESTAMP = int(time.time() * 1000) - 3_600_000
 
 
 @dataclass(frozen=True)
