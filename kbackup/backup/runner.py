@@ -150,9 +150,16 @@ class BackupRun:
     """One invocation of the backup stage."""
 
     def __init__(
-        self, job: BackupJob, *, stop: threading.Event | None = None, progress: Progress | None = None
+        self,
+        job: BackupJob,
+        *,
+        stop: threading.Event | None = None,
+        progress: Progress | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self.job = job
+        #: The storage to write to; None: the one ``job.storage`` names.
+        self.storage = storage
         self.settings = job.settings
         self.stop = stop or threading.Event()
         self.progress = progress
@@ -167,7 +174,7 @@ class BackupRun:
         job, settings = self.job, self.settings
         backup_id = check_backup_id(job.backup_id)
         check_client_properties(job.source)
-        storage = open_storage(job.storage)
+        storage = self.storage or open_storage(job.storage)
         # Before any record is read: a storage that cannot be written fails the run now.
         storage.check_writable()
         cluster = SourceCluster(
@@ -531,10 +538,17 @@ class _Committer:
 
 
 def run_backup(
-    job: BackupJob, *, stop: threading.Event | None = None, progress: Progress | None = None
+    job: BackupJob,
+    *,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+    storage: Storage | None = None,
 ) -> BackupSummary:
-    """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode)."""
-    return BackupRun(job, stop=stop, progress=progress).run()
+    """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode).
+
+    In snapshot mode a stop commits what was copied and sets ``stopped_early``.
+    """
+    return BackupRun(job, stop=stop, progress=progress, storage=storage).run()
 
 
 @contextlib.contextmanager
