@@ -129,6 +129,19 @@ class BackupSummary:
         }
 
 
+def manifest_settings(settings: BackupSettings, *, follow: bool) -> dict[str, str | int | bool | None]:
+    """How an increment was taken, as its manifest records it (docs/format.md, ``settings``)."""
+    return {
+        "mode": "follow" if follow else "snapshot",
+        "isolation_level": settings.isolation_level,
+        "compression": settings.compression,
+        "compression_level": settings.compression_level,
+        "include_offset_headers": settings.include_offset_headers,
+        "segment_max_bytes": settings.segment_max_bytes,
+        "segment_max_records": settings.segment_max_records,
+    }
+
+
 def uncovered_group_offsets(
     snapshot: ConsumerGroupsSnapshot, ends: dict[TopicPartitionKey, int]
 ) -> list[str]:
@@ -498,15 +511,7 @@ class _Committer:
                 kafka_cluster_id=self.kafka_cluster_id,
                 bootstrap_servers=list(self.run.job.source.bootstrap_servers),
             ),
-            settings={
-                "mode": "follow" if self.run.follow else "snapshot",
-                "isolation_level": settings.isolation_level,
-                "compression": settings.compression,
-                "compression_level": settings.compression_level,
-                "include_offset_headers": settings.include_offset_headers,
-                "segment_max_bytes": settings.segment_max_bytes,
-                "segment_max_records": settings.segment_max_records,
-            },
+            settings=manifest_settings(settings, follow=self.run.follow),
             topics=sorted(topics, key=lambda entry: entry.name),
             partitions=entries,
             segments=sorted(segments, key=lambda s: (s.topic, s.partition, s.first_offset)),
