@@ -276,7 +276,9 @@ class Copier:
                     copy.completed.append(self.io.submit(copy.sink.writer.finish))
                     self._open_writers.pop(key, None)
                     copy.sink = None
-                end = copy.next_offset
+                # A partition that reached its end in snapshot mode keeps that end (the records
+                # dropped past it did not move next_offset); otherwise: where reading got to.
+                end = max(copy.next_offset, copy.completed_end or 0)
             else:
                 raise AssertionError(f"{key} has not reached the end of the increment")
             assert end is not None
@@ -295,12 +297,10 @@ class Copier:
                 copy.start_offset = ends[key]
             copy.completed = []
             copy.completed_end = None
-            if not self.follow and not copy.finished:
+            if not self.follow:
                 copy.finished = True
             if copy.retiring:
                 del self.partitions[key]
-                self._unassign([copy])
-            elif not self.follow:
                 self._unassign([copy])
 
     def _unassign(self, copies: list[PartitionCopy]) -> None:

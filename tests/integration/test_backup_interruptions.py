@@ -18,7 +18,7 @@ import yaml
 from kbackup.backup import copier as copier_module
 from kbackup.backup.inspect import validate_backup
 from kbackup.backup.runner import run_backup
-from kbackup.core.errors import StorageError
+from kbackup.core.errors import KafkaUnreachableError, StorageError
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
@@ -293,3 +293,63 @@ def test_killed_run_leaves_only_invisible_objects_and_the_next_run_completes(
     summary = take_backup(source_cluster, store, "follow", [unique_name])
     assert summary.records == 30
     assert read_backup(store, "follow") == consume_all(source_cluster, unique_name)
+
+
+class RunOnFirstBatch(Progress):
+    """Calls ``action`` once, when the run reports its first records."""
+
+    def __init__(self, action: Any) -> None:
+        super().__init__(enabled=False)
+        self.action = action
+
+    def task(self, description: str, total: float | None = None) -> Any:
+        owner = self
+
+        class Task:
+            def advance(self, amount: float = 1) -> None:
+                if owner.action is not None:
+                    action, owner.action = owner.action, None
+                    action()
+
+            def update(self, **_: Any) -> None:
+                pass
+
+        return Task()
+
+
+def test_source_lost_mid_run_commits_what_was_copied(
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_topic(source_cluster, unique_name)
+    for start in range(0, 300, 10):  # thirty record batches in the log
+        produce(source_cluster, unique_name, records(start, 10))
+    expected = consume_all(source_cluster, unique_name)
+    monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10)
+    # Small fetches and a tiny prefetch queue, so most records are still on the broker when it dies.
+    tiny_fetches = {
+        "max.partition.fetch.bytes": "100",
+        "fetch.max.bytes": "1000",
+        "message.max.bytes": "1000",
+        "queued.min.messages": "1",
+    }
+    job = backup_job(
+        source_cluster,
+        tmp_path,
+        "lost",
+        [unique_name],
+        connection={"properties": tiny_fetches},
+        stall_timeout_secs=3,
+    )
+    try:
+        with pytest.raises(KafkaUnreachableError, match=source_cluster.bootstrap_servers):
+            run_backup(job, progress=RunOnFirstBatch(source_cluster.kill))
+    finally:
+        source_cluster.start()
+    backup = BackupCatalog(open_storage(str(tmp_path))).load("lost")
+    [entry] = backup.latest.partitions
+    assert 0 < entry.end_offset < 300
+    assert read_backup(tmp_path, "lost") == [r for r in expected if (r.offset or 0) < entry.end_offset]
+
+    monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10_000)
+    take_backup(source_cluster, tmp_path, "lost", [unique_name])
+    assert read_backup(tmp_path, "lost") == expected
