@@ -21,7 +21,7 @@ from kbackup.backup.runner import run_backup
 from kbackup.core.errors import KafkaUnreachableError, StorageError
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import BackupCatalog
-from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.storage import LocalStorage, open_storage
 from tests.support.backup_io import backup_job, read_backup, take_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
@@ -193,6 +193,11 @@ def test_follow_mode_commits_periodically_and_stops_cleanly_on_sigterm(
     )
     process = start_cli("backup", "-c", str(config), "--follow", "--json")
     try:
+        wait_for(
+            lambda: covered_up_to(store, unique_name) == {0: 25, 1: 25},
+            "the first increment",
+            process=process,
+        )
         for start in (50, 100, 150):
             produce(source_cluster, unique_name, records(start, 50, partitions=2))
             ends = end_offsets(source_cluster, unique_name, [0, 1])
@@ -318,38 +323,37 @@ class RunOnFirstBatch(Progress):
 
 
 def test_source_lost_mid_run_commits_what_was_copied(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    create_topic(source_cluster, unique_name)
-    for start in range(0, 300, 10):  # thirty record batches in the log
-        produce(source_cluster, unique_name, records(start, 10))
-    expected = consume_all(source_cluster, unique_name)
-    monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10)
-    # Small fetches and a tiny prefetch queue, so most records are still on the broker when it dies.
-    tiny_fetches = {
-        "max.partition.fetch.bytes": "100",
-        "fetch.max.bytes": "1000",
-        "message.max.bytes": "1000",
-        "queued.min.messages": "1",
-    }
-    job = backup_job(
-        source_cluster,
-        tmp_path,
-        "lost",
-        [unique_name],
-        connection={"properties": tiny_fetches},
-        stall_timeout_secs=3,
-    )
-    try:
-        with pytest.raises(KafkaUnreachableError, match=source_cluster.bootstrap_servers):
-            run_backup(job, progress=RunOnFirstBatch(source_cluster.kill))
-    finally:
-        source_cluster.start()
-    backup = BackupCatalog(open_storage(str(tmp_path))).load("lost")
-    [entry] = backup.latest.partitions
-    assert 0 < entry.end_offset < 300
-    assert read_backup(tmp_path, "lost") == [r for r in expected if (r.offset or 0) < entry.end_offset]
+    # A cluster of its own: killing the shared source cluster would disturb the tests after this one.
+    with local_clusters(["lost"], tmp_path / "kafka") as (cluster,):
+        create_topic(cluster, unique_name)
+        for start in range(0, 300, 10):  # thirty record batches in the log
+            produce(cluster, unique_name, records(start, 10))
+        expected = consume_all(cluster, unique_name)
+        monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10)
+        # Small fetches and a tiny prefetch queue, so most records are still on the broker when it dies.
+        tiny_fetches = {
+            "max.partition.fetch.bytes": "100",
+            "fetch.max.bytes": "1000",
+            "message.max.bytes": "1000",
+            "queued.min.messages": "1",
+        }
+        job = backup_job(
+            cluster, tmp_path / "store", "lost", [unique_name], connection={"properties": tiny_fetches},
+            stall_timeout_secs=3,
+        )  # fmt: skip
+        with pytest.raises(KafkaUnreachableError, match=cluster.bootstrap_servers):
+            run_backup(job, progress=RunOnFirstBatch(cluster.kill))
+        backup = BackupCatalog(open_storage(str(tmp_path / "store"))).load("lost")
+        [entry] = backup.latest.partitions
+        assert 0 < entry.end_offset < 300
+        assert read_backup(tmp_path / "store", "lost") == [
+            r for r in expected if (r.offset or 0) < entry.end_offset
+        ]
 
-    monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10_000)
-    take_backup(source_cluster, tmp_path, "lost", [unique_name])
-    assert read_backup(tmp_path, "lost") == expected
+        # The broker comes back (same data, just restarted: its group coordinator is still loading).
+        cluster.start()
+        monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10_000)
+        take_backup(cluster, tmp_path / "store", "lost", [unique_name])
+        assert read_backup(tmp_path / "store", "lost") == expected
