@@ -69,7 +69,8 @@ class Sink:
     writer: PartitionSegmentWriter
     pending: list[Any] = field(default_factory=list)
     pending_bytes: int = 0
-    #: When the consume loop first handed the writer a row group since its last roll.
+    #: When this sink's open segment got its first records (handed to the writer, or seen
+    #: buffered by the housekeeping); None after a roll.
     open_since: float | None = None
 
 
@@ -275,11 +276,13 @@ class Copier:
                     copy.completed.append(self.io.submit(copy.sink.writer.finish))
                     self._open_writers.pop(key, None)
                     copy.sink = None
-                end = copy.next_offset
+                # A partition that reached its end in snapshot mode keeps that end (the records
+                # dropped past it did not move next_offset); otherwise: where reading got to.
+                end = max(copy.next_offset, copy.completed_end or 0)
             else:
                 raise AssertionError(f"{key} has not reached the end of the increment")
             assert end is not None
-            parts = [segment for future in copy.completed for segment in future.result()]
+            parts = [segment for future in copy.completed for segment in self.io.result(future)]
             entries.append(partition_entry(copy, end, parts))
             segments.extend(parts)
         return entries, segments
@@ -294,12 +297,10 @@ class Copier:
                 copy.start_offset = ends[key]
             copy.completed = []
             copy.completed_end = None
-            if not self.follow and not copy.finished:
+            if not self.follow:
                 copy.finished = True
             if copy.retiring:
                 del self.partitions[key]
-                self._unassign([copy])
-            elif not self.follow:
                 self._unassign([copy])
 
     def _unassign(self, copies: list[PartitionCopy]) -> None:
@@ -489,16 +490,24 @@ class Copier:
         self.io.submit(sink.writer.roll)
 
     def _housekeeping(self, now: float) -> None:
-        """Once a second: close segments that have been open longer than segment_max_interval_ms."""
+        """Once a second: close segments whose first record waited longer than segment_max_interval_ms.
+
+        A partition's records count from when the loop first saw them buffered, so a quiet
+        partition's few records still reach storage (in follow mode) within about that time.
+        """
         if now - self._last_housekeeping < 1.0:
             return
         self._last_housekeeping = now
         self.io.check()
-        for key, copy in list(self._open_writers.items()):
+        for key, copy in self.partitions.items():
             sink = copy.sink
-            if sink is None or sink.open_since is None:
-                self._open_writers.pop(key, None)
-            elif now - sink.open_since >= self.segment_max_interval_secs:
+            if sink is None:
+                continue
+            if sink.open_since is None:
+                if sink.pending:
+                    sink.open_since = now
+                continue
+            if now - sink.open_since >= self.segment_max_interval_secs:
                 self._flush(copy, sink)
                 self._roll(sink)
                 self._open_writers.pop(key, None)

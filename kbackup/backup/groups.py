@@ -8,6 +8,7 @@ is covered by the data of the increment that holds it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from concurrent.futures import Future
 from typing import Any
@@ -27,6 +28,18 @@ log = get_logger("backup.groups")
 _CONCURRENT_GROUP_REQUESTS = 32
 #: A group deleted between listing and reading its offsets is simply not in the snapshot.
 _GONE_GROUP_CODES = {KafkaError.GROUP_ID_NOT_FOUND}
+#: A broker that just started (or moved a coordinator) answers these for a few seconds.
+_COORDINATOR_BUSY_CODES = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+}
+_RETRY_PAUSE_SECS = 0.5
+
+
+def _coordinator_busy(exc: BaseException) -> bool:
+    error = kafka_error_of(exc)
+    return error is not None and error.code() in _COORDINATOR_BUSY_CODES
 
 
 def kafka_state_name(state: Any) -> str | None:
@@ -44,18 +57,8 @@ def snapshot_consumer_groups(
     """Committed offsets of every consumer group that has one on ``topics``."""
     taken_at = utc_now_iso()
     wanted = set(topics)
-    try:
-        listing = admin.list_consumer_groups(request_timeout=timeout).result(timeout + 5)
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, action="list consumer groups", connection=connection) from None
-    if listing.errors:
-        # A broker that did not answer would leave its groups out: an incomplete snapshot
-        # would silently move fewer groups across, so the run stops instead.
-        first = listing.errors[0]
-        raise KafkaOperationError(
-            f"listing consumer groups on {','.join(connection.bootstrap_servers)} was incomplete: {first}",
-            retryable=True,
-        )
+    deadline = time.monotonic() + timeout
+    listing = _list_groups(admin, connection=connection, timeout=timeout, deadline=deadline)
     states = {group.group_id: kafka_state_name(group.state) for group in listing.valid}
     group_ids = sorted(states)
     snapshots: list[GroupSnapshot] = []
@@ -70,7 +73,9 @@ def snapshot_consumer_groups(
             )
         for group_id in batch:
             try:
-                result = futures[group_id].result(timeout + 5)
+                result = _group_offsets(
+                    admin, group_id, futures[group_id], timeout=timeout, deadline=deadline
+                )
             except KafkaException as exc:
                 error = kafka_error_of(exc)
                 if error is not None and error.code() in _GONE_GROUP_CODES:
@@ -94,3 +99,40 @@ def snapshot_consumer_groups(
                 offsets.sort(key=lambda item: (item.topic, item.partition))
                 snapshots.append(GroupSnapshot(group_id=group_id, state=states[group_id], offsets=offsets))
     return ConsumerGroupsSnapshot(taken_at=taken_at, groups=snapshots)
+
+
+def _list_groups(admin: AdminClient, *, connection: KafkaConnection, timeout: float, deadline: float) -> Any:
+    while True:
+        try:
+            listing = admin.list_consumer_groups(request_timeout=timeout).result(timeout + 5)
+        except KafkaException as exc:
+            if _coordinator_busy(exc) and time.monotonic() < deadline:
+                time.sleep(_RETRY_PAUSE_SECS)
+                continue
+            raise translate_kafka_error(exc, action="list consumer groups", connection=connection) from None
+        if not listing.errors:
+            return listing
+        if all(_coordinator_busy(error) for error in listing.errors) and time.monotonic() < deadline:
+            time.sleep(_RETRY_PAUSE_SECS)
+            continue
+        # A broker that did not answer would leave its groups out: an incomplete snapshot
+        # would silently move fewer groups across, so the run stops instead.
+        raise KafkaOperationError(
+            f"listing consumer groups on {','.join(connection.bootstrap_servers)} was incomplete: "
+            f"{listing.errors[0]}",
+            retryable=True,
+        )
+
+
+def _group_offsets(
+    admin: AdminClient, group_id: str, future: Future[Any], *, timeout: float, deadline: float
+) -> Any:
+    while True:
+        try:
+            return future.result(timeout + 5)
+        except KafkaException as exc:
+            if not _coordinator_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(_RETRY_PAUSE_SECS)
+        request = [ConsumerGroupTopicPartitions(group_id)]
+        future = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group_id]

@@ -129,6 +129,19 @@ class BackupSummary:
         }
 
 
+def manifest_settings(settings: BackupSettings, *, follow: bool) -> dict[str, str | int | bool | None]:
+    """How an increment was taken, as its manifest records it (docs/format.md, ``settings``)."""
+    return {
+        "mode": "follow" if follow else "snapshot",
+        "isolation_level": settings.isolation_level,
+        "compression": settings.compression,
+        "compression_level": settings.compression_level,
+        "include_offset_headers": settings.include_offset_headers,
+        "segment_max_bytes": settings.segment_max_bytes,
+        "segment_max_records": settings.segment_max_records,
+    }
+
+
 def uncovered_group_offsets(
     snapshot: ConsumerGroupsSnapshot, ends: dict[TopicPartitionKey, int]
 ) -> list[str]:
@@ -150,9 +163,16 @@ class BackupRun:
     """One invocation of the backup stage."""
 
     def __init__(
-        self, job: BackupJob, *, stop: threading.Event | None = None, progress: Progress | None = None
+        self,
+        job: BackupJob,
+        *,
+        stop: threading.Event | None = None,
+        progress: Progress | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self.job = job
+        #: The storage to write to; None: the one ``job.storage`` names.
+        self.storage = storage
         self.settings = job.settings
         self.stop = stop or threading.Event()
         self.progress = progress
@@ -167,7 +187,7 @@ class BackupRun:
         job, settings = self.job, self.settings
         backup_id = check_backup_id(job.backup_id)
         check_client_properties(job.source)
-        storage = open_storage(job.storage)
+        storage = self.storage or open_storage(job.storage)
         # Before any record is read: a storage that cannot be written fails the run now.
         storage.check_writable()
         cluster = SourceCluster(
@@ -491,15 +511,7 @@ class _Committer:
                 kafka_cluster_id=self.kafka_cluster_id,
                 bootstrap_servers=list(self.run.job.source.bootstrap_servers),
             ),
-            settings={
-                "mode": "follow" if self.run.follow else "snapshot",
-                "isolation_level": settings.isolation_level,
-                "compression": settings.compression,
-                "compression_level": settings.compression_level,
-                "include_offset_headers": settings.include_offset_headers,
-                "segment_max_bytes": settings.segment_max_bytes,
-                "segment_max_records": settings.segment_max_records,
-            },
+            settings=manifest_settings(settings, follow=self.run.follow),
             topics=sorted(topics, key=lambda entry: entry.name),
             partitions=entries,
             segments=sorted(segments, key=lambda s: (s.topic, s.partition, s.first_offset)),
@@ -531,10 +543,17 @@ class _Committer:
 
 
 def run_backup(
-    job: BackupJob, *, stop: threading.Event | None = None, progress: Progress | None = None
+    job: BackupJob,
+    *,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+    storage: Storage | None = None,
 ) -> BackupSummary:
-    """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode)."""
-    return BackupRun(job, stop=stop, progress=progress).run()
+    """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode).
+
+    In snapshot mode a stop commits what was copied and sets ``stopped_early``.
+    """
+    return BackupRun(job, stop=stop, progress=progress, storage=storage).run()
 
 
 @contextlib.contextmanager

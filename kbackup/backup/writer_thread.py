@@ -58,6 +58,14 @@ class WriterThread:
         self._jobs.put((future, function, args))
         return future
 
+    def result(self, future: Future[T]) -> T:
+        """The job's result; if it was skipped because an earlier job failed, that failure."""
+        try:
+            return future.result()
+        except CancelledError:
+            self.check()
+            raise
+
     def drain(self) -> None:
         """Wait until every job submitted so far has run; raise the first error."""
         future = self.submit(lambda: None)

@@ -231,6 +231,8 @@ def describe(
         typer.echo("consumer groups: no snapshot")
         return
     typer.echo(f"consumer groups (increment {groups_info['increment']}, taken {groups_info['taken_at']}):")
+    if not groups_info["groups"]:
+        typer.echo("  (no group had committed offsets on these topics)")
     for group in groups_info["groups"]:
         offsets = ", ".join(f"{o['topic']}/{o['partition']}@{o['offset']}" for o in group["offsets"])
         typer.echo(f"  {group['group_id']} ({group['state']}): {offsets}")

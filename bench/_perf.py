@@ -1,0 +1,133 @@
+"""Helpers for the backup benchmark: Kafka's own perf tools and a measured kafka-backup subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbackup.sandbox.jars import kafka_libs
+
+
+def java_tool(main_class: str, *args: str, timeout: float = 900) -> str:
+    """Run one of Kafka's tools from the sandbox's jars; its stdout."""
+    command = ["java", "-Xmx1g", "-cp", f"{kafka_libs()}/*", main_class, *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{main_class} failed ({result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        )
+    return result.stdout
+
+
+def produce_perf(bootstrap: str, topic: str, records: int, record_size: int) -> str:
+    """Fill a topic with ProducerPerformance (random payload, acks=1); its summary line."""
+    out = java_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic", topic,
+        "--num-records", str(records),
+        "--record-size", str(record_size),
+        "--throughput", "-1",
+        "--producer-props", f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=20", "batch.size=262144",
+    )  # fmt: skip
+    return out.strip().splitlines()[-1]
+
+
+@dataclass(frozen=True)
+class ConsumerPerfResult:
+    records: int
+    megabytes: float
+    #: Start to end of consumption (includes joining the group), as the tool reports it.
+    mb_per_sec: float
+    records_per_sec: float
+    #: The same without the group join ("fetch.*" columns).
+    fetch_mb_per_sec: float
+    fetch_records_per_sec: float
+
+
+def consumer_perf(bootstrap: str, topic: str, records: int) -> ConsumerPerfResult:
+    out = java_tool(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server", bootstrap,
+        "--topic", topic,
+        "--num-records", str(records),
+        "--timeout", "60000",
+        "--group", f"perf-{topic}-{time.monotonic_ns()}",
+    )  # fmt: skip
+    lines = [line for line in out.splitlines() if line.strip()]
+    header = [name.strip() for name in lines[-2].split(",")]
+    values = [value.strip() for value in lines[-1].split(",")]
+    row = dict(zip(header, values, strict=True))
+    return ConsumerPerfResult(
+        records=int(row["data.consumed.in.nMsg"]),
+        megabytes=float(row["data.consumed.in.MB"]),
+        mb_per_sec=float(row["MB.sec"]),
+        records_per_sec=float(row["nMsg.sec"]),
+        fetch_mb_per_sec=float(row["fetch.MB.sec"]),
+        fetch_records_per_sec=float(row["fetch.nMsg.sec"]),
+    )
+
+
+@dataclass(frozen=True)
+class BackupRunResult:
+    records: int
+    #: The run's own duration (connect, group snapshot, copy, upload, manifest).
+    seconds: float
+    #: The process from exec to exit (adds Python start-up and imports).
+    wall_seconds: float
+    peak_rss_bytes: int
+    stored_bytes: int
+
+
+def measured_backup(
+    bootstrap: str, topic: str, storage_dir: Path, backup_id: str, **settings: object
+) -> BackupRunResult:
+    """Run ``kafka-backup backup`` as a child process; its peak RSS comes from wait4's rusage."""
+    config = {
+        "backup_id": backup_id,
+        "source": {"bootstrap_servers": [bootstrap], "topics": {"include": [topic]}},
+        "storage": {"url": str(storage_dir)},
+        "backup": {"consumer_group_snapshot": True, **settings},
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        config_path = Path(scratch) / "backup.yaml"
+        config_path.write_text(json.dumps(config))  # JSON is YAML
+        out_path = Path(scratch) / "out.json"
+        with out_path.open("w") as out, open(os.devnull, "w") as err:
+            started = time.monotonic()
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kbackup", "backup", "-c", str(config_path), "--json"],
+                stdout=out,
+                stderr=err,
+                env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+            )
+            _, status, usage = os.wait4(process.pid, 0)
+            wall = time.monotonic() - started
+            process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            raise RuntimeError(f"backup failed ({process.returncode}): {out_path.read_text()[-2000:]}")
+        summary = json.loads(out_path.read_text())
+    return BackupRunResult(
+        records=int(summary["records"]),
+        seconds=float(summary["seconds"]),
+        wall_seconds=wall,
+        peak_rss_bytes=int(usage.ru_maxrss) * 1024,  # Linux reports KiB
+        stored_bytes=int(summary["bytes"]),
+    )
+
+
+def replace_section(document: Path, start_marker: str, end_marker: str, body: str) -> None:
+    """Write ``body`` between the markers in ``document`` (created if needed); the rest is kept."""
+    text = document.read_text() if document.exists() else "# Benchmarks\n"
+    section = f"{start_marker}\n{body.strip()}\n{end_marker}"
+    pattern = re.compile(re.escape(start_marker) + r".*?" + re.escape(end_marker), re.DOTALL)
+    text = (
+        pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + f"\n\n{section}\n"
+    )
+    document.write_text(text if text.endswith("\n") else text + "\n")
