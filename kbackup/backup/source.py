@@ -6,6 +6,7 @@ names the servers and keeps Kafka's error code.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -18,11 +19,15 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from kbackup.backup.groups import snapshot_consumer_groups
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import KBackupError
+from kbackup.core.errors import KafkaOperationError, KBackupError
 from kbackup.core.kafka import KafkaClients, translate_kafka_error
 from kbackup.format.manifest import ConsumerGroupsSnapshot, TopicEntry
 
 TopicPartitionKey = tuple[str, int]
+
+
+#: How long a topic whose metadata carries an error is asked about again before the run fails.
+METADATA_RETRY_SECS = 30.0
 
 
 @dataclass(frozen=True)
@@ -64,14 +69,29 @@ class SourceCluster:
 
     def metadata(self) -> ClusterMetadata:
         """Topics and partition counts; ``KafkaUnreachableError`` naming the servers if no broker answers."""
-        try:
-            metadata = self.admin.list_topics(timeout=self.connection.connect_timeout_secs)
-        except KafkaException as exc:
-            raise self._error(exc, "read cluster metadata") from None
+        # A topic whose metadata carries an error (a leader being elected, a topic still being
+        # created) must never be dropped from a backup silently: ask again, then fail naming it.
+        deadline = time.monotonic() + METADATA_RETRY_SECS
+        while True:
+            try:
+                metadata = self.admin.list_topics(timeout=self.connection.connect_timeout_secs)
+            except KafkaException as exc:
+                raise self._error(exc, "read cluster metadata") from None
+            failing = {
+                name: topic.error for name, topic in metadata.topics.items() if topic.error is not None
+            }
+            if not failing:
+                break
+            if time.monotonic() > deadline:
+                named = ", ".join(f"{name} ({error.name()})" for name, error in sorted(failing.items()))
+                raise KafkaOperationError(
+                    f"the metadata of topic(s) {named} stayed in error for {METADATA_RETRY_SECS:g}s",
+                    hint="check the brokers' health; nothing was copied",
+                    retryable=True,
+                )
+            time.sleep(0.5)
         topics = {}
         for name, topic in metadata.topics.items():
-            if topic.error is not None:
-                continue
             replicas = [len(p.replicas) for p in topic.partitions.values()]
             topics[name] = TopicMetadata(
                 name=name, partitions=len(topic.partitions), replication_factor=max(replicas, default=0)
