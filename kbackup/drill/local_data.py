@@ -113,7 +113,7 @@ def fill_source(
         future.result(30)
     data = DrillData(topics=topics)
     base = KafkaClients(connection, client_id="kafka-backup-drill-data").producer(**{"linger.ms": 20})
-    started = 1_763_800_000_000
+    started = int(time.time() * 1000) - 3_600_000  # recent: real clusters' retention must not delete them
     for partition in range(3):
         for index in range(records_per_partition):
             body = {"order": index, "amount": rng.randint(1, 500), "partition": partition}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from tests.support.kafka_io import Record, consume_all, create_topic, end_offset
 from tests.support.s3server import S3Server
 
 ONE_MIB = 1024 * 1024
+
+
+RECENT_MS = int(time.time() * 1000) - 3_600_000
 
 
 def varied_records(partitions: list[int]) -> list[Record]:
@@ -36,7 +40,8 @@ def varied_records(partitions: list[int]) -> list[Record]:
                 key=key,
                 value=value,
                 headers=headers,
-                timestamp=1_700_000_000_000 + i * 1000,
+                # Recent: the topic's 1-day retention must not delete them while the test runs.
+                timestamp=RECENT_MS + i * 1000,
                 partition=partition,
             )
         )
