@@ -86,7 +86,7 @@ BASE_PROPERTIES = {
     # Let the log cleaner pick up compacted test topics within seconds.
     "log.cleaner.backoff.ms": "500",
     "log.retention.check.interval.ms": "5000",
-    # Keep records whatever their timestamps (tests use fixed, old ones); a topic's own retention.ms still applies.
+    # Keep records whatever their timestamps (tests use fixed, old ones); a topic's retention.ms applies.
     "log.retention.ms": "-1",
 }
 
