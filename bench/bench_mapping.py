@@ -181,6 +181,7 @@ def main() -> None:
     args.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     options = args.parse_args()
     topic = "bench-restored"
+    load_before = os.getloadavg()[0]
     with (
         tempfile.TemporaryDirectory(prefix="kbackup-bench-") as scratch,
         local_clusters(
@@ -228,6 +229,7 @@ def main() -> None:
         for output_format in ("csv", "parquet"):
             sizes[output_format] = write_mapping(mapping, Path(scratch) / f"m.{output_format}", output_format)
 
+    load_after = os.getloadavg()[0]
     best_perf = max(run.records_per_sec for run in perf_runs)
     best_scan = max(run.records_per_sec for run in scan_runs)
     e2e_rate = options.records / e2e_seconds
@@ -259,7 +261,8 @@ def main() -> None:
         f"`python -m bench.bench_mapping --records {options.records} --partitions {options.partitions}` on "
         f"{os.cpu_count()} CPU(s) ({platform.machine()}), broker, producer and Spark `local[2]` on the same "
         f"machine; one topic of {options.records:,} restored records (100-byte values, five origin headers, "
-        f"{options.partitions} partitions, hole-free), filled in {fill_seconds:.0f} s.\n\n"
+        f"{options.partitions} partitions, hole-free), filled in {fill_seconds:.0f} s. The machine was "
+        f"shared with other test runs: load average {load_before:.1f} before, {load_after:.1f} after.\n\n"
         f"{table}\n{raw}\n\n"
         f"Mapping file for this topic ({scan_runs[-1].ranges} ranges, one per hole-free partition): "
         f"JSON {sizes['json']:,} bytes, CSV {sizes['csv']:,} bytes, Parquet {sizes['parquet']:,} bytes.\n"

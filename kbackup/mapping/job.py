@@ -51,7 +51,6 @@ ORIGIN_HEADERS = tuple(f"x-kafka-backup-{field}" for field in ORIGIN_FIELDS)
 
 #: Kafka consumer settings for a bulk sequential read, before the user's ``mapping.kafka_options``.
 READ_DEFAULTS = {
-    "kafka.isolation.level": "read_committed",
     "kafka.max.poll.records": "10000",
     "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
     "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
@@ -102,6 +101,8 @@ def read_options(
         "startingOffsets": json.dumps(starting),
         "endingOffsets": json.dumps(ending),
         "includeHeaders": "true",
+        # Never map aborted records, whatever kafka_options say.
+        "kafka.isolation.level": "read_committed",
         # Records deleted between reading the offsets and scanning them must fail the scan:
         # the mapping would otherwise claim to cover records it never saw.
         "failOnDataLoss": "true",

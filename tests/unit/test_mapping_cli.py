@@ -108,3 +108,26 @@ def test_spark_submit_script_reports_errors_as_one_line(capsys: pytest.CaptureFi
     code = main(["-b", NOWHERE, "-t", "a", "--source-cluster", "c", "--format", "parquet"])
     assert code == UsageError.exit_code
     assert "give --output FILE" in capsys.readouterr().err
+
+
+def test_spark_read_options_cover_exactly_the_planned_offsets_read_committed() -> None:
+    from kbackup.mapping.job import read_options
+    from kbackup.mapping.mapping_file import ScannedPartition
+
+    options = read_options(
+        {
+            "kafka.bootstrap.servers": "k:1",
+            "kafka.isolation.level": "read_uncommitted",
+            "kafka.max.poll.records": "5",
+        },
+        [ScannedPartition("a", 0, 3, 10), ScannedPartition("a", 2, 0, 7), ScannedPartition("b", 1, 4, 5)],
+        max_records_per_partition=100,
+    )
+    assert options["assign"] == '{"a": [0, 2], "b": [1]}'
+    assert options["startingOffsets"] == '{"a": {"0": 3, "2": 0}, "b": {"1": 4}}'
+    assert options["endingOffsets"] == '{"a": {"0": 10, "2": 7}, "b": {"1": 5}}'
+    assert options["kafka.isolation.level"] == "read_committed"
+    assert options["kafka.max.poll.records"] == "5"
+    assert options["failOnDataLoss"] == "true"
+    assert options["maxRecordsPerPartition"] == "100"
+    assert "minPartitions" not in options
