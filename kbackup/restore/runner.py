@@ -84,6 +84,8 @@ PRODUCER_TUNING: dict[str, Any] = {
 READ_BATCH_RECORDS = 8_192
 #: ... and about this many bytes (uncompressed), so large records make small batches.
 READ_BATCH_BYTES = 4 * 1024 * 1024
+#: How often the producer loop serves librdkafka's callbacks (only failures report back).
+POLL_INTERVAL_SECS = 0.25
 #: Batches decoded ahead of the producer loop.
 PREFETCH_BATCHES = 2
 #: init_transactions errors after which ``exactly_once: auto`` falls back to the idempotent mode.
@@ -719,7 +721,8 @@ class Restorer:
                     self._dirty[key] = state
         batch_records = READ_BATCH_RECORDS
         if transactional:
-            batch_records = max(256, min(READ_BATCH_RECORDS, self.settings.transaction_max_records))
+            batch_records = max(64, min(READ_BATCH_RECORDS, self.settings.transaction_max_records))
+        last_poll = time.monotonic()
         reader = PrefetchingReader(
             self.storage, self.plan.backup_id, work, batch_records=batch_records, scratch_dir=self.scratch_dir
         )
@@ -744,8 +747,12 @@ class Restorer:
                 tasks[partition.source_topic].advance(produced)
                 self._dirty[key] = state
                 self._tx_records += produced
-                producer.poll(0)
-                self._raise_delivery_errors()
+                now = time.monotonic()
+                if now - last_poll >= POLL_INTERVAL_SECS:
+                    # poll() hands the GIL over, which can cost a thread switch: not on every batch.
+                    producer.poll(0)
+                    last_poll = now
+                    self._raise_delivery_errors()
                 if transactional and (
                     self._tx_records >= self.settings.transaction_max_records
                     or (time.monotonic() - self._tx_started) * 1000 >= self.settings.transaction_max_ms
@@ -861,9 +868,10 @@ class Restorer:
         topic = state.plan.target_topic
         base = state.base_headers
         stamp = self.plan.origin_headers
-        send: Any = (
-            self.producer.produce
-        )  # librdkafka takes header values of None, which its stub does not say
+        # librdkafka takes header values of None, which its type stub does not say.
+        send: Any = self.producer.produce
+        if stamp and own is None and min(timestamps) > 0:
+            return self._produce_plain(send, topic, base, offsets, timestamps, keys, values, targets)
         own_iter: Iterator[list[tuple[str, bytes | None]]] = (
             iter(own) if own is not None else itertools.repeat([])
         )
@@ -890,6 +898,35 @@ class Restorer:
                 self._wait_until_sent(send, topic, value, key, target, timestamp, record_headers)
             count += 1
         return count
+
+    def _produce_plain(
+        self,
+        send: Any,
+        topic: str,
+        base: list[tuple[str, bytes | None]],
+        offsets: list[int],
+        timestamps: list[int],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        targets: list[int],
+    ) -> int:
+        """The common case, kept lean: no own headers, origin headers on, every timestamp usable."""
+        cluster, source_topic, source_partition = base
+        for offset, timestamp, key, value, target in zip(
+            offsets, timestamps, keys, values, targets, strict=True
+        ):
+            headers = [
+                cluster,
+                source_topic,
+                source_partition,
+                (HEADER_OFFSET, b"%d" % offset),
+                (HEADER_TIMESTAMP, b"%d" % timestamp),
+            ]
+            try:
+                send(topic, value, key, partition=target, timestamp=timestamp, headers=headers)
+            except BufferError:
+                self._wait_until_sent(send, topic, value, key, target, timestamp, headers)
+        return len(offsets)
 
     def _wait_until_sent(self, send: Callable[..., None], topic: str, *record: Any) -> None:
         """The producer's queue is full: serve deliveries until this record fits."""

@@ -79,7 +79,7 @@ class RestoreSettings(StrictModel):
     #: ``auto``: when the target can run transactions, else the idempotent mode (with a warning).
     exactly_once: bool | Literal["auto"] = "auto"
     #: A transaction is committed after this many records ...
-    transaction_max_records: int = Field(default=50_000, ge=1)
+    transaction_max_records: int = Field(default=200_000, ge=1)
     #: ... or this many milliseconds, whichever comes first.
     transaction_max_ms: int = Field(default=2_000, ge=10)
     #: Compacted topic on the target holding each restore's progress (exactly-once mode).

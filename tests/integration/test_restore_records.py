@@ -337,3 +337,23 @@ def test_rerun_after_the_target_topic_was_deleted_restores_it_again(
     assert_restored_exactly(
         source, consume_all(target_cluster, topic, [0, 1]), source_cluster=source_cluster.cluster_id
     )
+
+
+def test_explicit_partition_map_into_fewer_partitions(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = f"{unique_name}-src"
+    create_topic(source_cluster, topic, 3)
+    produce(source_cluster, topic, varied_records(300, 3))
+    source = consume_all(source_cluster, topic, [0, 1, 2])
+    backup_from_cluster(source_cluster, [topic], LocalStorage(tmp_path / "store"), "map")
+    create_topic(target_cluster, topic, 2)
+    summary = restore(target_cluster, tmp_path / "store", "map", partition_mapping={topic: {2: 0}})
+    assert summary.records == 300
+    restored = consume_all(target_cluster, topic, [0, 1])
+    assert_restored_exactly(
+        source,
+        restored,
+        source_cluster=source_cluster.cluster_id,
+        target_partition_of=lambda r: {0: 0, 1: 1, 2: 0}[r.partition or 0],
+    )
