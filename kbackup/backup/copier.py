@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.records import messages_to_batch
@@ -37,6 +38,7 @@ from kbackup.core.kafka import translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.format.layout import new_run_id
 from kbackup.format.manifest import PartitionEntry, SegmentEntry
+from kbackup.format.schema import RECORD_SCHEMA
 from kbackup.format.segments import PartitionSegmentWriter, SegmentLimits
 from kbackup.storage import Storage
 
@@ -46,10 +48,14 @@ TopicPartitionKey = tuple[str, int]
 
 #: "No end fixed yet": a follow-mode increment before its checkpoint reads the end offsets.
 NO_END = sys.maxsize
-#: Per-message bytes beyond key and value held in memory (the Message object, list slot).
-MESSAGE_OVERHEAD_BYTES = 160
-#: Messages per consume() call: large enough that the per-call cost vanishes.
-CONSUME_BATCH = 10_000
+#: Messages per consume() call: enough that the per-call cost vanishes, few enough that
+#: their payloads are still in the CPU cache when they are turned into Arrow columns.
+CONSUME_BATCH = 2_000
+# Unbound C accessors of confluent-kafka's Message, for map() over a whole batch.
+_error: Any = Message.error
+_partition: Any = Message.partition
+_topic: Any = Message.topic
+
 #: Errors that mean the partition is gone or unreadable: the run cannot complete it.
 _PARTITION_GONE_CODES = {
     KafkaError.UNKNOWN_TOPIC_OR_PART,
@@ -61,14 +67,20 @@ _PARTITION_GONE_CODES = {
 
 @dataclass
 class Sink:
-    """One partition's records of one increment: a message buffer in front of a segment writer.
+    """One partition's records of one increment, on their way to a segment writer.
 
-    The writer is used only on the writer thread; the consume loop hands it row groups.
+    Messages of the current poll wait in ``pending`` and become an Arrow batch at the end
+    of the poll, while they are still in the CPU cache (converting them later, a row
+    group at a time, is about twice as slow). The batches make a row group once they
+    reach the partition's share of the buffer memory. The writer is used only on the
+    writer thread.
     """
 
     writer: PartitionSegmentWriter
     pending: list[Any] = field(default_factory=list)
-    pending_bytes: int = 0
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    #: Arrow bytes in ``batches``: what this partition holds in memory beyond one poll.
+    buffered_bytes: int = 0
     #: When this sink's open segment got its first records (handed to the writer, or seen
     #: buffered by the housekeeping); None after a roll.
     open_since: float | None = None
@@ -335,51 +347,9 @@ class Copier:
             self._check_stall(now)
             self._housekeeping(now)
             return 0
-        partitions = self.partitions
-        share = self._share
-        overhead = MESSAGE_OVERHEAD_BYTES
-        read = 0
-        # Messages arrive in runs of one partition; the lookup is redone only when it changes.
-        current_topic: str | None = None
-        current_partition = -1
-        copy: PartitionCopy | None = None
-        sink: Sink | None = None
-        pending: list[Any] = []
-        last_wanted = -1
-        next_offset = 0
-        for message in messages:
-            if message.error() is not None:
-                self._on_error(message)
-                current_topic = None  # the error may have changed this partition's state
-                continue
-            topic = message.topic()
-            partition = message.partition()
-            if partition != current_partition or topic != current_topic or copy is None:
-                copy = partitions.get((topic, partition))
-                if copy is None or copy.sink is None:
-                    # Not (or no longer) copied: a partition past its end in snapshot mode.
-                    current_topic = None
-                    continue
-                current_topic, current_partition = topic, partition
-                sink = copy.sink
-                pending = sink.pending
-                last_wanted = copy.end_offset - 1
-                next_offset = copy.next_offset
-            offset = message.offset()
-            if offset >= last_wanted or offset < next_offset:
-                self._slow_path(copy, message)
-                current_topic = None
-                read += 1
-                continue
-            pending.append(message)
-            key = message.key()
-            assert sink is not None
-            sink.pending_bytes += len(message) + (len(key) if key else 0) + overhead
-            copy.next_offset = next_offset = offset + 1
-            read += 1
-            if sink.pending_bytes >= share:
-                self._flush(copy, sink)
-                pending = sink.pending
+        read = self._take_one_run(messages)
+        if read < 0:
+            read = self._take_messages(messages)
         if read:
             self._last_activity = now
         else:
@@ -388,6 +358,85 @@ class Copier:
         if self.on_progress is not None:
             self.on_progress(read)
         self._housekeeping(now)
+        return read
+
+    def _take_one_run(self, messages: list[Any]) -> int:
+        """Fast path: a batch that is all records of one partition, inside the increment.
+
+        Often the case (the consumer hands out one partition's fetch at a time); checked and
+        taken with C-level ``map``/``count`` calls instead of a Python step per message.
+        Returns -1 when the batch needs the record-by-record path.
+        """
+        count = len(messages)
+        # any(): KafkaError's == raises when compared with None, so list.count(None) cannot be used.
+        if any(map(_error, messages)):
+            return -1
+        partition = messages[0].partition()
+        topic = messages[0].topic()
+        if list(map(_partition, messages)).count(partition) != count:
+            return -1
+        if list(map(_topic, messages)).count(topic) != count:
+            return -1
+        copy = self.partitions.get((topic, partition))
+        if copy is None or copy.sink is None:
+            return -1
+        first, last = messages[0].offset(), messages[-1].offset()
+        # Offsets increase within a partition; the writer checks that on every row group.
+        if first < copy.next_offset or last >= copy.end_offset - 1:
+            return -1
+        copy.sink.pending.extend(messages)
+        copy.next_offset = last + 1
+        self._convert(copy, copy.sink)
+        return count
+
+    def _take_messages(self, messages: list[Any]) -> int:
+        """Record by record: several partitions, errors or end-of-partition events, increment ends."""
+        partitions = self.partitions
+        touched: dict[TopicPartitionKey, PartitionCopy] = {}
+        read = 0
+        # Messages arrive in runs of one partition; the lookup is redone only when it changes.
+        current_topic: str | None = None
+        current_partition = -1
+        copy: PartitionCopy | None = None
+        pending: list[Any] = []
+        last_wanted = -1
+        next_offset = 0
+        for message in messages:
+            if message.error() is not None:
+                if copy is not None and current_topic is not None:
+                    copy.next_offset = next_offset
+                self._on_error(message)
+                current_topic = None  # the error may have changed this partition's state
+                continue
+            topic = message.topic()
+            partition = message.partition()
+            if partition != current_partition or topic != current_topic or copy is None:
+                if copy is not None and current_topic is not None:
+                    copy.next_offset = next_offset
+                copy = partitions.get((topic, partition))
+                if copy is None or copy.sink is None:
+                    # Not (or no longer) copied: a partition past its end in snapshot mode.
+                    current_topic = None
+                    continue
+                current_topic, current_partition = topic, partition
+                touched[copy.key] = copy
+                pending = copy.sink.pending
+                last_wanted = copy.end_offset - 1
+                next_offset = copy.next_offset
+            offset = message.offset()
+            read += 1
+            if offset >= last_wanted or offset < next_offset:
+                copy.next_offset = next_offset
+                self._slow_path(copy, message)
+                current_topic = None
+                continue
+            pending.append(message)
+            next_offset = offset + 1
+        if copy is not None and current_topic is not None:
+            copy.next_offset = next_offset
+        for copy in touched.values():
+            if copy.sink is not None:
+                self._convert(copy, copy.sink)
         return read
 
     def _slow_path(self, copy: PartitionCopy, message: Any) -> None:
@@ -408,15 +457,11 @@ class Copier:
         sink = copy.sink
         assert sink is not None
         sink.pending.append(message)
-        key = message.key()
-        sink.pending_bytes += len(message) + (len(key) if key else 0) + MESSAGE_OVERHEAD_BYTES
         copy.next_offset = offset + 1
         if copy.next_offset >= copy.end_offset:
             self._reach_end(copy)
             if not self.follow:
                 self._stop_fetching(copy)
-        elif sink.pending_bytes >= self._share:
-            self._flush(copy, sink)
 
     def _stop_fetching(self, copy: PartitionCopy) -> None:
         try:
@@ -467,14 +512,26 @@ class Copier:
             "raise backup.stall_timeout_secs for slow clusters",
         )
 
+    def _convert(self, copy: PartitionCopy, sink: Sink) -> None:
+        """This poll's messages of the partition become an Arrow batch; a full buffer a row group."""
+        if sink.pending:
+            batch = messages_to_batch(sink.pending, self.source_cluster, copy.topic, copy.partition)
+            sink.pending = []
+            sink.batches.append(batch)
+            sink.buffered_bytes += batch.nbytes
+        if sink.buffered_bytes >= self._share:
+            self._flush(copy, sink)
+
     def _flush(self, copy: PartitionCopy, sink: Sink) -> None:
-        """Turn the partition's buffered messages into a row group for the writer thread."""
-        if not sink.pending:
+        """Hand everything the partition buffers to the writer thread as one row group."""
+        if sink.pending:
+            self._convert(copy, sink)
+        if not sink.batches:
             return
-        batch = messages_to_batch(sink.pending, self.source_cluster, copy.topic, copy.partition)
-        sink.pending = []
-        sink.pending_bytes = 0
-        self.io.submit(sink.writer.write_batch, batch)
+        row_group = pa.Table.from_batches(sink.batches, schema=RECORD_SCHEMA)
+        sink.batches = []
+        sink.buffered_bytes = 0
+        self.io.submit(sink.writer.write_batch, row_group)
         if sink.open_since is None:
             sink.open_since = time.monotonic()
         key = copy.key
@@ -504,7 +561,7 @@ class Copier:
             if sink is None:
                 continue
             if sink.open_since is None:
-                if sink.pending:
+                if sink.batches:
                     sink.open_since = now
                 continue
             if now - sink.open_since >= self.segment_max_interval_secs:

@@ -1,8 +1,9 @@
 """Consumed Kafka messages to Arrow record batches in the one record schema, column by column.
 
 The consume loop only collects messages per partition; turning them into
-columns happens here in bulk (one list comprehension per column), which is
-several times faster than appending record by record.
+columns happens here in bulk (``map`` over the C accessors, and repeated
+values built by Arrow), which is several times faster than record by record.
+This is the hottest code of a backup: measure before changing it.
 """
 
 from __future__ import annotations
@@ -11,15 +12,22 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import Message
 
 from kbackup.format.schema import RECORD_SCHEMA
 
 _HEADERS_TYPE: pa.ListType = RECORD_SCHEMA.field("headers").type
+# Unbound C accessors: map() calls them without creating a bound method per message.
+_offset: Any = Message.offset
+_timestamp: Any = Message.timestamp
+_key: Any = Message.key
+_value: Any = Message.value
+_headers: Any = Message.headers
 
 
 def _no_headers(rows: int) -> pa.Array:
     """A column of empty header lists, built without touching Python objects."""
-    offsets = pa.array([0] * (rows + 1), pa.int32())
+    offsets = pa.repeat(pa.scalar(0, pa.int32()), rows + 1)
     empty = pa.array([], _HEADERS_TYPE.value_type)
     return pa.ListArray.from_arrays(offsets, empty, type=_HEADERS_TYPE)
 
@@ -29,24 +37,28 @@ def messages_to_batch(
 ) -> pa.RecordBatch:
     """One partition's messages (confluent-kafka ``Message`` objects, in offset order) as a record batch."""
     rows = len(messages)
-    stamps = [message.timestamp() for message in messages]
-    headers = [message.headers() for message in messages]
-    if any(headers):
-        headers_column = pa.array([item or [] for item in headers], _HEADERS_TYPE)
+    # confluent-kafka numbers timestamp types 0 none, 1 CreateTime, 2 LogAppendTime;
+    # the backup keeps Kafka's own numbers (-1, 0, 1).
+    kinds, stamps = zip(*map(_timestamp, messages), strict=True)
+    if kinds.count(kinds[0]) == rows:  # one topic has one timestamp type
+        kind_column = pa.repeat(pa.scalar(kinds[0] - 1, pa.int8()), rows)
     else:
+        kind_column = pa.array([kind - 1 for kind in kinds], pa.int8())
+    headers = list(map(_headers, messages))
+    if headers.count(None) == rows:
         headers_column = _no_headers(rows)
+    else:
+        headers_column = pa.array([item or [] for item in headers], _HEADERS_TYPE)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([source_cluster] * rows, pa.string()),
-            pa.array([topic] * rows, pa.string()),
-            pa.array([partition] * rows, pa.int32()),
-            pa.array([message.offset() for message in messages], pa.int64()),
-            pa.array([stamp[1] for stamp in stamps], pa.int64()),
-            # confluent-kafka numbers timestamp types 0 none, 1 CreateTime, 2 LogAppendTime;
-            # the backup keeps Kafka's own numbers (-1, 0, 1).
-            pa.array([stamp[0] - 1 for stamp in stamps], pa.int8()),
-            pa.array([message.key() for message in messages], pa.binary()),
-            pa.array([message.value() for message in messages], pa.binary()),
+            pa.repeat(pa.scalar(source_cluster, pa.string()), rows),
+            pa.repeat(pa.scalar(topic, pa.string()), rows),
+            pa.repeat(pa.scalar(partition, pa.int32()), rows),
+            pa.array(list(map(_offset, messages)), pa.int64()),
+            pa.array(stamps, pa.int64()),
+            kind_column,
+            pa.array(list(map(_key, messages)), pa.binary()),
+            pa.array(list(map(_value, messages)), pa.binary()),
             headers_column,
         ],
         schema=RECORD_SCHEMA,

@@ -30,6 +30,9 @@ from kbackup.storage import LocalStorage, Storage
 
 Header = tuple[str, bytes | None]
 
+#: Columns with Parquet min/max statistics (the fixed-size ones).
+_STATISTICS_COLUMNS = ["source_cluster", "topic", "partition", "offset", "timestamp", "timestamp_type"]
+
 #: Per-record bytes beyond key and value (offsets, timestamps, list offsets), for size accounting.
 _RECORD_OVERHEAD_BYTES = 48
 
@@ -195,23 +198,29 @@ class PartitionSegmentWriter:
             compression_level=self.limits.compression_level if self.limits.compression == "zstd" else None,
             write_page_checksum=True,
             use_dictionary=["source_cluster", "topic"],
+            # Min/max of keys, values and headers help no reader and cost a pass over every byte.
+            write_statistics=_STATISTICS_COLUMNS,
         )
         self._file_first_offset = first_offset
         self._file_opened_at = time.monotonic()
         return self._writer
 
     def _write_row_group(
-        self, batch: pa.RecordBatch, first_offset: int, last_offset: int, min_ts: int, max_ts: int
+        self, batch: pa.RecordBatch | pa.Table, first_offset: int, last_offset: int, min_ts: int, max_ts: int
     ) -> None:
         writer = self._writer if self._writer is not None else self._open_file(first_offset)
-        writer.write_batch(batch, row_group_size=batch.num_rows)
+        if isinstance(batch, pa.Table):
+            writer.write_table(batch, row_group_size=batch.num_rows)
+        else:
+            writer.write_batch(batch, row_group_size=batch.num_rows)
         self._file_records += batch.num_rows
         self._file_last_offset = last_offset
         self._file_min_ts = min_ts if self._file_min_ts is None else min(self._file_min_ts, min_ts)
         self._file_max_ts = max_ts if self._file_max_ts is None else max(self._file_max_ts, max_ts)
 
-    def write_batch(self, batch: pa.RecordBatch) -> None:
-        """Bulk path: records already in ``RECORD_SCHEMA`` form, written as one row group.
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Bulk path: records already in ``RECORD_SCHEMA`` form (a batch, or a table of batches),
+        written as one row group.
 
         The caller bounds the batch's size (it is one row group); the batch is
         split where the segment reaches ``max_records``, and the segment is closed

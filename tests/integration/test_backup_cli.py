@@ -25,7 +25,8 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def two_increment_backup(
     source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> tuple[Path, str]:
-    create_topic(source_cluster, unique_name, partitions=2)
+    # 2023 timestamps: time-based retention must not delete the records.
+    create_topic(source_cluster, unique_name, partitions=2, config={"retention.ms": "-1"})
     produce(
         source_cluster,
         unique_name,

@@ -357,3 +357,38 @@ def test_source_lost_mid_run_commits_what_was_copied(
         monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10_000)
         take_backup(cluster, tmp_path / "store", "lost", [unique_name])
         assert read_backup(tmp_path / "store", "lost") == expected
+
+
+def test_sigint_during_a_snapshot_run_exits_130_after_committing(
+    source_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kbackup.cli import backup_cmds
+    from kbackup.cli.main import run
+
+    create_topic(source_cluster, unique_name)
+    produce(source_cluster, unique_name, records(0, 300))
+    monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10)
+    # The CLI's progress display sends the process a real SIGINT when the first records arrive.
+    monkeypatch.setattr(
+        backup_cmds, "Progress", lambda: RunOnFirstBatch(lambda: os.kill(os.getpid(), signal.SIGINT))
+    )
+    args = ["backup", "-b", source_cluster.bootstrap_servers, "--include", unique_name]
+    args += ["--path", str(tmp_path), "--backup-id", "sig"]
+    assert run(args) == 130
+    err = capsys.readouterr().err
+    assert "interrupted before it reached its end offsets; increment 0 holds what was copied" in err
+    assert "running the same command again" in err
+    first = BackupCatalog(open_storage(str(tmp_path))).load("sig").latest
+    assert 0 < first.partitions[0].end_offset < 300
+
+    monkeypatch.setattr(backup_cmds, "Progress", lambda: RunOnFirstBatch(None))
+    monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10_000)
+    assert run([*args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["interrupted"] is False
+    assert summary["records"] == 300 - first.partitions[0].record_count
+    assert read_backup(tmp_path, "sig") == consume_all(source_cluster, unique_name)

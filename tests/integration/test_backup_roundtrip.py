@@ -63,7 +63,8 @@ def test_backup_equals_what_the_cluster_holds(
     big_topic = f"{unique_name}-big"
     append_topic = f"{unique_name}-append"
     # Partition 3 stays empty.
-    create_topic(source_cluster, topic, partitions=4, config={"retention.ms": "86400000"})
+    # The records carry 2023 timestamps: time-based retention must not delete them.
+    create_topic(source_cluster, topic, partitions=4, config={"retention.ms": "-1"})
     create_topic(source_cluster, big_topic, partitions=1, config={"max.message.bytes": str(3 * ONE_MIB)})
     create_topic(
         source_cluster, append_topic, partitions=1, config={"message.timestamp.type": "LogAppendTime"}
@@ -111,7 +112,7 @@ def test_backup_equals_what_the_cluster_holds(
     assert not [s for s in manifest.segments if s.topic == topic and s.partition == 3]
     topics = {entry.name: entry for entry in manifest.topics}
     assert topics[topic].partitions == 4
-    assert topics[topic].configs["retention.ms"] == "86400000"
+    assert topics[topic].configs["retention.ms"] == "-1"
     assert topics[append_topic].configs["message.timestamp.type"] == "LogAppendTime"
     assert topics[big_topic].topic_id
     assert manifest.source.cluster_id == "prod-east"

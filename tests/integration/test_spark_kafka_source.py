@@ -9,7 +9,9 @@ from tests.support.kafka_io import Record, create_topic, produce
 
 
 def test_spark_reads_topic_with_headers(spark, source_cluster: LocalKafkaCluster, unique_name: str) -> None:  # type: ignore[no-untyped-def]
-    create_topic(source_cluster, unique_name, partitions=2)
+    # The records carry 2023 timestamps: without this, time-based retention (checked every 5 s
+    # on the test brokers) can delete a partition's records before Spark reads them.
+    create_topic(source_cluster, unique_name, partitions=2, config={"retention.ms": "-1"})
     produce(
         source_cluster,
         unique_name,

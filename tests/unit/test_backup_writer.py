@@ -17,6 +17,7 @@ from kbackup.format.segments import (
     SegmentLimits,
     check_segment_contents,
     iter_segment_batches,
+    open_segment,
 )
 from kbackup.storage import LocalStorage
 
@@ -64,6 +65,20 @@ def test_batches_split_at_the_record_limit_and_read_back(tmp_path: Path) -> None
     ]
     assert offsets == list(range(150)) + list(range(200, 330, 2))
     assert all(check_segment_contents(storage, "b", s, "src") == [] for s in segments)
+
+
+def test_a_table_of_batches_is_one_row_group(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path / "store")
+    out = writer(storage, tmp_path, max_records=1000)
+    out.write_batch(
+        pa.Table.from_batches([batch([1, 2, 3]), batch([5]), batch([8, 9])], schema=RECORD_SCHEMA)
+    )
+    [segment] = out.finish()
+    assert (segment.first_offset, segment.last_offset, segment.record_count) == (1, 9, 6)
+    with open_segment(storage, "b", segment) as parquet:
+        assert parquet.metadata.num_row_groups == 1
+    with pytest.raises(ValueError, match="do not increase strictly"):
+        out.write_batch(pa.Table.from_batches([batch([20, 21]), batch([21])], schema=RECORD_SCHEMA))
 
 
 def test_bulk_path_rejects_offsets_that_do_not_increase(tmp_path: Path) -> None:
