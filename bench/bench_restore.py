@@ -145,7 +145,7 @@ def report(cases: list[Case], rounds: int, seconds: float) -> str:
         "of every segment, topic creation, producing, commits and the wait for commit markers are in it; "
         "start-up and planning are not (ProducerPerformance's JVM start is not in its rate either). "
         "Peak RSS is the process's VmHWM; the table shows the highest of the rounds. Every restored "
-        "record carries five origin headers (about 130 bytes) that ProducerPerformance's records do not.",
+        "record carries five origin headers (about 150 bytes) that ProducerPerformance's records do not.",
         "",
         "Every run (records/s, peak RSS):",
         "",
