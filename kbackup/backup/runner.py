@@ -243,6 +243,18 @@ class BackupRun:
         choice = select_topics(
             metadata.topics, self.job.source.topics, include_internal=self.settings.include_internal_topics
         )
+        skipped = select_topics(
+            metadata.unavailable,
+            self.job.source.topics,
+            include_internal=self.settings.include_internal_topics,
+        ).selected
+        for name in skipped:
+            log.warning(
+                "topic %s is not available on %s (%s): not backed up in this run",
+                name,
+                servers,
+                metadata.unavailable[name],
+            )
         # Only the first look decides between error and warning; a topic deleted while a
         # follow run goes on ends its backup with a warning.
         check_missing_topics(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicCollection, TopicPartition
@@ -36,6 +36,8 @@ class TopicMetadata:
 class ClusterMetadata:
     cluster_id: str | None
     topics: dict[str, TopicMetadata]
+    #: Topics the cluster listed with an error (e.g. no leader yet): not backed up this time.
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 class SourceCluster:
@@ -69,14 +71,16 @@ class SourceCluster:
         except KafkaException as exc:
             raise self._error(exc, "read cluster metadata") from None
         topics = {}
+        unavailable = {}
         for name, topic in metadata.topics.items():
             if topic.error is not None:
+                unavailable[name] = str(topic.error)
                 continue
             replicas = [len(p.replicas) for p in topic.partitions.values()]
             topics[name] = TopicMetadata(
                 name=name, partitions=len(topic.partitions), replication_factor=max(replicas, default=0)
             )
-        return ClusterMetadata(cluster_id=metadata.cluster_id, topics=topics)
+        return ClusterMetadata(cluster_id=metadata.cluster_id, topics=topics, unavailable=unavailable)
 
     def offsets(
         self, partitions: Iterable[TopicPartitionKey], *, read_committed: bool
