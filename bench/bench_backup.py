@@ -119,6 +119,28 @@ def measure(
     return best_consumer(consumers), best_backup(backups), ratios
 
 
+def target_line(rows: list[Row]) -> str:
+    """The issue's target, checked on the largest 1 KiB topic: at least 0.8 of ConsumerPerformance."""
+    largest = max((row for row in rows if row.record_size == 1024), key=lambda row: row.records)
+    median = statistics.median(largest.paired_ratios)
+    verdict = "met" if median >= 0.8 else "not met"
+    memory = ", ".join(
+        f"{size} B: {' -> '.join(f'{row.backup.peak_rss_bytes / 2**20:,.0f} MiB' for row in group)}"
+        for size in sorted({row.record_size for row in rows})
+        for group in [[row for row in rows if row.record_size == size]]
+    )
+    return (
+        f"Target (backup >= 0.8 x ConsumerPerformance on 1 KiB records): **{verdict}** on the "
+        f"{largest.records:,}-record topic (median paired ratio {median:.2f}, ratio of bests "
+        f"{largest.ratio:.2f}). Peak RSS from the smaller to the {args_factor(rows)}x larger topic: {memory}."
+    )
+
+
+def args_factor(rows: list[Row]) -> int:
+    sizes = sorted(row.records for row in rows if row.record_size == rows[0].record_size)
+    return sizes[-1] // sizes[0]
+
+
 def table(rows: list[Row]) -> str:
     lines = [
         "| record size | records | ConsumerPerformance rec/s (MB/s) | backup rec/s (MB/s) "
@@ -198,6 +220,8 @@ def main() -> None:
                 f"at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
                 "",
                 result,
+                "",
+                target_line(rows),
                 "",
                 "- *ratio of bests*: the best backup records/s divided by the best ConsumerPerformance "
                 "`nMsg.sec`, which, like the backup's time, includes joining/connecting; *ratio to "
