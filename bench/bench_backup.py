@@ -231,6 +231,10 @@ def main() -> None:
                 "- The backup's time is the run's own (metadata, group snapshot, end offsets, copy, "
                 "encode, zstd, SHA-256, upload, manifest), without the Python process start-up.",
                 "- Peak RSS is the backup process's maximum resident set (`wait4` rusage).",
+                "- Where the time goes, and why the gap grows with record count (ConsumerPerformance's "
+                "JVM start-up and group join weigh less on long runs, while the backup's per-record work, "
+                "Python objects, Arrow copy, Parquet and zstd, stays): see "
+                "[backup.md](backup.md#memory-and-throughput).",
                 "- Broker, tool and backup share the cores, and other jobs ran on the machine: figures vary "
                 "between runs; compare the ratio of runs made side by side.",
             ]
