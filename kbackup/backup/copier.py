@@ -163,7 +163,10 @@ class Copier:
         self.records_read = 0
         self._share = row_group_max_bytes
         self._open_writers: OrderedDict[TopicPartitionKey, PartitionCopy] = OrderedDict()
+        #: Encodes row groups into segment files (Parquet, zstd) beside the consume loop.
         self.io = WriterThread()
+        #: Checksums and uploads closed segment files, so encoding never waits for storage.
+        self.uploads = WriterThread(max_queued_jobs=2, name="kafka-backup-upload")
         self._last_activity = time.monotonic()
         self._last_housekeeping = time.monotonic()
 
@@ -242,6 +245,7 @@ class Copier:
             partition=copy.partition,
             limits=limits,
             scratch_dir=self.scratch_dir,
+            uploader=self.uploads,
         )
         return Sink(writer=writer)
 
@@ -324,6 +328,7 @@ class Copier:
     def abort(self) -> None:
         """Drop every open segment file (nothing partial is uploaded)."""
         self.io.close(cancel=True)
+        self.uploads.close(cancel=True)
         for copy in self.partitions.values():
             if copy.sink is not None:
                 copy.sink.writer.abort()
@@ -331,6 +336,7 @@ class Copier:
 
     def close(self) -> None:
         self.io.close()
+        self.uploads.close()
 
     # -- consuming -------------------------------------------------------------------------------
 
@@ -556,6 +562,7 @@ class Copier:
             return
         self._last_housekeeping = now
         self.io.check()
+        self.uploads.check()
         for key, copy in self.partitions.items():
             sink = copy.sink
             if sink is None:

@@ -243,6 +243,27 @@ class BackupRun:
         choice = select_topics(
             metadata.topics, self.job.source.topics, include_internal=self.settings.include_internal_topics
         )
+        skipped = select_topics(
+            metadata.unavailable,
+            self.job.source.topics,
+            include_internal=self.settings.include_internal_topics,
+        ).selected
+        if skipped and first:
+            # A selected topic must never be dropped from a backup silently.
+            named = ", ".join(f"{name} ({metadata.unavailable[name]})" for name in skipped)
+            raise KafkaOperationError(
+                f"the metadata of selected topic(s) {named} stayed in error on {servers}",
+                hint="check the brokers' health (leader elections, offline partitions) and run again; "
+                "nothing was copied",
+                retryable=True,
+            )
+        for name in skipped:
+            log.warning(
+                "topic %s is not available on %s (%s): not backed up in this run",
+                name,
+                servers,
+                metadata.unavailable[name],
+            )
         # Only the first look decides between error and warning; a topic deleted while a
         # follow run goes on ends its backup with a warning.
         check_missing_topics(

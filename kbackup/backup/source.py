@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicCollection, TopicPartition
@@ -19,7 +19,7 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from kbackup.backup.groups import snapshot_consumer_groups
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import KafkaOperationError, KBackupError
+from kbackup.core.errors import KBackupError
 from kbackup.core.kafka import KafkaClients, translate_kafka_error
 from kbackup.format.manifest import ConsumerGroupsSnapshot, TopicEntry
 
@@ -41,6 +41,8 @@ class TopicMetadata:
 class ClusterMetadata:
     cluster_id: str | None
     topics: dict[str, TopicMetadata]
+    #: Topics the cluster listed with an error (e.g. no leader yet): not backed up this time.
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 class SourceCluster:
@@ -83,20 +85,19 @@ class SourceCluster:
             if not failing:
                 break
             if time.monotonic() > deadline:
-                named = ", ".join(f"{name} ({error.name()})" for name, error in sorted(failing.items()))
-                raise KafkaOperationError(
-                    f"the metadata of topic(s) {named} stayed in error for {METADATA_RETRY_SECS:g}s",
-                    hint="check the brokers' health; nothing was copied",
-                    retryable=True,
-                )
+                break  # the runner decides: an error for selected topics on the first look
             time.sleep(0.5)
         topics = {}
+        unavailable = {}
         for name, topic in metadata.topics.items():
+            if topic.error is not None:
+                unavailable[name] = str(topic.error)
+                continue
             replicas = [len(p.replicas) for p in topic.partitions.values()]
             topics[name] = TopicMetadata(
                 name=name, partitions=len(topic.partitions), replication_factor=max(replicas, default=0)
             )
-        return ClusterMetadata(cluster_id=metadata.cluster_id, topics=topics)
+        return ClusterMetadata(cluster_id=metadata.cluster_id, topics=topics, unavailable=unavailable)
 
     def offsets(
         self, partitions: Iterable[TopicPartitionKey], *, read_committed: bool

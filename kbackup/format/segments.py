@@ -14,9 +14,11 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,12 +31,31 @@ from kbackup.format.schema import RECORD_SCHEMA
 from kbackup.storage import LocalStorage, Storage
 
 Header = tuple[str, bytes | None]
+T = TypeVar("T")
 
 #: Columns with Parquet min/max statistics (the fixed-size ones).
 _STATISTICS_COLUMNS = ["source_cluster", "topic", "partition", "offset", "timestamp", "timestamp_type"]
 
 #: Per-record bytes beyond key and value (offsets, timestamps, list offsets), for size accounting.
 _RECORD_OVERHEAD_BYTES = 48
+
+
+class JobRunner(Protocol):
+    """Runs a function in the background (``concurrent.futures.Executor`` has this shape)."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]: ...
+
+
+@dataclass(frozen=True)
+class _ClosedSegment:
+    """What a segment file's manifest entry needs besides its size and checksum."""
+
+    key: str
+    first_offset: int
+    last_offset: int
+    record_count: int
+    min_timestamp: int
+    max_timestamp: int
 
 
 @dataclass(frozen=True)
@@ -127,8 +148,13 @@ class PartitionSegmentWriter:
         partition: int,
         limits: SegmentLimits,
         scratch_dir: Path,
+        uploader: JobRunner | None = None,
     ) -> None:
         self.storage = storage
+        #: Where closed segments are checksummed and uploaded: None here, at once; else a
+        #: background runner, so encoding the next row groups overlaps the upload.
+        self.uploader = uploader
+        self._uploads: list[Future[SegmentEntry]] = []
         self.backup_id = backup_id
         self.run_id = run_id
         self.source_cluster = source_cluster
@@ -136,7 +162,7 @@ class PartitionSegmentWriter:
         self.partition = partition
         self.limits = limits
         self.scratch_dir = scratch_dir
-        #: Segments uploaded so far, in offset order.
+        #: Segments uploaded so far, in offset order (with an ``uploader``: complete after ``finish``).
         self.segments: list[SegmentEntry] = []
         self._buffer = RecordColumns()
         self._writer: pq.ParquetWriter | None = None
@@ -274,33 +300,59 @@ class PartitionSegmentWriter:
             return
         self._writer.close()
         path = self._file
-        key = segment_key(self.topic, self.partition, self._file_first_offset, self.run_id)
-        entry = SegmentEntry(
-            key=key,
-            topic=self.topic,
-            partition=self.partition,
+        closed = _ClosedSegment(
+            key=segment_key(self.topic, self.partition, self._file_first_offset, self.run_id),
             first_offset=self._file_first_offset,
             last_offset=self._file_last_offset,
             record_count=self._file_records,
-            size_bytes=path.stat().st_size,
-            sha256=file_sha256(path),
             min_timestamp=self._file_min_ts if self._file_min_ts is not None else -1,
             max_timestamp=self._file_max_ts if self._file_max_ts is not None else -1,
         )
-        try:
-            self.storage.put_file(object_key(self.backup_id, key), path)
-        finally:
-            path.unlink(missing_ok=True)
-        self.segments.append(entry)
         self._writer = None
         self._file = None
         self._file_records = 0
         self._file_first_offset = None
         self._file_min_ts = self._file_max_ts = None
+        if self.uploader is None:
+            self.segments.append(self._upload(path, closed))
+        else:
+            self._uploads.append(self.uploader.submit(self._upload, path, closed))
+
+    def _upload(self, path: Path, closed: _ClosedSegment) -> SegmentEntry:
+        """Checksum the closed file, store it as a new object, delete the local file."""
+        try:
+            entry = SegmentEntry(
+                key=closed.key,
+                topic=self.topic,
+                partition=self.partition,
+                first_offset=closed.first_offset,
+                last_offset=closed.last_offset,
+                record_count=closed.record_count,
+                size_bytes=path.stat().st_size,
+                sha256=file_sha256(path),
+                min_timestamp=closed.min_timestamp,
+                max_timestamp=closed.max_timestamp,
+            )
+            self.storage.put_file(object_key(self.backup_id, closed.key), path)
+        finally:
+            path.unlink(missing_ok=True)
+        return entry
+
+    def _wait_for_uploads(self) -> None:
+        uploads, self._uploads = self._uploads, []
+        for upload in uploads:
+            try:
+                self.segments.append(upload.result())
+            except CancelledError:
+                raise StorageError(
+                    f"uploading a segment of {self.topic}/{self.partition} was cancelled after another "
+                    "upload failed"
+                ) from None
 
     def finish(self) -> list[SegmentEntry]:
         """Flush and upload what is buffered; return every segment this writer uploaded."""
         self.roll()
+        self._wait_for_uploads()
         return self.segments
 
     def abort(self) -> None:

@@ -15,9 +15,11 @@ from kbackup.backup.plan import (
     resolve_source_cluster_id,
     select_topics,
 )
-from kbackup.backup.runner import uncovered_group_offsets
-from kbackup.backup.settings import TopicSelection
-from kbackup.core.errors import NotFoundError, PreconditionError
+from kbackup.backup.runner import BackupJob, BackupRun, uncovered_group_offsets
+from kbackup.backup.settings import BackupSettings, SourceSettings, TopicSelection
+from kbackup.backup.source import ClusterMetadata, TopicMetadata
+from kbackup.core.config import StorageSettings
+from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -171,3 +173,30 @@ def test_uncovered_group_offsets_names_each_offset_beyond_the_data() -> None:
 )
 def test_group_states_are_named_as_kafka_names_them(name: str | None, expected: str | None) -> None:
     assert kafka_state_name(name) == expected
+
+
+def _run_selecting(include: list[str]) -> BackupRun:
+    source = SourceSettings.model_validate(
+        {"bootstrap_servers": "localhost:1", "topics": {"include": include}}
+    )
+    job = BackupJob(
+        backup_id="b",
+        source=source,
+        storage=StorageSettings.model_validate({"path": "/nonexistent"}),
+        settings=BackupSettings(),
+    )
+    return BackupRun(job)
+
+
+def test_a_selected_topic_whose_metadata_stays_in_error_fails_the_first_look() -> None:
+    metadata = ClusterMetadata(
+        cluster_id="c",
+        topics={"orders": TopicMetadata(name="orders", partitions=1, replication_factor=1)},
+        unavailable={"payments": "LEADER_NOT_AVAILABLE"},
+    )
+    with pytest.raises(KafkaOperationError, match="payments") as caught:
+        _run_selecting(["orders", "payments"])._select(metadata, "localhost:1", first=True)
+    assert caught.value.retryable
+    # A later look of a follow run only warns, and an unselected broken topic never matters.
+    assert _run_selecting(["orders", "payments"])._select(metadata, "localhost:1", first=False) == ["orders"]
+    assert _run_selecting(["orders"])._select(metadata, "localhost:1", first=True) == ["orders"]
