@@ -1,17 +1,27 @@
 """The origin headers restore stamps on every record, and reading them back.
 
-Values are text: the cluster id and topic as UTF-8, numbers as ASCII decimal,
-so a console consumer with ``print.headers=true`` shows them readably. They
-come after the record's own headers; if a record carries a header of the
-same name more than once (a backup of a restored topic), the last one wins.
+The one definition of the header contract; restore writes it, the mapping,
+reset and drill stages read it, and docs/restore.md states it:
+
+- five headers, appended after the record's own headers, in this order:
+  ``x-kafka-backup-cluster``, ``x-kafka-backup-topic``, ``x-kafka-backup-partition``,
+  ``x-kafka-backup-offset``, ``x-kafka-backup-timestamp``;
+- cluster and topic are UTF-8 text; partition, offset and timestamp are ASCII
+  decimal integers (``b"0"``, ``b"12345"``, ``b"1763780100000"``; ``b"-1"`` for a
+  record without timestamp), so a console consumer with ``print.headers=true``
+  shows them readably;
+- any header of the record whose name starts with ``x-kafka-backup-`` (a backup of
+  an already restored topic) is dropped first: a restored record carries exactly
+  one set of origin headers, this restore's. Readers still let the last
+  occurrence of a name win, for topics written by other tools.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-HEADER_PREFIX = "x-kafka-backup-"
+ORIGIN_HEADER_PREFIX = "x-kafka-backup-"
 CLUSTER_HEADER = "x-kafka-backup-cluster"
 TOPIC_HEADER = "x-kafka-backup-topic"
 PARTITION_HEADER = "x-kafka-backup-partition"
@@ -26,7 +36,7 @@ AnyHeaders = Sequence[tuple[str, str | bytes | None]]
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a restored record came from."""
+    """Where a restored record came from, as its origin headers say."""
 
     cluster: str
     topic: str
@@ -35,26 +45,48 @@ class Origin:
     timestamp: int
 
 
-def origin_headers(origin: Origin) -> list[Header]:
+def encode_int(number: int) -> bytes:
+    return b"%d" % number
+
+
+def partition_headers(cluster: str, topic: str, partition: int) -> list[Header]:
+    """The three origin headers that are the same for every record of one source partition."""
     return [
-        (CLUSTER_HEADER, origin.cluster.encode()),
-        (TOPIC_HEADER, origin.topic.encode()),
-        (PARTITION_HEADER, str(origin.partition).encode()),
-        (OFFSET_HEADER, str(origin.offset).encode()),
-        (TIMESTAMP_HEADER, str(origin.timestamp).encode()),
+        (CLUSTER_HEADER, cluster.encode()),
+        (TOPIC_HEADER, topic.encode()),
+        (PARTITION_HEADER, encode_int(partition)),
     ]
 
 
+def origin_headers(origin: Origin) -> list[Header]:
+    """All five origin headers of one record, in their order."""
+    return [
+        *partition_headers(origin.cluster, origin.topic, origin.partition),
+        (OFFSET_HEADER, encode_int(origin.offset)),
+        (TIMESTAMP_HEADER, encode_int(origin.timestamp)),
+    ]
+
+
+def is_origin_header(name: str) -> bool:
+    return name.startswith(ORIGIN_HEADER_PREFIX)
+
+
+def without_origin_headers(headers: Iterable[Header]) -> list[Header]:
+    """The record's own headers, in order, minus any ``x-kafka-backup-*`` (replaced on restore)."""
+    return [header for header in headers if not is_origin_header(header[0])]
+
+
 def parse_origin(headers: AnyHeaders | None) -> Origin | None:
-    """The origin a record's headers name, or None if any of the five is missing or malformed."""
+    """The origin a record's headers name, or None if any of the five is missing or malformed.
+
+    If a name occurs more than once the last occurrence counts (restore appends its own last).
+    """
     if not headers:
         return None
     found: dict[str, bytes] = {}
-    for key, value in headers:
-        if key.startswith(HEADER_PREFIX) and value is not None:
-            found[key] = (
-                value.encode() if isinstance(value, str) else value
-            )  # later headers of the same name win
+    for name, value in headers:
+        if value is not None and is_origin_header(name):
+            found[name] = value.encode() if isinstance(value, str) else value
     try:
         return Origin(
             cluster=found[CLUSTER_HEADER].decode(),

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kbackup.core.logs import get_logger
+from kbackup.core.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS
 from kbackup.mapping import arrow_ranges
 from kbackup.mapping.mapping_file import ScannedPartition
 from kbackup.mapping.ranges import OffsetRange, merge_touching
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 log = get_logger("mapping.job")
 
 #: Origin header names in the order restore appends them, and the struct fields they are read into.
-ORIGIN_FIELDS = ("cluster", "topic", "partition", "offset", "timestamp")
-ORIGIN_HEADERS = tuple(f"x-kafka-backup-{field}" for field in ORIGIN_FIELDS)
+#: Column names for the five origin headers, in the order restore appends them.
+ORIGIN_FIELDS = tuple(name.removeprefix(ORIGIN_HEADER_PREFIX) for name in ORIGIN_HEADERS)
 
 #: Kafka consumer settings for a bulk sequential read, before the user's ``mapping.kafka_options``.
 READ_DEFAULTS = {

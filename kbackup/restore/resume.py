@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from kbackup.core.errors import KafkaOperationError
 from kbackup.core.kafka import KafkaClients, translate_kafka_error
 from kbackup.core.logs import get_logger
-from kbackup.restore.headers import parse_origin
+from kbackup.core.origin import parse_origin
 from kbackup.restore.plan import PartitionPlan
 
 log = get_logger("restore.resume")

@@ -38,15 +38,15 @@ from kbackup.core.errors import (
 from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
+from kbackup.core.origin import (
+    OFFSET_HEADER,
+    ORIGIN_HEADER_PREFIX,
+    TIMESTAMP_HEADER,
+    partition_headers,
+)
 from kbackup.core.progress import Progress
 from kbackup.format.layout import object_key
 from kbackup.format.segments import open_segment
-from kbackup.restore.headers import (
-    HEADER_OFFSET,
-    HEADER_TIMESTAMP,
-    ORIGIN_HEADER_PREFIX,
-    partition_headers,
-)
 from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
 from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
 from kbackup.restore.plan import PartitionPlan, RestorePlan
@@ -883,8 +883,8 @@ class Restorer:
                 record_headers: list[tuple[str, bytes | None]] | None = [
                     *headers,
                     *base,
-                    (HEADER_OFFSET, b"%d" % offset),
-                    (HEADER_TIMESTAMP, b"%d" % timestamp),
+                    (OFFSET_HEADER, b"%d" % offset),
+                    (TIMESTAMP_HEADER, b"%d" % timestamp),
                 ]
             else:
                 record_headers = headers or None
@@ -919,8 +919,8 @@ class Restorer:
                 cluster,
                 source_topic,
                 source_partition,
-                (HEADER_OFFSET, b"%d" % offset),
-                (HEADER_TIMESTAMP, b"%d" % timestamp),
+                (OFFSET_HEADER, b"%d" % offset),
+                (TIMESTAMP_HEADER, b"%d" % timestamp),
             ]
             try:
                 send(topic, value, key, partition=target, timestamp=timestamp, headers=headers)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.core.config import StorageSettings
+from kbackup.core.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS, parse_origin
 from kbackup.restore import service
-from kbackup.restore.headers import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS, parse_origin
 from kbackup.restore.runner import RestoreSummary
 from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster

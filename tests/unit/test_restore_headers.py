@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbackup.restore.headers import (
+from kbackup.core.origin import (
     ORIGIN_HEADERS,
     Origin,
     origin_headers,
@@ -12,7 +12,7 @@ from kbackup.restore.headers import (
 
 
 def test_origin_headers_are_five_in_order_with_ascii_decimal_numbers() -> None:
-    headers = origin_headers("prod-us-east-1", "orders", 2, 12345, 1763780100000)
+    headers = origin_headers(Origin("prod-us-east-1", "orders", 2, 12345, 1763780100000))
     assert headers == [
         ("x-kafka-backup-cluster", b"prod-us-east-1"),
         ("x-kafka-backup-topic", b"orders"),
@@ -24,11 +24,11 @@ def test_origin_headers_are_five_in_order_with_ascii_decimal_numbers() -> None:
 
 
 def test_a_record_without_timestamp_gets_minus_one() -> None:
-    assert origin_headers("c", "t", 0, 0, -1)[-1] == ("x-kafka-backup-timestamp", b"-1")
+    assert origin_headers(Origin("c", "t", 0, 0, -1))[-1] == ("x-kafka-backup-timestamp", b"-1")
 
 
 def test_utf8_topic_and_cluster_round_trip() -> None:
-    parsed = parse_origin(origin_headers("clüster", "t.ü", 0, 7, 9))
+    parsed = parse_origin(origin_headers(Origin("clüster", "t.ü", 0, 7, 9)))
     assert parsed == Origin("clüster", "t.ü", 0, 7, 9)
 
 
@@ -44,8 +44,8 @@ def test_existing_origin_headers_are_dropped_and_own_headers_kept_in_order() -> 
 
 
 def test_parse_origin_takes_the_last_occurrence_and_needs_all_five() -> None:
-    stale = origin_headers("old", "t", 0, 1, 1)
-    fresh = origin_headers("new", "u", 3, 99, 2)
+    stale = origin_headers(Origin("old", "t", 0, 1, 1))
+    fresh = origin_headers(Origin("new", "u", 3, 99, 2))
     assert parse_origin([("k", b"v"), *stale, *fresh]) == Origin("new", "u", 3, 99, 2)
     assert parse_origin(fresh[:4]) is None
     assert parse_origin(None) is None
