@@ -54,7 +54,7 @@ fails when this file is stale).
 One YAML file may hold the sections of several commands; each command reads
 the sections it needs and ignores the others. Files are validated before any
 network call: an unknown key, a wrong type or a value out of range is one
-error line naming the file and the key (exit code 2, see
+error line naming the file and the key (exit code 3, see
 [exit-codes.md](exit-codes.md)). Command-line options override the file.
 
 - `${NAME}` anywhere in a value is replaced by the environment variable
