@@ -8,6 +8,7 @@ missing required option, a bad value or an unknown command raises ``CliParseErro
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from dataclasses import dataclass
@@ -51,6 +52,11 @@ def command_lines(text: str, where: str) -> list[CliLine]:
                 break
         found.append(CliLine(f"{where}:{number}", words))
     return found
+
+
+def config_paths(args: list[str]) -> list[str]:
+    """The config files a command line reads (``-c`` / ``--config``)."""
+    return [value for flag, value in itertools.pairwise(args) if flag in ("-c", "--config")]
 
 
 class CliParseError(ValueError):

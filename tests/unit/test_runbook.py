@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbackup import config as config_module
-from tests.support.cli_lines import CliLine, command_lines, parse_cli
+from tests.support.cli_lines import CliLine, command_lines, config_paths, parse_cli
 
 RUNBOOK = Path(__file__).parents[2] / "docs" / "runbook.md"
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -65,11 +65,7 @@ def test_every_config_file_used_is_shown_and_valid(tmp_path: Path, monkeypatch: 
         path = tmp_path / name
         path.write_text(body)
         config_module.load(path)  # raises ConfigError naming the key
-    used = set()
-    for line in runbook_commands():
-        for flag, value in zip(line.args, line.args[1:], strict=False):
-            if flag in ("-c", "--config"):
-                used.add(value)
+    used = {path for line in runbook_commands() for path in config_paths(line.args)}
     assert used
     assert used <= set(configs), f"config files used but not shown: {used - set(configs)}"
 
