@@ -31,9 +31,12 @@ def doc_commands(path: Path) -> list[CliLine]:
     found: list[CliLine] = []
     for match in _FENCE.finditer(text):
         language, body = match.groups()
+        line = text[: match.start()].count("\n") + 1
         if language in ("bash", "sh", "shell"):
-            line = text[: match.start()].count("\n") + 1
             found += command_lines(body, f"{_name(path)}:{line}+")
+        elif language == "console":  # captured sessions: only the typed lines, after the prompt
+            typed = "\n".join(row[2:] for row in body.splitlines() if row.startswith("$ "))
+            found += command_lines(typed, f"{_name(path)}:{line}+")
     for span in _INLINE.finditer(_FENCE.sub("", text)):
         found += command_lines(" ".join(span.group(1).split()), f"{_name(path)} (inline)")
     return found
