@@ -137,6 +137,10 @@ def test_k8s_cronjob_runs_a_valid_backup_of_its_configmap(
     assert cfg.backup.scratch_dir in mounts
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
+    # The uid is the image's own non-root user (Dockerfile: useradd --uid N).
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    uid = int(re.search(r"useradd [^\n]*--uid (\d+)", dockerfile).group(1))  # type: ignore[union-attr]
+    assert pod["securityContext"]["runAsUser"] == uid
     assert cron_job["spec"]["concurrencyPolicy"] == "Forbid"
 
 
