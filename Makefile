@@ -49,8 +49,9 @@ $(INSTALLED): pyproject.toml
 jars: install ## Resolve Apache Kafka's jars from Maven Central into ~/.cache/kafka-backup (once)
 	$(BIN)/python -m kbackup.sandbox.jars
 
-docs: install ## Regenerate docs/cli.md from the CLI
+docs: install ## Regenerate docs/cli.md from the CLI and docs/configuration.md from the config models
 	$(BIN)/python -m kbackup.cli.reference > docs/cli.md
+	$(BIN)/python -m kbackup.cli.config_reference > docs/configuration.md
 
 clean: ## Remove the virtualenv and caches in the repo (not the jar cache)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

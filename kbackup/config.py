@@ -18,17 +18,30 @@ from kbackup.restore.settings import RestoreSettings, TargetSettings
 class KBackupConfig(StrictModel):
     """Everything a config file can say. Each command checks that the sections it needs are there."""
 
-    mode: Literal["backup", "restore", "offset-reset", "three-phase-restore", "drill"] | None = None
-    backup_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._=+@,-]{1,200}$")
-    source: SourceSettings | None = None
-    target: TargetSettings | None = None
-    storage: StorageSettings = Field(default_factory=StorageSettings)
-    backup: BackupSettings = Field(default_factory=BackupSettings)
-    restore: RestoreSettings = Field(default_factory=RestoreSettings)
-    mapping: MappingSettings = Field(default_factory=MappingSettings)
-    offset_reset: OffsetResetSettings = Field(default_factory=OffsetResetSettings)
-    three_phase: ThreePhaseSettings = Field(default_factory=ThreePhaseSettings)
-    drill: DrillSettings = Field(default_factory=DrillSettings)
+    mode: Literal["backup", "restore", "offset-reset", "three-phase-restore", "drill"] | None = Field(
+        default=None,
+        description="What the file is for (informative; every command reads the sections it needs).",
+    )
+    backup_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._=+@,-]{1,200}$",
+        description="Name of the backup in the storage location; `--backup-id` overrides it.",
+    )
+    source: SourceSettings | None = Field(default=None, description="The cluster backed up.")
+    target: TargetSettings | None = Field(default=None, description="The cluster restored to.")
+    storage: StorageSettings = Field(default_factory=StorageSettings, description="Where backups live.")
+    backup: BackupSettings = Field(default_factory=BackupSettings, description="How a backup is taken.")
+    restore: RestoreSettings = Field(default_factory=RestoreSettings, description="How a backup is replayed.")
+    mapping: MappingSettings = Field(
+        default_factory=MappingSettings, description="Where the Spark offset-mapping job runs."
+    )
+    offset_reset: OffsetResetSettings = Field(
+        default_factory=OffsetResetSettings, description="How consumer groups are moved."
+    )
+    three_phase: ThreePhaseSettings = Field(
+        default_factory=ThreePhaseSettings, description="The resumable three-phase restore."
+    )
+    drill: DrillSettings = Field(default_factory=DrillSettings, description="The disaster-recovery drill.")
 
 
 def load(path: str | Path) -> KBackupConfig:

@@ -32,27 +32,54 @@ class StrictModel(BaseModel):
 class KafkaSecurity(StrictModel):
     """Authentication and encryption; each key maps to the librdkafka property of the same name."""
 
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: str | None = None
-    ssl_certificate_location: str | None = None
-    ssl_key_location: str | None = None
-    ssl_key_password: SecretStr | None = None
-    ssl_endpoint_identification_algorithm: Literal["https", "none"] | None = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = Field(
+        default=None, description="librdkafka `security.protocol`; unset: PLAINTEXT."
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"] | None = (
+        Field(default=None, description="librdkafka `sasl.mechanism` (with a SASL_* protocol).")
+    )
+    sasl_username: str | None = Field(default=None, description="librdkafka `sasl.username`.")
+    sasl_password: SecretStr | None = Field(
+        default=None, description="librdkafka `sasl.password`; a secret: write `${ENV_VAR}`, never printed."
+    )
+    ssl_ca_location: str | None = Field(
+        default=None, description="librdkafka `ssl.ca.location`: PEM file of the CAs that signed the brokers."
+    )
+    ssl_certificate_location: str | None = Field(
+        default=None, description="librdkafka `ssl.certificate.location`: client certificate (mutual TLS)."
+    )
+    ssl_key_location: str | None = Field(
+        default=None, description="librdkafka `ssl.key.location`: the client certificate's private key."
+    )
+    ssl_key_password: SecretStr | None = Field(
+        default=None, description="librdkafka `ssl.key.password`; a secret, never printed."
+    )
+    ssl_endpoint_identification_algorithm: Literal["https", "none"] | None = Field(
+        default=None,
+        description="librdkafka `ssl.endpoint.identification.algorithm`: `none` skips the host name check.",
+    )
 
 
 class KafkaConnection(StrictModel):
     """How to reach one Kafka cluster."""
 
-    bootstrap_servers: list[str] = Field(min_length=1)
-    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
-    #: Any further librdkafka property, e.g. ``{"client.id": "backup-1"}``.
-    #: Values whose names look secret (password, secret, jaas, token) are held as secrets.
-    properties: dict[str, str | SecretStr] = Field(default_factory=dict)
-    #: Seconds to wait for the first answer of a broker before giving up.
-    connect_timeout_secs: float = Field(default=15.0, gt=0, le=3600)
+    bootstrap_servers: list[str] = Field(
+        min_length=1,
+        description="`host:port` of one or more brokers (a list, or one comma-separated string).",
+    )
+    security: KafkaSecurity = Field(
+        default_factory=KafkaSecurity, description="Authentication and encryption."
+    )
+    properties: dict[str, str | SecretStr] = Field(
+        default_factory=dict,
+        description=(
+            "Any further librdkafka property, e.g. `{client.id: backup-1}`. Values whose names look "
+            "secret (password, secret, jaas, token, credential, private key) are held as secrets."
+        ),
+    )
+    connect_timeout_secs: float = Field(
+        default=15.0, gt=0, le=3600, description="Seconds to wait for the first answer of a broker."
+    )
 
     @field_validator("bootstrap_servers", mode="before")
     @classmethod
@@ -112,22 +139,47 @@ class StorageSettings(StrictModel):
     accepted as well and turned into a URL.
     """
 
-    url: str | None = None
-    backend: StorageBackend | None = None
-    path: str | None = None
-    bucket: str | None = None
-    prefix: str | None = None
-    #: S3 endpoint for MinIO, moto or another S3-compatible service.
-    endpoint_url: str | None = Field(default=None, alias="endpoint_url")
-    region: str | None = None
-    access_key_id: SecretStr | None = None
-    secret_access_key: SecretStr | None = None
-    session_token: SecretStr | None = None
-    #: Server-side encryption: ``AES256`` or ``aws:kms`` (with ``sse_kms_key_id``).
-    sse: Literal["AES256", "aws:kms"] | None = None
-    sse_kms_key_id: str | None = None
-    #: Attempts per S3 request (with exponential backoff) before an error is reported.
-    max_attempts: int = Field(default=8, ge=1, le=50)
+    url: str | None = Field(
+        default=None,
+        description=(
+            "Where backups live: a folder (`./kafka-backups`, `file:///data/backups`) or "
+            "`s3://bucket/prefix`. Unset: built from the keys below, else `./kafka-backups`."
+        ),
+    )
+    backend: StorageBackend | None = Field(
+        default=None, description="Seed-tool form: `filesystem` (with `path`) or `s3` (with `bucket`)."
+    )
+    path: str | None = Field(default=None, description="Seed-tool form: the folder of a filesystem backend.")
+    bucket: str | None = Field(default=None, description="Seed-tool form: the S3 bucket.")
+    prefix: str | None = Field(default=None, description="Seed-tool form: the key prefix inside the bucket.")
+    endpoint_url: str | None = Field(
+        default=None,
+        alias="endpoint_url",
+        description="S3 endpoint for MinIO, moto or another S3-compatible service; unset: AWS.",
+    )
+    region: str | None = Field(default=None, description="S3 region; unset: the AWS default chain's region.")
+    access_key_id: SecretStr | None = Field(
+        default=None, description="S3 access key; unset: the AWS default credential chain. A secret."
+    )
+    secret_access_key: SecretStr | None = Field(
+        default=None, description="S3 secret key (with `access_key_id`). A secret, never printed."
+    )
+    session_token: SecretStr | None = Field(
+        default=None, description="S3 session token of temporary credentials. A secret."
+    )
+    sse: Literal["AES256", "aws:kms"] | None = Field(
+        default=None,
+        description=(
+            "Server-side encryption of every object written: `AES256` (SSE-S3) or `aws:kms` (SSE-KMS)."
+        ),
+    )
+    sse_kms_key_id: str | None = Field(
+        default=None,
+        description="KMS key id or ARN with `sse: aws:kms`; unset: the bucket's AWS-managed key.",
+    )
+    max_attempts: int = Field(
+        default=8, ge=1, le=50, description="Attempts per S3 request, with exponential backoff."
+    )
 
     model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
 

@@ -12,18 +12,41 @@ from kbackup.core.config import StrictModel
 class DrillSettings(StrictModel):
     """A disaster-recovery drill: restore under a prefix and prove every group's position."""
 
-    topic_prefix: str = "drill."
-    group_prefix: str = "drill."
-    report_path: str = "drill-report.json"
-    groups: list[str] = Field(default_factory=list)
+    topic_prefix: str = Field(
+        default="drill.", description="Source topic T is restored to the target as `topic_prefix + T`."
+    )
+    group_prefix: str = Field(
+        default="drill.", description="Source group G is moved on the target as `group_prefix + G`."
+    )
+    report_path: str = Field(
+        default="drill-report.json",
+        description="Where the JSON report is written (an HTML chart beside it); `--report` overrides it.",
+    )
+    groups: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Groups to drill; empty: `offset_reset.groups`, else every group in the backup's snapshot."
+        ),
+    )
 
 
 class ThreePhaseSettings(StrictModel):
     """The three-phase restore: restore, map, move the groups, verify."""
 
-    #: Where each phase's result is recorded, so an interrupted run continues where it stopped.
-    state_dir: str = "three-phase-state"
-    #: Build the Spark offset mapping always (re-read counts for every topic), or only when repartitioned.
-    build_mapping: Literal["always", "when-needed"] = "always"
-    #: Target group of source group G: ``group_prefix + G``.
-    group_prefix: str = ""
+    state_dir: str = Field(
+        default="three-phase-state",
+        description=(
+            "Where each phase's result is recorded, so an interrupted run continues where it "
+            "stopped; `--state-dir` overrides it."
+        ),
+    )
+    build_mapping: Literal["always", "when-needed"] = Field(
+        default="always",
+        description=(
+            "Build the Spark offset mapping always (re-read counts for every topic), or only when a "
+            "topic was repartitioned."
+        ),
+    )
+    group_prefix: str = Field(
+        default="", description="Source group G is moved on the target as `group_prefix + G`."
+    )

@@ -26,8 +26,10 @@ def check_topic_name(name: str) -> str:
 class OffsetRange(StrictModel):
     """Source offsets to restore of one partition: ``start <= offset < end`` (either side open)."""
 
-    start: int | None = Field(default=None, ge=0)
-    end: int | None = Field(default=None, ge=0)
+    start: int | None = Field(
+        default=None, ge=0, description="First source offset restored; unset: the first."
+    )
+    end: int | None = Field(default=None, ge=0, description="Source offset where the range ends (exclusive).")
 
     @model_validator(mode="after")
     def _ordered(self) -> OffsetRange:
@@ -44,54 +46,114 @@ class RestoreSettings(StrictModel):
     topic name, as the backup knows it, whatever ``topic_mapping`` renames it to.
     """
 
-    #: Stamp x-kafka-backup-* origin headers on every restored record.
-    include_original_offset_header: bool = True
-    #: Rename topics: ``{source_topic: target_topic}``.
-    topic_mapping: dict[str, str] = Field(default_factory=dict)
-    #: Create target topics that do not exist (with the source's partition count and configs).
-    create_topics: bool = True
-    #: Give created topics the source topic's configs (those that were not broker defaults).
-    copy_topic_configs: bool = True
-    #: Topic configs never copied to created topics (besides those Kafka 4 no longer knows).
-    exclude_topic_configs: list[str] = Field(default_factory=list)
-    #: Replication factor of created topics; unset: the target broker's default.
-    replication_factor: int | None = Field(default=None, ge=1, le=32)
+    include_original_offset_header: bool = Field(
+        default=True, description="Stamp `x-kafka-backup-*` origin headers on every restored record."
+    )
+    topic_mapping: dict[str, str] = Field(
+        default_factory=dict, description="Rename topics: `{source_topic: target_topic}`."
+    )
+    create_topics: bool = Field(
+        default=True,
+        description="Create target topics that do not exist (with the source's partition count and configs).",
+    )
+    copy_topic_configs: bool = Field(
+        default=True,
+        description="Give created topics the source topic's configs (those that were not broker defaults).",
+    )
+    exclude_topic_configs: list[str] = Field(
+        default_factory=list,
+        description="Topic configs never copied to created topics (besides those Kafka 4 no longer knows).",
+    )
+    replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        le=32,
+        description="Replication factor of created topics; unset: the target's default.",
+    )
 
-    #: Source topics to restore: full-match regular expressions (a plain name matches itself). Empty: all.
-    topics: list[str] = Field(default_factory=list)
-    #: Source partitions to restore per source topic (others of that topic are skipped).
-    partitions: dict[str, list[int]] = Field(default_factory=dict)
-    #: Explicit routing ``{source_topic: {source_partition: target_partition}}``; unlisted partitions keep p.
-    partition_mapping: dict[str, dict[int, int]] = Field(default_factory=dict)
-    #: Repartition by key (Kafka's murmur2) where source and target partition counts differ:
-    #: true for every topic, or a list of source topics.
-    repartition: bool | list[str] = False
-    #: Partition count of topics the restore creates, per source topic (default: the source's count).
-    target_partitions: dict[str, int] = Field(default_factory=dict)
-    #: Only records with ``time_window_start <= timestamp < time_window_end``: epoch ms or ISO-8601
-    #: (a time without a zone is UTC).
-    time_window_start: int | None = None
-    time_window_end: int | None = None
-    #: Source offset ranges ``{source_topic: {partition: {start, end}}}`` (end exclusive).
-    offset_ranges: dict[str, dict[int, OffsetRange]] = Field(default_factory=dict)
+    topics: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Source topics to restore: full-match regular expressions "
+            "(a plain name matches itself). Empty: all."
+        ),
+    )
+    partitions: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="Source partitions to restore per source topic (others of that topic are skipped).",
+    )
+    partition_mapping: dict[str, dict[int, int]] = Field(
+        default_factory=dict,
+        description=(
+            "Explicit routing `{source_topic: {source_partition: target_partition}}`; unlisted "
+            "partitions keep their number."
+        ),
+    )
+    repartition: bool | list[str] = Field(
+        default=False,
+        description=(
+            "Repartition by key (Kafka's murmur2) where source and target partition counts differ: "
+            "true for every topic, or a list of source topics."
+        ),
+    )
+    target_partitions: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "Partition count of topics the restore creates, per source topic (default: the source's)."
+        ),
+    )
+    time_window_start: int | None = Field(
+        default=None,
+        description="Only records with a timestamp at or after this: epoch ms or ISO-8601 (no zone: UTC).",
+    )
+    time_window_end: int | None = Field(
+        default=None,
+        description="Only records with a timestamp before this: epoch ms or ISO-8601 (no zone: UTC).",
+    )
+    offset_ranges: dict[str, dict[int, OffsetRange]] = Field(
+        default_factory=dict,
+        description="Source offset ranges `{source_topic: {partition: {start, end}}}` (end exclusive).",
+    )
 
-    #: Records and progress committed together in Kafka transactions on the target.
-    #: ``auto``: when the target can run transactions, else the idempotent mode (with a warning).
-    exactly_once: bool | Literal["auto"] = "auto"
-    #: A transaction is committed after this many records ...
-    transaction_max_records: int = Field(default=200_000, ge=1)
-    #: ... or this many milliseconds, whichever comes first.
-    transaction_max_ms: int = Field(default=2_000, ge=10)
-    #: Compacted topic on the target holding each restore's progress (exactly-once mode).
-    progress_topic: str = DEFAULT_PROGRESS_TOPIC
-    #: Check every selected segment's SHA-256 before the first record is produced (reads the
-    #: selection twice; turn off for huge backups: each segment is still checked before its records
-    #: are produced, but a corrupt later segment then stops the restore midway).
-    verify_checksums: bool = True
-    #: Seconds to wait for committed progress, a transaction coordinator, or delivery of the last records.
-    timeout_secs: float = Field(default=120, gt=0, le=3600)
-    #: librdkafka properties for the restore's producer, over kafka-backup's throughput defaults.
-    producer_properties: dict[str, str] = Field(default_factory=dict)
+    exactly_once: bool | Literal["auto"] = Field(
+        default="auto",
+        description=(
+            "Records and progress committed together in Kafka transactions on the target. `auto`: when "
+            "the target can run transactions, else the idempotent mode (with a warning)."
+        ),
+    )
+    transaction_max_records: int = Field(
+        default=200_000, ge=1, description="A transaction is committed after this many records ..."
+    )
+    transaction_max_ms: int = Field(
+        default=2_000, ge=10, description="... or this many milliseconds, whichever comes first."
+    )
+    progress_topic: str = Field(
+        default=DEFAULT_PROGRESS_TOPIC,
+        description="Compacted topic on the target holding each restore's progress (exactly-once mode).",
+    )
+    verify_checksums: bool = Field(
+        default=True,
+        description=(
+            "Check every selected segment's SHA-256 before the first record is produced (reads the "
+            "selection twice; off: each segment is still checked before its records are produced)."
+        ),
+    )
+    timeout_secs: float = Field(
+        default=120,
+        gt=0,
+        le=3600,
+        description=(
+            "Seconds to wait for committed progress, a "
+            "transaction coordinator, or delivery of the last records."
+        ),
+    )
+    producer_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "librdkafka properties for the restore's producer, over kafka-backup's throughput defaults."
+        ),
+    )
 
     @field_validator("time_window_start", "time_window_end", mode="before")
     @classmethod
