@@ -82,7 +82,12 @@ def test_source_broker_restarted_during_a_backup(unique_name: str, tmp_path: Pat
                     "source": {
                         "bootstrap_servers": [cluster.bootstrap_servers],
                         "topics": {"include": [topic]},
-                        "properties": {"max.partition.fetch.bytes": 100, "fetch.max.bytes": 1000},
+                        "properties": {
+                            "max.partition.fetch.bytes": 100,
+                            "fetch.max.bytes": 1000,
+                            "message.max.bytes": 1000,
+                            "queued.min.messages": 1,
+                        },
                     },
                     "storage": {"url": str(store)},
                     "backup": {"segment_max_records": 500, "stall_timeout_secs": 60},
