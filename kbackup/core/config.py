@@ -126,8 +126,14 @@ class StorageSettings(StrictModel):
     #: Server-side encryption: ``AES256`` or ``aws:kms`` (with ``sse_kms_key_id``).
     sse: Literal["AES256", "aws:kms"] | None = None
     sse_kms_key_id: str | None = None
-    #: Attempts per S3 request (with exponential backoff) before an error is reported.
+    #: Attempts per S3 request inside botocore (its "standard" retry mode: throttling
+    #: answers back off from 1 s, connection errors and 5xx only from 50 ms).
     max_attempts: int = Field(default=8, ge=1, le=50)
+    #: How long a failing S3 request is tried again (connection refused or reset, 5xx,
+    #: throttling) before the run fails with a storage error. botocore's own retries for
+    #: a connection error span a few seconds at most; this outer loop, with exponential
+    #: backoff from 0.5 s to 10 s, lets a run ride out an endpoint restart. 0 turns it off.
+    retry_timeout_secs: float = Field(default=120, ge=0, le=3600)
 
     model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
 

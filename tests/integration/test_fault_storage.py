@@ -4,7 +4,7 @@ moto's server forgets every object when stopped, so the outage is made by a
 proxy between kafka-backup and the server (``tests.support.faulty_proxy``):
 it resets every connection (endpoint down) or answers ``503 SlowDown``
 (throttling), then passes traffic again. A short outage is ridden out by
-botocore's bounded retries with backoff (``storage.max_attempts``); one that
+bounded retries with backoff (``storage.retry_timeout_secs``); one that
 outlasts them ends the run with a StorageError (exit 7) that names the
 endpoint, no manifest ever lists a missing or partial object, and the same
 command run again completes.
@@ -42,7 +42,10 @@ from tests.support.s3server import S3Server
 
 pytestmark = pytest.mark.slow
 
-OUTAGE_SECS = 3.0
+#: Longer than botocore's own retries cover for a connection error (at most 6.35 s over 8 attempts).
+OUTAGE_SECS = 8.0
+#: storage.retry_timeout_secs of the runs that must give up (the default is 120 s).
+GIVE_UP_SECS = 5.0
 PARTITIONS = 3
 RECORDS = 30_000
 
@@ -55,13 +58,13 @@ def proxy(s3_server: S3Server) -> Iterator[FaultyProxy]:
 
 
 def storage_section(
-    s3_server: S3Server, proxy: FaultyProxy, prefix: str, max_attempts: int
+    s3_server: S3Server, proxy: FaultyProxy, prefix: str, retry_timeout_secs: float | None
 ) -> dict[str, Any]:
-    return {
-        **s3_server.storage_settings(TEST_BUCKET, prefix),
-        "endpoint_url": proxy.endpoint_url,
-        "max_attempts": max_attempts,
-    }
+    """Through the proxy; ``retry_timeout_secs`` None keeps the default a user gets."""
+    section = {**s3_server.storage_settings(TEST_BUCKET, prefix), "endpoint_url": proxy.endpoint_url}
+    if retry_timeout_secs is not None:
+        section["retry_timeout_secs"] = retry_timeout_secs
+    return section
 
 
 def direct_storage(s3_server: S3Server, prefix: str) -> Storage:
@@ -94,7 +97,7 @@ def backup_setup(
     proxy: FaultyProxy,
     tmp_path: Path,
     topic: str,
-    attempts: int,
+    retry_timeout_secs: float | None,
 ) -> tuple[list[str], str]:
     create_topic(cluster, topic, partitions=PARTITIONS)
     records = [
@@ -109,7 +112,7 @@ def backup_setup(
             {
                 "backup_id": "outage",
                 "source": {"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
-                "storage": storage_section(s3_server, proxy, prefix, attempts),
+                "storage": storage_section(s3_server, proxy, prefix, retry_timeout_secs),
                 "backup": {"segment_max_records": 300, "scratch_dir": str(tmp_path / "scratch")},
             }
         )
@@ -131,7 +134,9 @@ def test_backup_rides_out_a_short_storage_outage(
     tmp_path: Path,
     mode: Mode,
 ) -> None:
-    command, prefix = backup_setup(source_cluster, s3_server, proxy, tmp_path, unique_name, attempts=8)
+    command, prefix = backup_setup(
+        source_cluster, s3_server, proxy, tmp_path, unique_name, retry_timeout_secs=None
+    )
     process = start(command)
     try:
         wait_for(lambda: first_segment_stored(s3_server, prefix), "the first segment", process=process)
@@ -155,7 +160,9 @@ def test_backup_fails_clearly_when_storage_stays_down_and_a_rerun_completes(
     unique_name: str,
     tmp_path: Path,
 ) -> None:
-    command, prefix = backup_setup(source_cluster, s3_server, proxy, tmp_path, unique_name, attempts=3)
+    command, prefix = backup_setup(
+        source_cluster, s3_server, proxy, tmp_path, unique_name, retry_timeout_secs=GIVE_UP_SECS
+    )
     process = start(command)
     try:
         wait_for(lambda: first_segment_stored(s3_server, prefix), "the first segment", process=process)
@@ -169,6 +176,7 @@ def test_backup_fails_clearly_when_storage_stays_down_and_a_rerun_completes(
             process.wait(30)
     assert process.returncode == StorageError.exit_code, err
     assert proxy.endpoint_url in err, err
+    assert "still failing after" in err, err
     assert "Traceback" not in err
     proxy.set_mode("forward")
     storage = direct_storage(s3_server, prefix)
@@ -195,14 +203,14 @@ def test_exactly_once_restore_through_storage_outages(
         if path.is_file():
             client.upload_file(str(path), TEST_BUCKET, f"{prefix}/{path.relative_to(tmp_path / 'local')}")
 
-    def command(attempts: int) -> list[str]:
-        config = tmp_path / f"restore-{attempts}.yaml"
+    def command(retry_timeout_secs: float | None) -> list[str]:
+        config = tmp_path / f"restore-{retry_timeout_secs}.yaml"
         config.write_text(
             yaml.safe_dump(
                 {
                     "backup_id": "crash",
                     "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                    "storage": storage_section(s3_server, proxy, prefix, attempts),
+                    "storage": storage_section(s3_server, proxy, prefix, retry_timeout_secs),
                     "restore": {"transaction_max_records": 2000},
                 }
             )
@@ -218,7 +226,7 @@ def test_exactly_once_restore_through_storage_outages(
     )
     try:
         # 1. The endpoint goes down for good mid-restore: a clear storage error once the retries are spent.
-        process = start(command(attempts=2))
+        process = start(command(retry_timeout_secs=GIVE_UP_SECS))
         try:
             wait_for(
                 lambda: landed(probe, topic, SOURCE_PARTITIONS) >= 5_000, "5,000 records", process=process
@@ -233,13 +241,14 @@ def test_exactly_once_restore_through_storage_outages(
         print(f"first run: exit {process.returncode} after {stopped_at} records landed: {err.strip()}")
         assert process.returncode == StorageError.exit_code, err
         assert proxy.endpoint_url in err
+        assert "still failing after" in err, err
         assert stopped_at < sum(len(r) for r in expected.values()), "the restore ended before the outage"
 
         # 2. The same command again, through a throttling spell at its start and a short outage
         #    mid-way: bounded retries ride them out and the target ends with each record once.
         faults_before = proxy.faults_served
         proxy.set_mode("busy")
-        process = start(command(attempts=8))
+        process = start(command(retry_timeout_secs=None))
         try:
             time.sleep(OUTAGE_SECS)
             proxy.set_mode("forward")
