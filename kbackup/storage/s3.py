@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import boto3
+from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -106,24 +107,25 @@ class S3Storage(Storage):
         """
         started = time.monotonic()
         delay = RETRY_FIRST_DELAY_SECS
-        attempts = 0
         while True:
-            attempts += 1
             try:
                 return request()
             except (ClientError, BotoCoreError) as exc:
                 error = self._error(exc, action, key)
-            except Exception as exc:  # boto3's S3UploadFailedError wraps the ClientError
-                if not isinstance(exc.__cause__, ClientError | BotoCoreError):
-                    raise
-                error = self._error(exc.__cause__, action, key)
+            except Boto3Error as exc:
+                # upload_file/download_file wrap a ClientError (S3UploadFailedError, raised while
+                # handling it) or give up on their own (RetriesExceededError): report the inner error.
+                inner = exc.__cause__ or exc.__context__
+                known = inner if isinstance(inner, ClientError | BotoCoreError) else exc
+                error = self._error(known, action, key)
             elapsed = time.monotonic() - started
             if not error.retryable or elapsed + delay > self.retry_timeout_secs:
-                if attempts > 1:
+                if error.retryable:
                     error = StorageError(
-                        f"{error.message} (still failing after {attempts} tries over {elapsed:.0f}s)",
+                        f"{error.message} (still failing after {elapsed:.0f}s of retries; "
+                        f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
                         hint=error.hint,
-                        retryable=error.retryable,
+                        retryable=True,
                     )
                 raise error
             log.warning("%s; trying again in %.1fs", error.message, delay)
