@@ -155,11 +155,7 @@ class S3Storage(Storage):
         )
 
     def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
-        tries = 0
-
         def put_once() -> bool:
-            nonlocal tries
-            tries += 1
             try:
                 self._client.put_object(
                     Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*", **self._extra_args
@@ -167,8 +163,9 @@ class S3Storage(Storage):
             except ClientError as exc:
                 if str(exc.response.get("Error", {}).get("Code")) not in ("PreconditionFailed", "412"):
                     raise
-                # After a failed try the object may be ours: that try was stored, its answer lost.
-                return tries > 1 and self._read(key) == data
+                # The object exists. It is ours if a try (ours or botocore's) was stored but its
+                # answer was lost; only different bytes mean another writer got there first.
+                return self._read(key) == data
             return True
 
         return self._call("write", key, put_once)

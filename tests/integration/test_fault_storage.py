@@ -267,3 +267,18 @@ def test_exactly_once_restore_through_storage_outages(
     finally:
         probe.close()
     check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed=0)
+
+
+def test_a_manifest_write_whose_answer_was_lost_is_not_taken_for_another_runs(
+    s3_server: S3Server, proxy: FaultyProxy
+) -> None:
+    prefix = f"lost-answer-{uuid.uuid4().hex[:8]}"
+    settings = StorageSettings.model_validate(storage_section(s3_server, proxy, prefix, None))
+    storage = open_storage(settings)
+    key = "b1/manifests/00000000.json"
+    proxy.set_mode("lose-answer")  # the write is stored, its answer never arrives; the client retries
+    assert storage.put_bytes_if_absent(key, b'{"increment": 0, "run": "mine"}')
+    assert proxy.faults_served == 1
+    assert direct_storage(s3_server, prefix).get_bytes(key) == b'{"increment": 0, "run": "mine"}'
+    # Another run's manifest in the same place is still refused.
+    assert not storage.put_bytes_if_absent(key, b'{"increment": 0, "run": "theirs"}')

@@ -7,7 +7,10 @@ here instead, between the client and a server that keeps its state:
 - ``reset``: every connection is accepted and reset at once, as when the endpoint is down
   or a load balancer drops connections (botocore sees a connection error);
 - ``busy``: every request is answered ``503 SlowDown`` and the connection closed, as S3
-  answers when it throttles.
+  answers when it throttles;
+- ``lose-answer`` (once): the next connection's request reaches the server, its answer is
+  dropped and the connection cut; then the proxy forwards again. The client cannot tell
+  whether the request was applied.
 
 Switching away from ``forward`` also cuts the connections already open, so a
 client's pooled keep-alive connections meet the outage too.
@@ -22,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
-Mode = Literal["forward", "reset", "busy"]
+Mode = Literal["forward", "reset", "busy", "lose-answer"]
 
 SLOW_DOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -76,6 +79,8 @@ class FaultyProxy:
                 mode = self.mode
                 if mode != "forward":
                     self.faults_served += 1
+                if mode == "lose-answer":
+                    self.mode = "forward"
             if mode == "reset":
                 # SO_LINGER 0: close sends RST, the client sees "connection reset by peer".
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -83,7 +88,8 @@ class FaultyProxy:
             elif mode == "busy":
                 threading.Thread(target=self._answer_busy, args=(client,), daemon=True).start()
             else:
-                threading.Thread(target=self._forward, args=(client,), daemon=True).start()
+                lose = mode == "lose-answer"
+                threading.Thread(target=self._forward, args=(client, lose), daemon=True).start()
 
     def _answer_busy(self, client: socket.socket) -> None:
         with client:
@@ -97,7 +103,7 @@ class FaultyProxy:
                     received += chunk
                 client.sendall(SLOW_DOWN_RESPONSE)
 
-    def _forward(self, client: socket.socket) -> None:
+    def _forward(self, client: socket.socket, lose_answer: bool = False) -> None:
         try:
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=10)
         except OSError:
@@ -106,7 +112,8 @@ class FaultyProxy:
         upstream.settimeout(None)
         with self._lock:
             self._open.update((client, upstream))
-        pump = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
+        answer = self._drop if lose_answer else self._pump
+        pump = threading.Thread(target=answer, args=(upstream, client), daemon=True)
         pump.start()
         self._pump(client, upstream)
         pump.join()
@@ -114,6 +121,25 @@ class FaultyProxy:
             self._open.difference_update((client, upstream))
         client.close()
         upstream.close()
+
+    @staticmethod
+    def _drop(upstream: socket.socket, client: socket.socket) -> None:
+        """Wait for the server's final answer, throw it away and cut both connections.
+
+        A ``100 Continue`` is passed on, so the client sends its body and the server
+        applies the request (botocore sends S3 uploads with ``Expect: 100-continue``).
+        """
+        with contextlib.suppress(OSError):
+            while chunk := upstream.recv(65536):
+                if not chunk.startswith(b"HTTP/1.1 100"):
+                    break
+                interim, _, rest = chunk.partition(b"\r\n\r\n")
+                if rest:
+                    break  # the final answer came in the same read
+                client.sendall(interim + b"\r\n\r\n")
+        for sock in (client, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     @staticmethod
     def _pump(source: socket.socket, sink: socket.socket) -> None:
