@@ -1,4 +1,4 @@
-"""Backup and exactly-once restore killed with SIGKILL at >= 10 random points per run, then run again.
+"""Backup, exactly-once restore and three-phase restore SIGKILLed at >= 10 random points, then run again.
 
 Kill points mix named crash points (``KBACKUP_CRASH_AT``, at a random
 occurrence: the n-th uploaded segment, the n-th transaction), random times
@@ -25,6 +25,9 @@ from tests.integration.test_restore_crash import (
     check_exactly_once,
     landed,
 )
+from tests.integration.test_three_phase import check_final_state as check_three_phase_state
+from tests.integration.test_three_phase import fill_and_back_up
+from tests.integration.test_three_phase import write_config as write_three_phase_config
 from tests.support.backup_io import read_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.kill_loop import KillPoint, fault_seed, run_and_kill
@@ -165,3 +168,44 @@ def test_exactly_once_restore_killed_at_random_points_holds_each_record_once_in_
     )
     assert final.returncode == 0, f"seed {seed}: {final.stderr}"
     check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed)
+
+
+def test_three_phase_restore_killed_at_random_points_ends_exact(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    seed, chooser = fault_seed()
+    topic = f"{unique_name}-orders"
+    store = tmp_path / "store"
+    source_id = fill_and_back_up(source_cluster, topic, store)
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    command = [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--json"]
+    # In the restore phase (300 records in a handful of transactions): after the next
+    # transaction, or at a random early time; then in each later phase, in order, repeated a
+    # random number of times where a re-run passes the point again. Every point is reached,
+    # so every run is killed.
+    points = [
+        KillPoint(crash_at="restore:after-transaction@1")
+        if chooser.random() < 0.75
+        else KillPoint(after_seconds=round(chooser.uniform(0.5, 2.0), 2))
+        for _ in range(chooser.randint(3, 4))
+    ]
+    for point, repeats in [
+        ("three-phase:after-restore", chooser.randint(2, 3)),
+        ("three-phase:after-mapping", chooser.randint(2, 3)),
+        ("three-phase:after-plan", chooser.randint(1, 2)),
+        ("reset:after-first-group", 1),
+        ("three-phase:verified", 1),
+    ]:
+        points += [KillPoint(crash_at=point)] * repeats
+    outcomes: list[str] = []
+    for point in points:
+        outcome = run_and_kill(command, point, cwd=REPO)
+        assert outcome.killed, f"seed {seed}, {point}: exit {outcome.returncode} {outcome.stderr[-2000:]}"
+        outcomes.append("killed")
+        print(f"run {len(outcomes)}: {point} -> killed")
+    assert len(outcomes) >= KILLS_WANTED
+
+    final = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert final.returncode == 0, f"seed {seed}: {final.stderr[-3000:]}"
+    assert json.loads(final.stdout)["phases"]["reset"]["records_reread"] == 0
+    check_three_phase_state(target_cluster, topic, source_id, tmp_path / "state")
