@@ -34,6 +34,7 @@ from kbackup.backup.records import messages_to_batch
 from kbackup.backup.writer_thread import WriterThread
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError
+from kbackup.core.faults import crash_point
 from kbackup.core.kafka import translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.format.layout import new_run_id
@@ -358,6 +359,7 @@ class Copier:
             read = self._take_messages(messages)
         if read:
             self._last_activity = now
+            crash_point("backup:batch-read")
         else:
             self._check_stall(now)
         self.records_read += read

@@ -155,11 +155,13 @@ def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> 
     report.increments = len(backup.manifests)
     report.records = backup.total_records()
     check_manifests(backup, report)
-    listed = check_objects(storage, backup, report)
+    listed, unsound = check_objects(storage, backup, report)
     find_orphans(storage, backup_id, listed, report)
     if deep:
         for manifest in backup.manifests:
             for segment in manifest.segments:
+                if object_key(backup_id, segment.key) in unsound:
+                    continue  # already named as missing or of the wrong size: one problem, one line
                 report.errors.extend(
                     check_segment_contents(storage, backup_id, segment, backup.source_cluster)
                 )
@@ -260,10 +262,11 @@ def check_segment_entry(name: str, segment: SegmentEntry, report: ValidationRepo
         report.errors.append(f"{name}: segment {segment.key} has a malformed sha256")
 
 
-def check_objects(storage: Storage, backup: Backup, report: ValidationReport) -> set[str]:
-    """Every listed segment is stored with its size; returns the listed object keys."""
+def check_objects(storage: Storage, backup: Backup, report: ValidationReport) -> tuple[set[str], set[str]]:
+    """Every listed segment is stored with its size; returns the listed keys and those that are not."""
     stored = {info.key: info.size for info in storage.list(f"{backup.backup_id}/{DATA_FOLDER}/")}
     listed = set()
+    unsound = set()
     for manifest in backup.manifests:
         for segment in manifest.segments:
             key = object_key(backup.backup_id, segment.key)
@@ -271,12 +274,14 @@ def check_objects(storage: Storage, backup: Backup, report: ValidationReport) ->
             size = stored.get(key)
             if size is None:
                 report.errors.append(f"segment {key} (increment {manifest.increment}) is missing")
+                unsound.add(key)
             elif size != segment.size_bytes:
                 report.errors.append(
                     f"segment {key} has {size} bytes, "
                     f"increment {manifest.increment} says {segment.size_bytes}"
                 )
-    return listed
+                unsound.add(key)
+    return listed, unsound
 
 
 def find_orphans(storage: Storage, backup_id: str, listed: set[str], report: ValidationReport) -> None:

@@ -38,6 +38,7 @@ from kbackup.backup.settings import BackupSettings, SourceSettings
 from kbackup.backup.source import ClusterMetadata, SourceCluster
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, NotFoundError
+from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients, check_client_properties
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress, ProgressTask
@@ -539,6 +540,7 @@ class _Committer:
             consumer_groups=groups,
         )
         key = commit_manifest(self.storage, manifest)
+        crash_point("backup:after-manifest")
         self.copier.after_commit(entries)
         state.committed(manifest)
         self.started_at = utc_now_iso()

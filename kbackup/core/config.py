@@ -178,7 +178,23 @@ class StorageSettings(StrictModel):
         description="KMS key id or ARN with `sse: aws:kms`; unset: the bucket's AWS-managed key.",
     )
     max_attempts: int = Field(
-        default=8, ge=1, le=50, description="Attempts per S3 request, with exponential backoff."
+        default=8,
+        ge=1,
+        le=50,
+        description=(
+            "Attempts per S3 request inside botocore (its standard retry mode), with exponential backoff."
+        ),
+    )
+    # botocore's own retries for a connection error span a few seconds at most; this outer
+    # loop, with exponential backoff from 0.5 s to 10 s, lets a run ride out an endpoint restart.
+    retry_timeout_secs: float = Field(
+        default=120,
+        ge=0,
+        le=3600,
+        description=(
+            "How long a failing S3 request (connection refused or reset, 5xx, throttling) is tried "
+            "again before the run fails with a storage error; 0 turns it off."
+        ),
     )
 
     model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)

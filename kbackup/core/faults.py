@@ -2,18 +2,49 @@
 
 ``KBACKUP_CRASH_AT=<name>[,<name>...]`` makes the process SIGKILL itself when it
 reaches a point of that name: no cleanup, no flush, exactly like a power
-loss. Unset (always, outside tests) it costs one dictionary lookup.
+loss. ``<name>@<n>`` waits for the n-th time the point is reached, so a test
+can pick a random moment among many (the 7th uploaded segment, the 3rd
+transaction). Unset (always, outside tests) it costs one dictionary lookup.
+
+Crash points in the code:
+
+- ``backup:batch-read`` after each consumed batch is buffered;
+- ``backup:segment-uploaded`` after each segment object is stored (on the upload thread);
+- ``backup:before-manifest`` when every segment of an increment is stored, before its manifest;
+- ``backup:after-manifest`` after the manifest is written, before the run records that it was;
+- ``restore:after-transaction`` after each committed restore transaction;
+- ``reset:after-first-group`` and the ``three-phase:*`` points of the drill.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
+from collections import Counter
 
 ENVIRONMENT_VARIABLE = "KBACKUP_CRASH_AT"
+
+_reached: Counter[str] = Counter()
+_lock = threading.Lock()  # segment uploads reach their point on a background thread
+
+
+def _wanted_occurrence(wanted: str, name: str) -> int | None:
+    for item in wanted.split(","):
+        point, _, occurrence = item.strip().partition("@")
+        if point == name:
+            return int(occurrence) if occurrence else 1
+    return None
 
 
 def crash_point(name: str) -> None:
     wanted = os.environ.get(ENVIRONMENT_VARIABLE)
-    if wanted and name in wanted.split(","):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if not wanted:
+        return
+    occurrence = _wanted_occurrence(wanted, name)
+    if occurrence is None:
+        return
+    with _lock:
+        _reached[name] += 1
+        if _reached[name] >= occurrence:
+            os.kill(os.getpid(), signal.SIGKILL)

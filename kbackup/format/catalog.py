@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError
+from kbackup.core.faults import crash_point
 from kbackup.format.layout import (
     MANIFESTS_FOLDER,
     check_backup_id,
@@ -190,6 +191,7 @@ def commit_manifest(storage: Storage, manifest: Manifest) -> str:
     Refuses (PreconditionError) if another run already committed this increment.
     """
     check_segments_stored(storage, manifest.backup_id, manifest.segments)
+    crash_point("backup:before-manifest")
     key = manifest_key(manifest.backup_id, manifest.increment)
     if not storage.put_bytes_if_absent(key, manifest.to_json_bytes()):
         raise PreconditionError(

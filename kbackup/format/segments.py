@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kbackup.core.errors import BackupIntegrityError, StorageError
+from kbackup.core.faults import crash_point
 from kbackup.format.layout import object_key, segment_key
 from kbackup.format.manifest import SegmentEntry
 from kbackup.format.schema import RECORD_SCHEMA
@@ -334,6 +335,7 @@ class PartitionSegmentWriter:
                 max_timestamp=closed.max_timestamp,
             )
             self.storage.put_file(object_key(self.backup_id, closed.key), path)
+            crash_point("backup:segment-uploaded")
         finally:
             path.unlink(missing_ok=True)
         return entry

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
+from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
+from kbackup.core.logs import get_logger
 from kbackup.storage.base import ObjectInfo, Storage, check_key
+
+log = get_logger("storage.s3")
+T = TypeVar("T")
 
 #: Uploads above this size go in parts, so memory stays bounded whatever the segment size.
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
+#: Error codes S3 and S3-compatible stores send when they ask the client to slow down or retry.
+_TRANSIENT_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable"}
+#: Backoff of the outer retry loop (``storage.retry_timeout_secs``): doubles from the first to the cap.
+RETRY_FIRST_DELAY_SECS = 0.5
+RETRY_MAX_DELAY_SECS = 10.0
 
 
 class S3Storage(Storage):
@@ -27,6 +38,7 @@ class S3Storage(Storage):
         self.prefix = prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self.endpoint = settings.endpoint_url
+        self.retry_timeout_secs = settings.retry_timeout_secs
         credentials: dict[str, Any] = {}
         if settings.access_key_id is not None:
             credentials["aws_access_key_id"] = settings.access_key_id.get_secret_value()
@@ -75,7 +87,10 @@ class S3Storage(Storage):
                 )
             if code in _NOT_FOUND_CODES:
                 return StorageError(f"object {key} not found in {self.url}")
-            return StorageError(f"{action} {where} failed: {code}", retryable=code.startswith("5"))
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            return StorageError(
+                f"{action} {where} failed: {code}", retryable=status >= 500 or code in _TRANSIENT_CODES
+            )
         endpoint = self.endpoint or "AWS S3"
         return StorageError(
             f"{action} {where} failed: {exc} (endpoint {endpoint})",
@@ -83,92 +98,137 @@ class S3Storage(Storage):
             retryable=True,
         )
 
+    def _call(self, action: str, key: str | None, request: Callable[[], T]) -> T:
+        """Run one S3 request; retry a transient failure with backoff for ``retry_timeout_secs``.
+
+        A failure that retrying cannot fix (access denied, no such bucket or key) is raised at
+        once; a transient one (connection error, 5xx, throttling) only once the time is up,
+        saying for how long it was retried.
+        """
+        started = time.monotonic()
+        delay = RETRY_FIRST_DELAY_SECS
+        while True:
+            try:
+                return request()
+            except (ClientError, BotoCoreError) as exc:
+                error = self._error(exc, action, key)
+            except Boto3Error as exc:
+                # upload_file/download_file wrap a ClientError (S3UploadFailedError, raised while
+                # handling it) or give up on their own (RetriesExceededError): report the inner error.
+                inner = exc.__cause__ or exc.__context__
+                known = inner if isinstance(inner, ClientError | BotoCoreError) else exc
+                error = self._error(known, action, key)
+            elapsed = time.monotonic() - started
+            if not error.retryable or elapsed + delay > self.retry_timeout_secs:
+                if error.retryable:
+                    error = StorageError(
+                        f"{error.message} (still failing after {elapsed:.0f}s of retries; "
+                        f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
+                        hint=error.hint,
+                        retryable=True,
+                    )
+                raise error
+            log.warning("%s; trying again in %.1fs", error.message, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_DELAY_SECS)
+
     def put_bytes(self, key: str, data: bytes) -> None:
-        try:
-            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **self._extra_args)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "write", key) from None
+        self._call(
+            "write",
+            key,
+            lambda: self._client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, **self._extra_args
+            ),
+        )
 
     def put_file(self, key: str, path: Path) -> None:
-        try:
-            self._client.upload_file(
+        self._call(
+            "upload",
+            key,
+            lambda: self._client.upload_file(
                 str(path),
                 self.bucket,
                 self._key(key),
                 ExtraArgs=self._extra_args or None,
                 Config=self._transfer,
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "upload", key) from None
-        except Exception as exc:  # boto3's S3UploadFailedError wraps the ClientError
-            cause = exc.__cause__ if isinstance(exc.__cause__, ClientError | BotoCoreError) else exc
-            raise self._error(cause, "upload", key) from None
+            ),
+        )
 
     def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
-        try:
-            self._client.put_object(
-                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*", **self._extra_args
-            )
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) in ("PreconditionFailed", "412"):
-                return False
-            raise self._error(exc, "write", key) from None
-        except BotoCoreError as exc:
-            raise self._error(exc, "write", key) from None
-        return True
+        def put_once() -> bool:
+            try:
+                self._client.put_object(
+                    Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*", **self._extra_args
+                )
+            except ClientError as exc:
+                if str(exc.response.get("Error", {}).get("Code")) not in ("PreconditionFailed", "412"):
+                    raise
+                # The object exists. It is ours if a try (ours or botocore's) was stored but its
+                # answer was lost; only different bytes mean another writer got there first.
+                return self._read(key) == data
+            return True
+
+        return self._call("write", key, put_once)
 
     def list_prefixes(self, prefix: str = "") -> list[str]:
         if prefix:
             check_key(prefix.rstrip("/"))
         full_prefix = f"{self.prefix}/{prefix}" if self.prefix else prefix
         names: list[str] = []
-        paginator = self._client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=full_prefix, Delimiter="/"):
-                for common in page.get("CommonPrefixes", []):
-                    names.append(common["Prefix"][len(full_prefix) :].rstrip("/"))
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "list", prefix or None) from None
+        for page in self._pages("list", prefix or None, Prefix=full_prefix, Delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                names.append(common["Prefix"][len(full_prefix) :].rstrip("/"))
         return sorted(names)
 
+    def _pages(self, action: str, key: str | None, **request: Any) -> Iterator[dict[str, Any]]:
+        """list_objects_v2 page by page, each page retried on its own (a listing can be long)."""
+        token: str | None = None
+        while True:
+            arguments: dict[str, Any] = {"Bucket": self.bucket, **request}
+            if token:
+                arguments["ContinuationToken"] = token
+
+            def fetch(arguments: dict[str, Any] = arguments) -> dict[str, Any]:
+                return dict(self._client.list_objects_v2(**arguments))
+
+            page = self._call(action, key, fetch)
+            yield page
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+
+    def _read(self, key: str) -> bytes:
+        body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        return body
+
     def get_bytes(self, key: str) -> bytes:
-        try:
-            response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
-            body: bytes = response["Body"].read()
-            return body
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "read", key) from None
+        return self._call("read", key, lambda: self._read(key))
 
     def download(self, key: str, path: Path) -> None:
-        try:
-            self._client.download_file(self.bucket, self._key(key), str(path), Config=self._transfer)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "download", key) from None
+        self._call(
+            "download",
+            key,
+            lambda: self._client.download_file(self.bucket, self._key(key), str(path), Config=self._transfer),
+        )
 
     def size(self, key: str) -> int | None:
-        try:
-            response = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) in _NOT_FOUND_CODES:
-                return None
-            raise self._error(exc, "look up", key) from None
-        except BotoCoreError as exc:
-            raise self._error(exc, "look up", key) from None
-        return int(response["ContentLength"])
+        def head() -> int | None:
+            try:
+                response = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            except ClientError as exc:
+                if str(exc.response.get("Error", {}).get("Code")) in _NOT_FOUND_CODES:
+                    return None
+                raise
+            return int(response["ContentLength"])
+
+        return self._call("look up", key, head)
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         full_prefix = f"{self.prefix}/{prefix}" if self.prefix else prefix
         strip = len(self.prefix) + 1 if self.prefix else 0
-        paginator = self._client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=full_prefix):
-                for item in page.get("Contents", []):
-                    yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "list", prefix or None) from None
+        for page in self._pages("list", prefix or None, Prefix=full_prefix):
+            for item in page.get("Contents", []):
+                yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
 
     def delete(self, key: str) -> None:
-        try:
-            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "delete", key) from None
+        self._call("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
