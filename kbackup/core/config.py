@@ -22,6 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import is_secret_key, register_secret
 
+#: The largest offset or timestamp Kafka can hold (a signed 64-bit integer); bigger numbers in a
+#: config, mapping or plan file are refused when read instead of failing deep inside a client.
+KAFKA_INT64_MAX = 2**63 - 1
+#: Partition numbers are signed 32-bit integers in Kafka's protocol.
+KAFKA_INT32_MAX = 2**31 - 1
+
 
 class StrictModel(BaseModel):
     """A config section: unknown keys are errors, so a typo never passes silently."""
@@ -166,9 +172,12 @@ def _substitute_env(value: Any, location: tuple[str | int, ...], source: str) ->
     re-interpreted as YAML. ``$${`` escapes a literal ``${``.
     """
     if isinstance(value, dict):
+        for key in value:
+            _check_encodable(key, (*location, str(key)), source)
         return {key: _substitute_env(item, (*location, str(key)), source) for key, item in value.items()}
     if isinstance(value, list):
         return [_substitute_env(item, (*location, index), source) for index, item in enumerate(value)]
+    _check_encodable(value, location, source)
     if not isinstance(value, str) or "${" not in value:
         return value
 
@@ -188,6 +197,19 @@ def _substitute_env(value: Any, location: tuple[str | int, ...], source: str) ->
 
     escaped = value.replace("$${", "\0")
     return _ENV_REFERENCE.sub(replace, escaped).replace("\0", "${")
+
+
+def _check_encodable(value: Any, location: tuple[str | int, ...], source: str) -> None:
+    """Refuse strings that are not text: YAML's ``"\\ud800"`` escape yields a lone surrogate,
+    which no Kafka client, file or object key can hold."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            where = _dotted(location[:-1]) if location and location[-1] == value else _dotted(location)
+            raise ConfigError(
+                f"{source}: {where}: contains a lone surrogate escape (\\ud800-\\udfff), not text"
+            ) from None
 
 
 def _dotted(location: tuple[str | int, ...]) -> str:
@@ -212,6 +234,11 @@ def read_yaml_file(path: str | Path) -> dict[str, Any]:
         ) from None
     except OSError as exc:
         raise ConfigError(f"config file {source} cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {source} is not UTF-8 text (byte {exc.start} cannot be decoded)",
+            hint="save the file as UTF-8",
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
 from kbackup.mapping.ranges import (
     OffsetRange,
@@ -365,13 +366,13 @@ class _Model(BaseModel):
 
 
 class _Bounds(_Model):
-    start: int = Field(ge=0)
-    end: int = Field(ge=0)
+    start: int = Field(ge=0, le=KAFKA_INT64_MAX)
+    end: int = Field(ge=0, le=KAFKA_INT64_MAX)
 
 
 class _RangeEntry(_Model):
-    partition: int = Field(ge=0)
-    target_partition: int = Field(ge=0)
+    partition: int = Field(ge=0, le=KAFKA_INT32_MAX)
+    target_partition: int = Field(ge=0, le=KAFKA_INT32_MAX)
     source_range: _Bounds
     target_range: _Bounds
 
@@ -395,9 +396,9 @@ class _TopicEntry(_Model):
 
 class _Scanned(_Model):
     topic: str = Field(min_length=1)
-    partition: int = Field(ge=0)
-    start_offset: int = Field(ge=0)
-    end_offset: int = Field(ge=0)
+    partition: int = Field(ge=0, le=KAFKA_INT32_MAX)
+    start_offset: int = Field(ge=0, le=KAFKA_INT64_MAX)
+    end_offset: int = Field(ge=0, le=KAFKA_INT64_MAX)
 
 
 class _Header(_Model):
@@ -509,8 +510,15 @@ def _rows_to_ranges(path: str, rows: Iterable[Mapping[str, Any]]) -> list[Offset
         try:
             values = {column: row[column] for column in RANGE_COLUMNS}
             for column in RANGE_COLUMNS:
-                if not column.endswith("topic"):
-                    values[column] = int(values[column])
+                if column.endswith("topic"):
+                    if not isinstance(values[column], str) or not values[column]:
+                        raise ValueError(f"{column} must be a topic name")
+                    continue
+                value = int(values[column])
+                limit = KAFKA_INT32_MAX if column.endswith("partition") else KAFKA_INT64_MAX
+                if not 0 <= value <= limit:
+                    raise ValueError(f"{column} {value} is outside 0..{limit}")
+                values[column] = value
             ranges.append(OffsetRange(**values))
         except (KeyError, TypeError, ValueError) as exc:
             raise _invalid(path, f"range row {number}: {exc}") from None
