@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from kbackup.cli.main import run
-from kbackup.core.errors import KafkaOperationError
+from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError, StorageError
 from kbackup.sandbox.jars import kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.conftest import TEST_BUCKET
@@ -198,108 +199,138 @@ def bucket_objects(s3_server: S3Server, prefix: str) -> dict[str, bytes]:
     return objects
 
 
-@pytest.mark.slow
-def test_known_secrets_never_appear_in_anything_the_commands_write(
+@dataclass
+class LeakScenario:
+    """A backup to moto's S3 and restores on the SCRAM cluster, configured with every kind of secret.
+
+    The SASL password and the S3 secret key come from the environment, the SSL key password and
+    the S3 access key from the file itself. Everything each command prints is kept in ``outputs``.
+    """
+
+    cluster: LocalKafkaCluster
+    s3_server: S3Server
+    topic: str
+    group: str
+    tmp_path: Path
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.work = self.tmp_path / "work"
+        self.work.mkdir()
+        self.prefix = f"leak-{self.topic}"
+        self.env = {
+            **os.environ,
+            "KB_TEST_SASL_PASSWORD": SASL_PASSWORD,
+            "KB_TEST_S3_SECRET": S3_SECRET_KEY,
+            "KBACKUP_NO_PROGRESS": "1",
+        }
+        connection = sasl_connection(self.cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}")
+        # An SSL key password in the file itself (librdkafka ignores it on a SASL_PLAINTEXT connection).
+        connection["security"]["ssl_key_password"] = SSL_KEY_PASSWORD
+        self.document: dict[str, Any] = {
+            "backup_id": "leak",
+            "source": {**connection, "topics": {"include": [self.topic]}},
+            "target": connection,
+            "storage": {
+                "url": f"s3://{TEST_BUCKET}/{self.prefix}",
+                "endpoint_url": self.s3_server.endpoint_url,
+                "region": REGION,
+                "access_key_id": S3_ACCESS_KEY,
+                "secret_access_key": "${KB_TEST_S3_SECRET}",
+            },
+            "backup": {"source_cluster_id": "leak-source"},
+            "restore": {"topic_mapping": {self.topic: f"{self.topic}-restored"}},
+            "offset_reset": {
+                "strategy": "header-based",
+                "source_cluster": "leak-source",
+                "groups": [self.group],
+                "snapshot_dir": str(self.work / "snapshots"),
+            },
+            "three_phase": {"state_dir": str(self.work / "three-phase-state")},
+            "mapping": {"spark_conf": {"spark.ui.enabled": "false"}},
+        }
+        self.config = write_config(self.tmp_path / "leak.yaml", self.document)
+        self.c = ["-c", str(self.config)]
+
+    def variant(self, name: str, **sections: Any) -> list[str]:
+        """``-c FILE`` of a copy of the config with some sections replaced."""
+        return ["-c", str(write_config(self.tmp_path / f"{name}.yaml", {**self.document, **sections}))]
+
+    def run(self, args: list[str], expected: int, **env: str) -> str:
+        result = run_cli(args, {**self.env, **env}, self.work)
+        assert result.returncode == expected, (args, result.stdout[-2000:], result.stderr[-3000:])
+        self.outputs[" ".join(args)] = result.stdout + result.stderr
+        return result.stdout
+
+    def assert_nothing_leaked(self) -> None:
+        """No known secret in any output, any file below the work folder, or any object in the bucket."""
+        assert any("Traceback" in text for text in self.outputs.values()), "no --debug traceback was produced"
+        written = {f"s3://{key}": body for key, body in bucket_objects(self.s3_server, self.prefix).items()}
+        assert any(key.endswith(".parquet") for key in written), sorted(written)
+        for path in self.work.rglob("*"):
+            if path.is_file():
+                written[str(path)] = path.read_bytes()
+        texts = [*self.outputs.items(), *((key, body.decode("latin-1")) for key, body in written.items())]
+        leaks = [
+            f"{secret!r} in {where}" for secret in ALL_SECRETS for where, text in texts if secret in text
+        ]
+        assert not leaks, leaks
+
+
+@pytest.fixture
+def leak_scenario(
     scram_cluster: LocalKafkaCluster, s3_server: S3Server, unique_name: str, tmp_path: Path
-) -> None:
-    topic = unique_name
+) -> LeakScenario:
+    seed_topic(scram_cluster, unique_name, 40)
     group = f"{unique_name}-g"
-    seed_topic(scram_cluster, topic, 40)
-    commit_group(scram_cluster, group, {(topic, 0): 15})
-    work = tmp_path / "work"
-    work.mkdir()
-    env = {
-        **os.environ,
-        "KB_TEST_SASL_PASSWORD": SASL_PASSWORD,
-        "KB_TEST_S3_SECRET": S3_SECRET_KEY,
-        "KBACKUP_NO_PROGRESS": "1",
-    }
-    connection = sasl_connection(scram_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}")
-    # An SSL key password written in the file itself (librdkafka ignores it on a SASL_PLAINTEXT connection).
-    connection["security"]["ssl_key_password"] = SSL_KEY_PASSWORD
-    prefix = f"leak-{unique_name}"
-    document = {
-        "backup_id": "leak",
-        "source": {**connection, "topics": {"include": [topic]}},
-        "target": connection,
-        "storage": {
-            "url": f"s3://{TEST_BUCKET}/{prefix}",
-            "endpoint_url": s3_server.endpoint_url,
-            "region": REGION,
-            "access_key_id": S3_ACCESS_KEY,
-            "secret_access_key": "${KB_TEST_S3_SECRET}",
-        },
-        "backup": {"source_cluster_id": "leak-source"},
-        "restore": {"topic_mapping": {topic: f"{topic}-restored"}},
-        "offset_reset": {
-            "strategy": "header-based",
-            "source_cluster": "leak-source",
-            "groups": [group],
-            "snapshot_dir": str(work / "snapshots"),
-        },
-    }
-    config = write_config(tmp_path / "leak.yaml", document)
-    bad_bucket = write_config(
-        tmp_path / "bad-bucket.yaml",
-        {**document, "storage": {**document["storage"], "url": "s3://no-such-bucket-kbackup/x"}},
+    commit_group(scram_cluster, group, {(unique_name, 0): 15})
+    return LeakScenario(scram_cluster, s3_server, unique_name, group, tmp_path)
+
+
+@pytest.mark.slow
+def test_known_secrets_never_appear_in_anything_the_commands_write(leak_scenario: LeakScenario) -> None:
+    leak, c = leak_scenario, leak_scenario.c
+    plan = leak.work / "plan.json"
+    leak.run(["check", *c, "--json"], 0)
+    leak.run(["-v", "backup", *c, "--json"], 0)
+    leak.run(["list", *c, "--json"], 0)
+    leak.run(["describe", *c, "--json"], 0)
+    leak.run(["validate", "--deep", *c, "--json"], 0)
+    leak.run(["-v", "restore", *c, "--json"], 0)
+    leak.run(["offset-reset", "plan", *c, "--output", str(plan), "--json"], 0)
+    leak.run(["offset-reset", "execute", "--plan", str(plan), *c, "--json"], 0)
+    snapshot_id = json.loads(leak.run(["offset-rollback", "--list", *c, "--json"], 0))[0]["snapshot_id"]
+    leak.run(["offset-rollback", "--snapshot", snapshot_id, *c, "--json"], 0)
+    # Failing variants, with --debug so that tracebacks are printed.
+    leak.run(["--debug", "restore", *c, "--backup-id", "no-such-backup"], NotFoundError.exit_code)
+    bad_bucket = {**leak.document["storage"], "url": "s3://no-such-bucket-kbackup/x"}
+    leak.run(["--debug", "list", *leak.variant("bad-bucket", storage=bad_bucket)], StorageError.exit_code)
+    leak.run(
+        ["--debug", "-v", "backup", *c], KafkaOperationError.exit_code, KB_TEST_SASL_PASSWORD=WRONG_PASSWORD
     )
-    c = ["-c", str(config)]
-    plan = work / "plan.json"
-    steps: list[tuple[list[str], int]] = [
-        (["check", *c, "--json"], 0),
-        (["-v", "backup", *c, "--json"], 0),
-        (["list", *c, "--json"], 0),
-        (["describe", *c, "--json"], 0),
-        (["validate", "--deep", *c, "--json"], 0),
-        (["-v", "restore", *c, "--json"], 0),
-        (["offset-reset", "plan", *c, "--output", str(plan), "--json"], 0),
-        (["offset-reset", "execute", "--plan", str(plan), *c, "--json"], 0),
-        (["offset-rollback", "--list", *c, "--json"], 0),
-        # Failing variants, with --debug so that tracebacks are printed.
-        (["--debug", "restore", *c, "--backup-id", "no-such-backup"], 9),
-        (["--debug", "list", "-c", str(bad_bucket)], 7),
-    ]
-    outputs: dict[str, str] = {}
-    for args, expected in steps:
-        result = run_cli(args, env, work)
-        assert result.returncode == expected, (args, result.stdout[-2000:], result.stderr[-3000:])
-        outputs[" ".join(args)] = result.stdout + result.stderr
+    foreign = json.loads(plan.read_text())
+    foreign["target"]["cluster_id"] = "another-cluster-id"
+    foreign_plan = leak.work / "foreign-plan.json"
+    foreign_plan.write_text(json.dumps(foreign))
+    leak.run(
+        ["--debug", "offset-reset", "execute", "--plan", str(foreign_plan), *c], PreconditionError.exit_code
+    )
+    assert (leak.work / "snapshots").is_dir()
+    leak.assert_nothing_leaked()
 
-    # Roll back what execute changed, then a plan for another cluster and wrong credentials, with --debug.
-    snapshots = json.loads(outputs[f"offset-rollback --list {' '.join(c)} --json"])
-    snapshot_id = snapshots[0]["snapshot_id"]
-    late_steps: list[tuple[list[str], int, dict[str, str]]] = [
-        (["offset-rollback", "--snapshot", snapshot_id, *c, "--json"], 0, env),
-        (
-            ["--debug", "-v", "backup", *c],
-            KafkaOperationError.exit_code,
-            {**env, "KB_TEST_SASL_PASSWORD": WRONG_PASSWORD},
-        ),
-    ]
-    other_cluster_plan = json.loads(plan.read_text())
-    other_cluster_plan["target"]["cluster_id"] = "another-cluster-id"
-    foreign_plan = work / "foreign-plan.json"
-    foreign_plan.write_text(json.dumps(other_cluster_plan))
-    late_steps.append((["--debug", "offset-reset", "execute", "--plan", str(foreign_plan), *c], 10, env))
-    for args, expected, step_env in late_steps:
-        result = run_cli(args, step_env, work)
-        assert result.returncode == expected, (args, result.stdout[-2000:], result.stderr[-3000:])
-        outputs[" ".join(args)] = result.stdout + result.stderr
-    assert any("Traceback" in text for text in outputs.values()), "no --debug traceback was produced"
 
-    written: dict[str, bytes] = {
-        f"s3://{key}": body for key, body in bucket_objects(s3_server, prefix).items()
-    }
-    assert any(key.endswith(".parquet") for key in written), sorted(written)
-    for path in work.rglob("*"):
-        if path.is_file():
-            written[str(path)] = path.read_bytes()
-    assert str(plan) in written
-    assert any("snapshots" in name for name in written)
-    leaks = [
-        f"{secret!r} in {where}"
-        for secret in ALL_SECRETS
-        for where, text in [*outputs.items(), *((k, v.decode("latin-1")) for k, v in written.items())]
-        if secret in text
-    ]
-    assert not leaks, leaks
+@pytest.mark.slow
+@pytest.mark.spark
+def test_known_secrets_never_appear_in_what_the_spark_commands_write(leak_scenario: LeakScenario) -> None:
+    """three-phase-restore and show-offset-mapping hand the SASL password to Spark's Java Kafka client."""
+    leak, c = leak_scenario, leak_scenario.c
+    leak.run(["backup", *c], 0)
+    three_phase = {"topic_mapping": {leak.topic: f"{leak.topic}-3p"}}
+    c3 = leak.variant("three-phase", restore=three_phase)
+    leak.run(["-v", "three-phase-restore", *c3, "--json"], 0)
+    mapping = leak.work / "mapping.json"
+    show = ["show-offset-mapping", "--topic", f"{leak.topic}-3p", "--source-cluster", "leak-source"]
+    leak.run(["-v", *show, *c, "--output", str(mapping), "--json"], 0)
+    assert json.loads(mapping.read_text())["topics"][0]["target_topic"] == f"{leak.topic}-3p"
+    leak.run(["--debug", *show, *c], KafkaOperationError.exit_code, KB_TEST_SASL_PASSWORD=WRONG_PASSWORD)
+    leak.assert_nothing_leaked()
