@@ -546,13 +546,21 @@ def _read_parquet(path: str) -> OffsetMapping:
 
     try:
         table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        rows = table.to_pylist()
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        # ArrowException covers every Arrow error a damaged file raises (ArrowInvalid,
+        # ArrowNotImplementedError for a flipped type byte, ...); a damaged string column
+        # fails only when its values are turned into Python strings.
         raise _invalid(path, f"not a readable Parquet file (truncated?): {exc}") from None
     metadata = (table.schema.metadata or {}).get(PARQUET_METADATA_KEY)
     if metadata is None:
         raise _invalid(path, "the Parquet file has no kafka-backup-offset-mapping metadata")
-    header: _Header = _validate(_Header, json.loads(metadata), path)
-    return _from_parts(header, _rows_to_ranges(path, table.to_pylist()), path)
+    try:
+        header_data = json.loads(metadata)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise _invalid(path, f"the Parquet file's mapping metadata is not JSON: {exc}") from None
+    header: _Header = _validate(_Header, header_data, path)
+    return _from_parts(header, _rows_to_ranges(path, rows), path)
 
 
 def read_mapping(path: str | Path, *, source_cluster: str | None = None) -> OffsetMapping:
