@@ -322,7 +322,7 @@ def test_known_secrets_never_appear_in_anything_the_commands_write(leak_scenario
 @pytest.mark.slow
 @pytest.mark.spark
 def test_known_secrets_never_appear_in_what_the_spark_commands_write(leak_scenario: LeakScenario) -> None:
-    """three-phase-restore and show-offset-mapping hand the SASL password to Spark's Java Kafka client."""
+    """three-phase-restore, show-offset-mapping and drill give the SASL password to Spark's Kafka client."""
     leak, c = leak_scenario, leak_scenario.c
     leak.run(["backup", *c], 0)
     three_phase = {"topic_mapping": {leak.topic: f"{leak.topic}-3p"}}
@@ -333,4 +333,11 @@ def test_known_secrets_never_appear_in_what_the_spark_commands_write(leak_scenar
     leak.run(["-v", *show, *c, "--output", str(mapping), "--json"], 0)
     assert json.loads(mapping.read_text())["topics"][0]["target_topic"] == f"{leak.topic}-3p"
     leak.run(["--debug", *show, *c], KafkaOperationError.exit_code, KB_TEST_SASL_PASSWORD=WRONG_PASSWORD)
+    # The drill: its own backup, a three-phase restore under the drill prefix, and a report (JSON, HTML).
+    report = leak.work / "drill-report.json"
+    leak.run(
+        ["-v", "drill", *leak.variant("drill", backup_id="leak-drill"), "--report", str(report), "--json"], 0
+    )
+    assert json.loads(report.read_text())["skipped"] == 0
+    assert report.with_suffix(".html").exists()
     leak.assert_nothing_leaked()

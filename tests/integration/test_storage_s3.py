@@ -95,3 +95,15 @@ def test_every_object_a_backup_writes_carries_server_side_encryption(
         assert head.get("ServerSideEncryption") == sse, key
         if key_id:
             assert head.get("SSEKMSKeyId") == key_id, key
+
+
+def test_storage_errors_do_not_print_the_kms_key_id(s3_server: S3Server) -> None:
+    key_id = "arn:aws:kms:us-east-1:123456789012:key/kbackup-private-key-id"
+    settings = StorageSettings.model_validate(
+        {**s3_server.storage_settings("no-such-bucket", "x"), "sse": "aws:kms", "sse_kms_key_id": key_id}
+    )
+    with pytest.raises(StorageError) as caught:
+        open_storage(settings).check_writable()
+    assert "no-such-bucket" in caught.value.message
+    assert key_id not in caught.value.message
+    assert key_id not in (caught.value.hint or "")
