@@ -189,12 +189,14 @@ class BackupRun:
         backup_id = check_backup_id(job.backup_id)
         check_client_properties(job.source)
         storage = self.storage or open_storage(job.storage)
-        # Before any record is read: a storage that cannot be written fails the run now.
-        storage.check_writable()
+        # The source first: a cluster that is unreachable or refuses the credentials fails the run
+        # before anything (not even the write probe's folder) is created in storage.
         cluster = SourceCluster(
             KafkaClients(job.source, client_id="kafka-backup"), request_timeout=settings.request_timeout_secs
         )
         metadata = cluster.metadata()
+        # Before any record is read: a storage that cannot be written fails the run now.
+        storage.check_writable()
         catalog = BackupCatalog(storage)
         existing = catalog.load(backup_id) if catalog.exists(backup_id) else None
         source_cluster_id = resolve_source_cluster_id(

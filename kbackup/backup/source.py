@@ -75,10 +75,7 @@ class SourceCluster:
         # created) must never be dropped from a backup silently: ask again, then fail naming it.
         deadline = time.monotonic() + METADATA_RETRY_SECS
         while True:
-            try:
-                metadata = self.admin.list_topics(timeout=self.connection.connect_timeout_secs)
-            except KafkaException as exc:
-                raise self._error(exc, "read cluster metadata") from None
+            metadata = self.clients.list_topics(self.admin)
             failing = {
                 name: topic.error for name, topic in metadata.topics.items() if topic.error is not None
             }

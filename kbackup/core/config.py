@@ -22,6 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import is_secret_key, register_secret
 
+#: The largest offset or timestamp Kafka can hold (a signed 64-bit integer); bigger numbers in a
+#: config, mapping or plan file are refused when read instead of failing deep inside a client.
+KAFKA_INT64_MAX = 2**63 - 1
+#: Partition numbers are signed 32-bit integers in Kafka's protocol.
+KAFKA_INT32_MAX = 2**31 - 1
+
 
 class StrictModel(BaseModel):
     """A config section: unknown keys are errors, so a typo never passes silently."""
@@ -234,9 +240,12 @@ def _substitute_env(value: Any, location: tuple[str | int, ...], source: str) ->
     re-interpreted as YAML. ``$${`` escapes a literal ``${``.
     """
     if isinstance(value, dict):
+        for key in value:
+            _check_encodable(key, (*location, str(key)), source)
         return {key: _substitute_env(item, (*location, str(key)), source) for key, item in value.items()}
     if isinstance(value, list):
         return [_substitute_env(item, (*location, index), source) for index, item in enumerate(value)]
+    _check_encodable(value, location, source)
     if not isinstance(value, str) or "${" not in value:
         return value
 
@@ -258,6 +267,19 @@ def _substitute_env(value: Any, location: tuple[str | int, ...], source: str) ->
     return _ENV_REFERENCE.sub(replace, escaped).replace("\0", "${")
 
 
+def _check_encodable(value: Any, location: tuple[str | int, ...], source: str) -> None:
+    """Refuse strings that are not text: YAML's ``"\\ud800"`` escape yields a lone surrogate,
+    which no Kafka client, file or object key can hold."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            where = _dotted(location[:-1]) if location and location[-1] == value else _dotted(location)
+            raise ConfigError(
+                f"{source}: {where}: contains a lone surrogate escape (\\ud800-\\udfff), not text"
+            ) from None
+
+
 def _dotted(location: tuple[str | int, ...]) -> str:
     text = ""
     for part in location:
@@ -266,6 +288,29 @@ def _dotted(location: tuple[str | int, ...]) -> str:
 
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error, not 'last one wins'
+    (a pasted second ``bootstrap_servers:`` would otherwise silently replace the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value_node in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # an unhashable key: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found the key {key!r} twice",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def read_yaml_file(path: str | Path) -> dict[str, Any]:
@@ -280,8 +325,13 @@ def read_yaml_file(path: str | Path) -> dict[str, Any]:
         ) from None
     except OSError as exc:
         raise ConfigError(f"config file {source} cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {source} is not UTF-8 text (byte {exc.start} cannot be decoded)",
+            hint="save the file as UTF-8",
+        ) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -103,15 +103,41 @@ class KafkaClients:
     def __init__(self, connection: KafkaConnection, *, client_id: str = CLIENT_ID_PREFIX) -> None:
         self.connection = connection
         self.client_id = client_id
+        #: The last authentication failure any client of this factory reported (see :meth:`list_topics`).
+        self.auth_failure: KafkaError | None = None
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        # With wrong credentials a metadata request only says "transport failure"; librdkafka
+        # reports the real cause through this callback, which list_topics() consults.
+        if error.code() in _AUTH_CODES:
+            self.auth_failure = error
 
     def _base_properties(self) -> dict[str, Any]:
         props: dict[str, Any] = {
             "client.id": self.client_id,
             "socket.connection.setup.timeout.ms": int(self.connection.connect_timeout_secs * 1000),
             "logger": logging.getLogger(LIBRDKAFKA_LOGGER_NAME),
+            "error_cb": self._on_client_error,
         }
         props.update(self.connection.librdkafka_properties())
         return props
+
+    def list_topics(self, client: AdminClient, *, action: str = "read cluster metadata") -> Any:
+        """One metadata request; a failure caused by rejected credentials is reported as such.
+
+        Raises ``KafkaOperationError`` (authentication) or ``KafkaUnreachableError`` naming the servers.
+        """
+        try:
+            return client.list_topics(timeout=self.connection.connect_timeout_secs)
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if error is not None and error.code() in _UNREACHABLE_CODES:
+                client.poll(0)  # serves error_cb, which names an authentication failure if there was one
+                if self.auth_failure is not None:
+                    raise translate_kafka_error(
+                        KafkaException(self.auth_failure), action=action, connection=self.connection
+                    ) from None
+            raise translate_kafka_error(exc, action=action, connection=self.connection) from None
 
     def _create(self, factory: Any, props: dict[str, Any], what: str) -> Any:
         try:
@@ -150,12 +176,7 @@ class KafkaClients:
     def cluster_info(self, admin: AdminClient | None = None) -> ClusterInfo:
         """One metadata request; raises ``KafkaUnreachableError`` naming the servers if none answers."""
         client = admin or self.admin()
-        try:
-            metadata = client.list_topics(timeout=self.connection.connect_timeout_secs)
-        except KafkaException as exc:
-            raise translate_kafka_error(
-                exc, action="read cluster metadata", connection=self.connection
-            ) from None
+        metadata = self.list_topics(client)
         return ClusterInfo(
             cluster_id=metadata.cluster_id,
             broker_count=len(metadata.brokers),

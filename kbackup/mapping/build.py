@@ -58,11 +58,7 @@ def plan_scan(
         raise UsageError("give either --topic (one or more) or --all-topics")
     clients = KafkaClients(connection, client_id=CLIENT_ID)
     admin = clients.admin()
-    timeout = connection.connect_timeout_secs
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action="read the topic list", connection=connection) from None
+    metadata = clients.list_topics(admin, action="read the topic list")
     if all_topics:
         names = sorted(name for name in metadata.topics if not name.startswith("__"))
     else:

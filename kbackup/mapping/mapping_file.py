@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
 from kbackup.mapping.ranges import (
     OffsetRange,
@@ -365,13 +366,13 @@ class _Model(BaseModel):
 
 
 class _Bounds(_Model):
-    start: int = Field(ge=0)
-    end: int = Field(ge=0)
+    start: int = Field(ge=0, le=KAFKA_INT64_MAX)
+    end: int = Field(ge=0, le=KAFKA_INT64_MAX)
 
 
 class _RangeEntry(_Model):
-    partition: int = Field(ge=0)
-    target_partition: int = Field(ge=0)
+    partition: int = Field(ge=0, le=KAFKA_INT32_MAX)
+    target_partition: int = Field(ge=0, le=KAFKA_INT32_MAX)
     source_range: _Bounds
     target_range: _Bounds
 
@@ -395,9 +396,9 @@ class _TopicEntry(_Model):
 
 class _Scanned(_Model):
     topic: str = Field(min_length=1)
-    partition: int = Field(ge=0)
-    start_offset: int = Field(ge=0)
-    end_offset: int = Field(ge=0)
+    partition: int = Field(ge=0, le=KAFKA_INT32_MAX)
+    start_offset: int = Field(ge=0, le=KAFKA_INT64_MAX)
+    end_offset: int = Field(ge=0, le=KAFKA_INT64_MAX)
 
 
 class _Header(_Model):
@@ -509,8 +510,15 @@ def _rows_to_ranges(path: str, rows: Iterable[Mapping[str, Any]]) -> list[Offset
         try:
             values = {column: row[column] for column in RANGE_COLUMNS}
             for column in RANGE_COLUMNS:
-                if not column.endswith("topic"):
-                    values[column] = int(values[column])
+                if column.endswith("topic"):
+                    if not isinstance(values[column], str) or not values[column]:
+                        raise ValueError(f"{column} must be a topic name")
+                    continue
+                value = int(values[column])
+                limit = KAFKA_INT32_MAX if column.endswith("partition") else KAFKA_INT64_MAX
+                if not 0 <= value <= limit:
+                    raise ValueError(f"{column} {value} is outside 0..{limit}")
+                values[column] = value
             ranges.append(OffsetRange(**values))
         except (KeyError, TypeError, ValueError) as exc:
             raise _invalid(path, f"range row {number}: {exc}") from None
@@ -538,13 +546,21 @@ def _read_parquet(path: str) -> OffsetMapping:
 
     try:
         table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        rows = table.to_pylist()
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        # ArrowException covers every Arrow error a damaged file raises (ArrowInvalid,
+        # ArrowNotImplementedError for a flipped type byte, ...); a damaged string column
+        # fails only when its values are turned into Python strings.
         raise _invalid(path, f"not a readable Parquet file (truncated?): {exc}") from None
     metadata = (table.schema.metadata or {}).get(PARQUET_METADATA_KEY)
     if metadata is None:
         raise _invalid(path, "the Parquet file has no kafka-backup-offset-mapping metadata")
-    header: _Header = _validate(_Header, json.loads(metadata), path)
-    return _from_parts(header, _rows_to_ranges(path, table.to_pylist()), path)
+    try:
+        header_data = json.loads(metadata)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise _invalid(path, f"the Parquet file's mapping metadata is not JSON: {exc}") from None
+    header: _Header = _validate(_Header, header_data, path)
+    return _from_parts(header, _rows_to_ranges(path, rows), path)
 
 
 def read_mapping(path: str | Path, *, source_cluster: str | None = None) -> OffsetMapping:

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import ConfigError
+
+#: Offsets and partitions a plan may name: what Kafka can hold. A hand-edited -1 would otherwise
+#: reach the broker, which reads negative commits as "no offset".
+Offset = Annotated[int, Field(ge=0, le=KAFKA_INT64_MAX)]
+Partition = Annotated[int, Field(ge=0, le=KAFKA_INT32_MAX)]
 
 PLAN_FORMAT = "kafka-backup-reset-plan"
 PLAN_VERSION = 1
@@ -29,23 +35,23 @@ class PlanModel(BaseModel):
 
 class OriginOffset(PlanModel):
     topic: str
-    partition: int
-    offset: int
+    partition: Partition
+    offset: Offset
 
 
 class PartitionReset(PlanModel):
     """One group's new position on one target partition."""
 
     target_topic: str
-    target_partition: int
+    target_partition: Partition
     source_topic: str
     #: The group's committed source offset per source partition feeding this target
     #: partition (one entry with the default mapping); None where it never committed.
-    source_committed: dict[int, int | None]
+    source_committed: dict[Partition, Offset | None]
     #: The group's committed offset on the target when the plan was made.
-    target_committed: int | None
+    target_committed: Offset | None
     #: The offset to commit; None when there is nothing to commit (no restored record and no commit).
-    new_offset: int | None
+    new_offset: Offset | None
     method: Method
     #: The origin of the record at ``new_offset`` (None when the position is past the last restored record).
     expected_origin: OriginOffset | None = None
@@ -93,9 +99,9 @@ class TargetInfo(PlanModel):
 
 class PartitionOffsets(PlanModel):
     topic: str
-    partition: int
-    log_start: int
-    log_end: int
+    partition: Partition
+    log_start: Offset
+    log_end: Offset
 
 
 class ResetPlan(PlanModel):

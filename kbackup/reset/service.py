@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kbackup.config import KBackupConfig
 from kbackup.core.errors import ConfigError
+from kbackup.core.kafka import KafkaClients
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.segments import iter_segment_batches
 from kbackup.reset.plan import ResetPlan
@@ -77,7 +78,10 @@ def plan_from_config(
     if mapping is None and settings.mapping_file:
         from kbackup.reset.mapping_input import load_mapping_index
 
-        mapping = load_mapping_index(Path(settings.mapping_file), source.info.source_cluster)
+        target_cluster_id = KafkaClients(config.target).cluster_info().cluster_id
+        mapping = load_mapping_index(
+            Path(settings.mapping_file), source.info.source_cluster, target_cluster_id
+        )
     topic_mapping = (
         settings.topic_mapping if settings.topic_mapping is not None else config.restore.topic_mapping
     )

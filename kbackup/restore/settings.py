@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kbackup.core.config import KafkaConnection, StrictModel
+from kbackup.core.config import KAFKA_INT64_MAX, KafkaConnection, StrictModel
 from kbackup.restore.selection import parse_time_ms
 
 #: Where restores keep their progress on the target (exactly-once mode); see docs/restore.md.
@@ -27,9 +27,14 @@ class OffsetRange(StrictModel):
     """Source offsets to restore of one partition: ``start <= offset < end`` (either side open)."""
 
     start: int | None = Field(
-        default=None, ge=0, description="First source offset restored; unset: the first."
+        default=None, ge=0, le=KAFKA_INT64_MAX, description="First source offset restored; unset: the first."
     )
-    end: int | None = Field(default=None, ge=0, description="Source offset where the range ends (exclusive).")
+    end: int | None = Field(
+        default=None,
+        ge=0,
+        le=KAFKA_INT64_MAX,
+        description="Source offset where the range ends (exclusive).",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> OffsetRange:
@@ -206,6 +211,14 @@ class RestoreSettings(StrictModel):
         for topic, count in value.items():
             if count < 1:
                 raise ValueError(f"{topic}: a topic needs at least 1 partition")
+        return value
+
+    @field_validator("time_window_start", "time_window_end")
+    @classmethod
+    def _time_in_range(cls, value: int | None) -> int | None:
+        # Kafka timestamps are signed 64-bit milliseconds; larger numbers cannot select anything.
+        if value is not None and not -KAFKA_INT64_MAX <= value <= KAFKA_INT64_MAX:
+            raise ValueError(f"{value} is outside Kafka's timestamp range (signed 64-bit milliseconds)")
         return value
 
     @model_validator(mode="after")

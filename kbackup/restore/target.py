@@ -50,10 +50,7 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
     connection = clients.connection
     admin = clients.admin()
     timeout = connection.connect_timeout_secs
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, action="read cluster metadata", connection=connection) from None
+    metadata = clients.list_topics(admin)
     if not metadata.brokers:
         raise KafkaUnreachableError(
             f"no broker of {','.join(connection.bootstrap_servers)} is available (metadata lists none)",

@@ -90,6 +90,9 @@ BASE_PROPERTIES = {
     "log.retention.ms": "-1",
 }
 
+#: The SASL mechanisms a cluster with ``scram_users`` accepts.
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
 LOG4J2_PROPERTIES = """status = error
 appender.file.type = File
 appender.file.name = FILE
@@ -115,11 +118,23 @@ class LocalKafkaCluster:
     cluster_id: str = field(default_factory=new_cluster_id)
     extra_properties: dict[str, str] = field(default_factory=dict)
     heap: str = "512m"
+    #: SCRAM users (name -> password). When set, the cluster also listens with SASL_PLAINTEXT
+    #: (SCRAM-SHA-256 and -512) on ``sasl_port``; the users are seeded when the storage is formatted.
+    #: The PLAINTEXT listener stays (inter-broker traffic, test set-up); clients under test use
+    #: :attr:`sasl_bootstrap_servers`.
+    scram_users: dict[str, str] = field(default_factory=dict)
+    sasl_port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        if not self.scram_users:
+            raise SandboxError(f"local cluster {self.name} has no SASL listener (no scram_users)")
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -142,8 +157,37 @@ class LocalKafkaCluster:
                 "log.dirs": str(self.data_dir),
             }
         )
+        if self.scram_users:
+            props.update(self._sasl_properties())
         props.update(self.extra_properties)
         return props
+
+    def _sasl_properties(self) -> dict[str, str]:
+        """A SASL_PLAINTEXT listener beside PLAINTEXT, authenticating with SCRAM-SHA-256/512."""
+        listener = f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+        props = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener},"
+            f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+            "SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
+        }
+        for mechanism in SCRAM_MECHANISMS:
+            props[f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+        return props
+
+    def _scram_format_arguments(self) -> list[str]:
+        """``--add-scram`` arguments: every user under both mechanisms (KRaft stores them in metadata)."""
+        arguments: list[str] = []
+        for user, password in self.scram_users.items():
+            if not user.isidentifier() or any(char in password for char in '",[]='):
+                raise SandboxError(f'SCRAM user {user!r}: use a plain name and a password without ",[]=')
+            for mechanism in SCRAM_MECHANISMS:
+                arguments += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
+        return arguments
 
     def _write_config(self) -> Path:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -172,7 +216,15 @@ class LocalKafkaCluster:
             return
         config = self._write_config()
         result = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)),
+            self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(config),
+                *self._scram_format_arguments(),
+            ),
             capture_output=True,
             text=True,
             check=False,
@@ -188,6 +240,8 @@ class LocalKafkaCluster:
             return
         if not self.port:
             self.port, self.controller_port = free_port(), free_port()
+        if self.scram_users and not self.sasl_port:
+            self.sasl_port = free_port()
         self._write_config()
         self.format_storage()
         stdout = (self.work_dir / "stdout.log").open("ab")

@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import ConfigError
+from kbackup.core.errors import ConfigError, StorageError
 from kbackup.storage.base import ObjectInfo, Storage, check_key
 from kbackup.storage.local import LocalStorage
 
@@ -24,7 +24,19 @@ def open_storage(settings: StorageSettings | str) -> Storage:
             raise ConfigError(f"storage url {url!r}: expected s3://bucket[/prefix]")
         from kbackup.storage.s3 import S3Storage
 
-        return S3Storage(parsed.netloc, unquote(parsed.path), settings)
+        prefix = unquote(parsed.path).strip("/")
+        if prefix:
+            # S3 keys are plain strings, but path-style endpoints (MinIO, proxies) normalise '..'
+            # and '.': a prefix must be made of safe segments like every object key below it.
+            try:
+                check_key(prefix)
+            except StorageError as exc:
+                raise ConfigError(
+                    f"storage url {url!r}: the prefix {prefix!r} is not a safe relative path "
+                    "(no '..', '.', empty segments or characters outside letters, digits and . _ = + @ , -)",
+                    hint="name a plain prefix such as s3://bucket/backups/prod",
+                ) from exc
+        return S3Storage(parsed.netloc, prefix, settings)
     if parsed.scheme == "file":
         return LocalStorage(Path(unquote(parsed.path)))
     return LocalStorage(Path(url))

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
+import yaml
 
+from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
+from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
+from tests.integration.test_backup_increments import commit_group
+from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.s3server import S3Server
 from tests.support.storage_contract import StorageContract
 
@@ -43,3 +49,61 @@ def test_server_side_encryption_is_passed_through(s3_server: S3Server) -> None:
     open_storage(settings).put_bytes("encrypted", b"x")
     head = s3_server.client().head_object(Bucket=TEST_BUCKET, Key="sse/encrypted")
     assert head["ServerSideEncryption"] == "AES256"
+
+
+@pytest.mark.parametrize(
+    ("sse", "key_id"), [("AES256", None), ("aws:kms", "arn:aws:kms:us-east-1:123456789012:key/kbackup-test")]
+)
+def test_every_object_a_backup_writes_carries_server_side_encryption(
+    s3_server: S3Server,
+    source_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    sse: str,
+    key_id: str | None,
+) -> None:
+    """Segments (upload_file), manifests (conditional put) and group snapshots all get the SSE settings."""
+    create_topic(source_cluster, unique_name, partitions=2)
+    produce(source_cluster, unique_name, [Record(key=b"k", value=b"v", partition=i % 2) for i in range(20)])
+    commit_group(source_cluster, f"{unique_name}-g", {(unique_name, 0): 3})
+    storage = {**s3_server.storage_settings(TEST_BUCKET, unique_name), "sse": sse}
+    if key_id:
+        storage["sse_kms_key_id"] = key_id
+    config = tmp_path / "sse.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backup_id": "sse",
+                "source": {
+                    "bootstrap_servers": [source_cluster.bootstrap_servers],
+                    "topics": {"include": [unique_name]},
+                },
+                "storage": storage,
+            }
+        )
+    )
+    assert run(["backup", "-c", str(config)]) == 0
+    client = s3_server.client()
+    keys = [
+        item["Key"]
+        for item in client.list_objects_v2(Bucket=TEST_BUCKET, Prefix=f"{unique_name}/")["Contents"]
+    ]
+    assert any(key.endswith(".parquet") for key in keys)
+    assert any("/manifests/" in key for key in keys)
+    for key in keys:
+        head = client.head_object(Bucket=TEST_BUCKET, Key=key)
+        assert head.get("ServerSideEncryption") == sse, key
+        if key_id:
+            assert head.get("SSEKMSKeyId") == key_id, key
+
+
+def test_storage_errors_do_not_print_the_kms_key_id(s3_server: S3Server) -> None:
+    key_id = "arn:aws:kms:us-east-1:123456789012:key/kbackup-private-key-id"
+    settings = StorageSettings.model_validate(
+        {**s3_server.storage_settings("no-such-bucket", "x"), "sse": "aws:kms", "sse_kms_key_id": key_id}
+    )
+    with pytest.raises(StorageError) as caught:
+        open_storage(settings).check_writable()
+    assert "no-such-bucket" in caught.value.message
+    assert key_id not in caught.value.message
+    assert key_id not in (caught.value.hint or "")

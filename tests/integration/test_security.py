@@ -1,0 +1,345 @@
+"""SCRAM authentication on a real broker, and known secrets searched for in everything the commands write.
+
+One extra single-node cluster (``scram_cluster``) listens with SASL_PLAINTEXT
+(SCRAM-SHA-256 and -512, the user seeded when its storage was formatted)
+beside a PLAINTEXT listener that only the test set-up uses. Every command
+under test reaches it through the SASL listener with the password from the
+environment (``${KB_TEST_SASL_PASSWORD}`` in the config file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kbackup.cli.main import run
+from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError, StorageError
+from kbackup.sandbox.jars import kafka_libs
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.conftest import TEST_BUCKET
+from tests.integration.test_backup_increments import commit_group
+from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
+from tests.support.s3server import REGION, S3Server
+
+SASL_USER = "kbackup"
+#: Known secrets, searched for in everything written. Each is distinctive enough not to occur by chance.
+SASL_PASSWORD = "scram-Pa55w0rd-7f3e9c"
+SSL_KEY_PASSWORD = "sslkey-Pa55-3c1d8e"
+S3_SECRET_KEY = "s3-Secret-Key-9a8b7c6d5e"
+S3_ACCESS_KEY = "s3-Access-Key-4f5e6d"
+WRONG_PASSWORD = "wrong-Pa55w0rd-0a1b2c"
+ALL_SECRETS = (SASL_PASSWORD, SSL_KEY_PASSWORD, S3_SECRET_KEY, S3_ACCESS_KEY, WRONG_PASSWORD)
+
+
+@pytest.fixture(scope="module")
+def scram_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaCluster]:
+    cluster = LocalKafkaCluster(
+        name="scram",
+        work_dir=tmp_path_factory.mktemp("scram-kafka"),
+        libs=kafka_libs(),
+        scram_users={SASL_USER: SASL_PASSWORD},
+    )
+    cluster.start(timeout=180)
+    yield cluster
+    cluster.stop()
+
+
+def sasl_connection(cluster: LocalKafkaCluster, mechanism: str, password: str) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": [cluster.sasl_bootstrap_servers],
+        "connect_timeout_secs": 6,
+        "security": {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism,
+            "sasl_username": SASL_USER,
+            "sasl_password": password,
+        },
+    }
+
+
+def write_config(path: Path, document: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = run(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def seed_topic(cluster: LocalKafkaCluster, topic: str, count: int) -> list[bytes]:
+    create_topic(cluster, topic, partitions=1)
+    values = [f"value-{i}".encode() for i in range(count)]
+    produce(cluster, topic, [Record(key=b"k", value=value) for value in values])
+    return values
+
+
+def test_backup_and_restore_through_scram_with_password_from_environment(
+    scram_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = seed_topic(scram_cluster, unique_name, 25)
+    monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
+    config = write_config(
+        tmp_path / "scram.yaml",
+        {
+            "backup_id": "scram",
+            # SHA-512 for the backup, SHA-256 for the restore: both mechanisms are exercised.
+            "source": {
+                **sasl_connection(scram_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}"),
+                "topics": {"include": [unique_name]},
+            },
+            "target": sasl_connection(scram_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}"),
+            "storage": {"url": str(tmp_path / "store")},
+            "backup": {"source_cluster_id": "scram-source"},
+            "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
+        },
+    )
+    code, out, err = cli(capsys, "backup", "-c", str(config), "--json")
+    assert code == 0, err
+    assert json.loads(out)["records"] == 25
+    code, out, err = cli(capsys, "restore", "-c", str(config), "--json")
+    assert code == 0, err
+    restored = consume_all(scram_cluster, f"{unique_name}-restored")
+    assert [record.value for record in restored] == values
+    assert SASL_PASSWORD not in out + err
+
+
+@pytest.mark.parametrize("command", ["backup", "restore"])
+def test_wrong_scram_password_fails_clearly_and_changes_nothing(
+    command: str,
+    scram_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seed_topic(scram_cluster, unique_name, 3)
+    store = tmp_path / "store"
+    if command == "restore":  # a real backup to restore, made with the right password
+        monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
+        good = write_config(
+            tmp_path / "good.yaml",
+            {
+                "backup_id": "b",
+                "source": {
+                    **sasl_connection(scram_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}"),
+                    "topics": {"include": [unique_name]},
+                },
+                "storage": {"url": str(store)},
+            },
+        )
+        assert cli(capsys, "backup", "-c", str(good))[0] == 0
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    monkeypatch.setenv("KB_TEST_SASL_PASSWORD", WRONG_PASSWORD)
+    connection = sasl_connection(scram_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}")
+    config = write_config(
+        tmp_path / "wrong.yaml",
+        {
+            "backup_id": "b",
+            "source": {**connection, "topics": {"include": [unique_name]}},
+            "target": connection,
+            "storage": {"url": str(store)},
+            "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
+        },
+    )
+    code, out, err = cli(capsys, command, "-c", str(config))
+    assert code == KafkaOperationError.exit_code, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(
+        f"kafka-backup: error: authentication with {scram_cluster.sasl_bootstrap_servers}"
+    )
+    assert "SASL_AUTHENTICATION_FAILED" in lines[0] or "_AUTHENTICATION" in lines[0]
+    assert len(lines) == 2
+    assert lines[1].startswith("kafka-backup: next step: check security.sasl_username")
+    assert WRONG_PASSWORD not in out + err
+    assert SASL_PASSWORD not in out + err
+    # Nothing changed: no file in the storage folder, no restored topic on the cluster.
+    after = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.name != "wrong.yaml")
+    assert after == before
+    assert f"{unique_name}-restored" not in admin(scram_cluster).list_topics(timeout=10).topics
+
+
+# -- secrets never leak --------------------------------------------------------------------------
+
+
+def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real console entry point in its own process: everything it writes to stdout and stderr
+    (librdkafka's native output included) is captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "kbackup", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+def bucket_objects(s3_server: S3Server, prefix: str) -> dict[str, bytes]:
+    client = s3_server.client()
+    objects = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=TEST_BUCKET, Prefix=prefix):
+        for item in page.get("Contents", []):
+            objects[item["Key"]] = client.get_object(Bucket=TEST_BUCKET, Key=item["Key"])["Body"].read()
+    return objects
+
+
+@dataclass
+class LeakScenario:
+    """A backup to moto's S3 and restores on the SCRAM cluster, configured with every kind of secret.
+
+    The SASL password and the S3 secret key come from the environment, the SSL key password and
+    the S3 access key from the file itself. Everything each command prints is kept in ``outputs``.
+    """
+
+    cluster: LocalKafkaCluster
+    s3_server: S3Server
+    topic: str
+    group: str
+    tmp_path: Path
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.work = self.tmp_path / "work"
+        self.work.mkdir()
+        self.prefix = f"leak-{self.topic}"
+        self.env = {
+            **os.environ,
+            "KB_TEST_SASL_PASSWORD": SASL_PASSWORD,
+            "KB_TEST_S3_SECRET": S3_SECRET_KEY,
+            "KBACKUP_NO_PROGRESS": "1",
+        }
+        connection = sasl_connection(self.cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}")
+        # An SSL key password in the file itself (librdkafka ignores it on a SASL_PLAINTEXT connection).
+        connection["security"]["ssl_key_password"] = SSL_KEY_PASSWORD
+        self.document: dict[str, Any] = {
+            "backup_id": "leak",
+            "source": {**connection, "topics": {"include": [self.topic]}},
+            "target": connection,
+            "storage": {
+                "url": f"s3://{TEST_BUCKET}/{self.prefix}",
+                "endpoint_url": self.s3_server.endpoint_url,
+                "region": REGION,
+                "access_key_id": S3_ACCESS_KEY,
+                "secret_access_key": "${KB_TEST_S3_SECRET}",
+            },
+            "backup": {"source_cluster_id": "leak-source"},
+            "restore": {"topic_mapping": {self.topic: f"{self.topic}-restored"}},
+            "offset_reset": {
+                "strategy": "header-based",
+                "source_cluster": "leak-source",
+                "groups": [self.group],
+                "snapshot_dir": str(self.work / "snapshots"),
+            },
+            "three_phase": {"state_dir": str(self.work / "three-phase-state")},
+            "mapping": {"spark_conf": {"spark.ui.enabled": "false"}},
+        }
+        self.config = write_config(self.tmp_path / "leak.yaml", self.document)
+        self.c = ["-c", str(self.config)]
+
+    def variant(self, name: str, **sections: Any) -> list[str]:
+        """``-c FILE`` of a copy of the config with some sections replaced."""
+        return ["-c", str(write_config(self.tmp_path / f"{name}.yaml", {**self.document, **sections}))]
+
+    def run(self, args: list[str], expected: int, **env: str) -> str:
+        result = run_cli(args, {**self.env, **env}, self.work)
+        assert result.returncode == expected, (args, result.stdout[-2000:], result.stderr[-3000:])
+        self.outputs[" ".join(args)] = result.stdout + result.stderr
+        return result.stdout
+
+    def assert_nothing_leaked(self) -> None:
+        """No known secret in any output, any file below the work folder, or any object in the bucket."""
+        assert any("Traceback" in text for text in self.outputs.values()), "no --debug traceback was produced"
+        written = {f"s3://{key}": body for key, body in bucket_objects(self.s3_server, self.prefix).items()}
+        assert any(key.endswith(".parquet") for key in written), sorted(written)
+        for path in self.work.rglob("*"):
+            if path.is_file():
+                written[str(path)] = path.read_bytes()
+        texts = [*self.outputs.items(), *((key, body.decode("latin-1")) for key, body in written.items())]
+        leaks = [
+            f"{secret!r} in {where}" for secret in ALL_SECRETS for where, text in texts if secret in text
+        ]
+        assert not leaks, leaks
+
+
+@pytest.fixture
+def leak_scenario(
+    scram_cluster: LocalKafkaCluster, s3_server: S3Server, unique_name: str, tmp_path: Path
+) -> LeakScenario:
+    seed_topic(scram_cluster, unique_name, 40)
+    group = f"{unique_name}-g"
+    commit_group(scram_cluster, group, {(unique_name, 0): 15})
+    return LeakScenario(scram_cluster, s3_server, unique_name, group, tmp_path)
+
+
+@pytest.mark.slow
+def test_known_secrets_never_appear_in_anything_the_commands_write(leak_scenario: LeakScenario) -> None:
+    leak, c = leak_scenario, leak_scenario.c
+    plan = leak.work / "plan.json"
+    leak.run(["check", *c, "--json"], 0)
+    leak.run(["-v", "backup", *c, "--json"], 0)
+    leak.run(["list", *c, "--json"], 0)
+    leak.run(["describe", *c, "--json"], 0)
+    leak.run(["validate", "--deep", *c, "--json"], 0)
+    leak.run(["-v", "restore", *c, "--json"], 0)
+    leak.run(["offset-reset", "plan", *c, "--output", str(plan), "--json"], 0)
+    leak.run(["offset-reset", "execute", "--plan", str(plan), *c, "--json"], 0)
+    snapshot_id = json.loads(leak.run(["offset-rollback", "--list", *c, "--json"], 0))[0]["snapshot_id"]
+    leak.run(["offset-rollback", "--snapshot", snapshot_id, *c, "--json"], 0)
+    # Failing variants, with --debug so that tracebacks are printed.
+    leak.run(["--debug", "restore", *c, "--backup-id", "no-such-backup"], NotFoundError.exit_code)
+    bad_bucket = {**leak.document["storage"], "url": "s3://no-such-bucket-kbackup/x"}
+    leak.run(["--debug", "list", *leak.variant("bad-bucket", storage=bad_bucket)], StorageError.exit_code)
+    leak.run(
+        ["--debug", "-v", "backup", *c], KafkaOperationError.exit_code, KB_TEST_SASL_PASSWORD=WRONG_PASSWORD
+    )
+    foreign = json.loads(plan.read_text())
+    foreign["target"]["cluster_id"] = "another-cluster-id"
+    foreign_plan = leak.work / "foreign-plan.json"
+    foreign_plan.write_text(json.dumps(foreign))
+    leak.run(
+        ["--debug", "offset-reset", "execute", "--plan", str(foreign_plan), *c], PreconditionError.exit_code
+    )
+    assert (leak.work / "snapshots").is_dir()
+    leak.assert_nothing_leaked()
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_known_secrets_never_appear_in_what_the_spark_commands_write(leak_scenario: LeakScenario) -> None:
+    """three-phase-restore, show-offset-mapping and drill give the SASL password to Spark's Kafka client."""
+    leak, c = leak_scenario, leak_scenario.c
+    leak.run(["backup", *c], 0)
+    three_phase = {"topic_mapping": {leak.topic: f"{leak.topic}-3p"}}
+    c3 = leak.variant("three-phase", restore=three_phase)
+    leak.run(["-v", "three-phase-restore", *c3, "--json"], 0)
+    mapping = leak.work / "mapping.json"
+    show = ["show-offset-mapping", "--topic", f"{leak.topic}-3p", "--source-cluster", "leak-source"]
+    leak.run(["-v", *show, *c, "--output", str(mapping), "--json"], 0)
+    assert json.loads(mapping.read_text())["topics"][0]["target_topic"] == f"{leak.topic}-3p"
+    leak.run(["--debug", *show, *c], KafkaOperationError.exit_code, KB_TEST_SASL_PASSWORD=WRONG_PASSWORD)
+    # The drill: its own backup, a three-phase restore under the drill prefix, and a report (JSON, HTML).
+    report = leak.work / "drill-report.json"
+    leak.run(
+        ["-v", "drill", *leak.variant("drill", backup_id="leak-drill"), "--report", str(report), "--json"], 0
+    )
+    drill_report = json.loads(report.read_text())
+    assert drill_report["passed"] is True
+    assert f"drill.{leak.group}" in drill_report["groups"]
+    assert report.with_suffix(".html").exists()
+    leak.assert_nothing_leaked()
