@@ -24,6 +24,18 @@ from kbackup.reset.translate import RestoredRecord
 PROBE_FETCH_BYTES = 256 * 1024
 
 
+def probe_consumer_properties() -> dict[str, object]:
+    """librdkafka settings of the consumer that answers probes (the planner's, and the benchmark's)."""
+    return {
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        # Probes want one record; small fetches keep each probe cheap.
+        # (librdkafka wants fetch.max.bytes >= message.max.bytes, 1 MB by default.)
+        "fetch.max.bytes": max(PROBE_FETCH_BYTES, 1_048_576),
+        "max.partition.fetch.bytes": PROBE_FETCH_BYTES,
+    }
+
+
 @dataclass
 class _KnownSpan:
     """Target offsets [start, stop) have been read; ``records`` are the restored ones among them."""
