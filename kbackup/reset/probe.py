@@ -22,6 +22,8 @@ from kbackup.reset.translate import RestoredRecord
 
 #: Bytes per probe fetch: enough for a few hundred small records, small enough to stay cheap.
 PROBE_FETCH_BYTES = 256 * 1024
+#: Records taken from one probe fetch (and remembered for later probes).
+PROBE_BATCH_RECORDS = 500
 
 
 def probe_consumer_properties() -> dict[str, object]:
@@ -33,6 +35,12 @@ def probe_consumer_properties() -> dict[str, object]:
         # (librdkafka wants fetch.max.bytes >= message.max.bytes, 1 MB by default.)
         "fetch.max.bytes": max(PROBE_FETCH_BYTES, 1_048_576),
         "max.partition.fetch.bytes": PROBE_FETCH_BYTES,
+        # librdkafka otherwise keeps fetching ahead after each assign (up to 100,000 records or
+        # 64 MiB queued): most of it is thrown away by the next probe's assign. One fetch is enough.
+        "queued.min.messages": 1,
+        "queued.max.messages.kbytes": PROBE_FETCH_BYTES // 1024,
+        # ...and re-checks those limits after this long, 1 s by default: the next probe would wait for it.
+        "fetch.queue.backoff.ms": 5,
     }
 
 
@@ -101,7 +109,9 @@ class PartitionProbe:
         deadline = time.monotonic() + self.timeout_secs
         span = _KnownSpan(start=offset, stop=offset)
         while True:
-            messages = self.consumer.consume(num_messages=500, timeout=0.5)
+            # A short wait: consume() waits its whole timeout unless num_messages arrive, and a probe
+            # near the end of the partition finds fewer; one fetch's records arrive together.
+            messages = self.consumer.consume(num_messages=PROBE_BATCH_RECORDS, timeout=0.02)
             for message in messages:
                 error = message.error()
                 if error is not None:
