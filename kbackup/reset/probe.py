@@ -11,10 +11,11 @@ the same partition share their probes.
 from __future__ import annotations
 
 import bisect
+import sys
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from kbackup.core.errors import KafkaOperationError
 from kbackup.core.origin import parse_origin
@@ -22,8 +23,9 @@ from kbackup.reset.translate import RestoredRecord
 
 #: Bytes per probe fetch: enough for a few hundred small records, small enough to stay cheap.
 PROBE_FETCH_BYTES = 256 * 1024
-#: Records taken from one probe fetch (and remembered for later probes).
-PROBE_BATCH_RECORDS = 500
+#: Records taken from one probe's fetch and remembered for later probes (a fetch brings at least
+#: one whole producer batch, often thousands of small records).
+PROBE_BATCH_RECORDS = 2000
 
 
 def probe_consumer_properties() -> dict[str, object]:
@@ -110,35 +112,10 @@ class PartitionProbe:
         span = _KnownSpan(start=offset, stop=offset)
         while True:
             # A short wait: consume() waits its whole timeout unless num_messages arrive, and a probe
-            # near the end of the partition finds fewer; one fetch's records arrive together.
+            # near the end of the partition finds fewer. One fetch's records arrive together, so this
+            # takes up to PROBE_BATCH_RECORDS of them and remembers them for later probes nearby.
             messages = self.consumer.consume(num_messages=PROBE_BATCH_RECORDS, timeout=0.02)
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        span.stop = max(span.stop, self.end_offset)
-                        return self._remember(span)
-                    raise KafkaOperationError(
-                        f"reading {self.topic}/{self.partition} at offset {offset} failed: {error.str()}",
-                        code=error.code(),
-                        code_name=error.name(),
-                        retryable=bool(error.retriable()),
-                    )
-                message_offset = message.offset()
-                if message_offset is None:
-                    continue  # only events without a position have no offset; none is expected here
-                if message_offset >= self.end_offset:
-                    span.stop = self.end_offset
-                    return self._remember(span)
-                headers = message.headers()
-                origin = parse_origin(headers if isinstance(headers, list) else None)
-                if origin is not None and origin.cluster == self.source_cluster:
-                    self.sources_seen.add((origin.topic, origin.partition))
-                    span.records.append(
-                        RestoredRecord(message_offset, origin.topic, origin.partition, origin.offset)
-                    )
-                span.stop = message_offset + 1
-            if span.stop > offset:
+            if self._take(messages, span, offset) or span.stop > offset:
                 return self._remember(span)
             if time.monotonic() > deadline:
                 raise KafkaOperationError(
@@ -146,6 +123,37 @@ class PartitionProbe:
                     f"within {self.timeout_secs:g}s (end offset {self.end_offset})",
                     retryable=True,
                 )
+
+    def _take(self, messages: list[Message], span: _KnownSpan, offset: int) -> bool:
+        """Add ``messages`` to ``span``; True when the span reaches the end of the partition."""
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    span.stop = max(span.stop, self.end_offset)
+                    return True
+                raise KafkaOperationError(
+                    f"reading {self.topic}/{self.partition} at offset {offset} failed: {error.str()}",
+                    code=error.code(),
+                    code_name=error.name(),
+                    retryable=bool(error.retriable()),
+                )
+            message_offset = message.offset()
+            if message_offset is None:
+                continue  # only events without a position have no offset; none is expected here
+            if message_offset >= self.end_offset:
+                span.stop = self.end_offset
+                return True
+            headers = message.headers()
+            origin = parse_origin(headers if isinstance(headers, list) else None)
+            if origin is not None and origin.cluster == self.source_cluster:
+                self.sources_seen.add((origin.topic, origin.partition))
+                span.records.append(
+                    # One string object per topic, not one per remembered record.
+                    RestoredRecord(message_offset, sys.intern(origin.topic), origin.partition, origin.offset)
+                )
+            span.stop = message_offset + 1
+        return False
 
     def _remember(self, span: _KnownSpan) -> _KnownSpan:
         if span.stop > span.start:
