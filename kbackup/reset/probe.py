@@ -46,6 +46,10 @@ def probe_consumer_properties() -> dict[str, object]:
     }
 
 
+def _target_offset(record: RestoredRecord) -> int:
+    return record.target_offset
+
+
 @dataclass
 class _KnownSpan:
     """Target offsets [start, stop) have been read; ``records`` are the restored ones among them."""
@@ -89,12 +93,12 @@ class PartitionProbe:
             span = self._span_containing(position)
             if span is None:
                 span = self._fetch(position)
-            for record in span.records:
-                if (
-                    record.target_offset >= position
-                    and record.source_topic == source_topic
-                    and record.source_partition == source_partition
-                ):
+            # Records are in target order: start at the position instead of walking the whole span,
+            # which made planning for many groups quadratic in the span's size.
+            first = bisect.bisect_left(span.records, position, key=_target_offset)
+            for index in range(first, len(span.records)):
+                record = span.records[index]
+                if record.source_topic == source_topic and record.source_partition == source_partition:
                     return record
             position = span.stop
         return None

@@ -138,6 +138,11 @@ def test_identity_restore_every_group_resumes_exactly(
             outcome = measure(records, committed, position)
             assert (outcome.skipped, outcome.reprocessed) == (0, 0), (group, partition)
             assert rows[(group, partition)].rereads == 0
+            # The plan names the origin of the record the group will read first (none past the end).
+            at_position = [r.source_offset for r in records if r.target_offset == position]
+            expected = rows[(group, partition)].expected_origin
+            planned = [expected.offset] if expected is not None else []
+            assert planned == at_position, (group, partition)
 
     # Applications restarted in these groups read on from there: nothing skipped, nothing read twice.
     assert_groups_resume_without_loss(
