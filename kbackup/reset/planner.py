@@ -35,7 +35,7 @@ from kbackup.reset.plan import (
     ResetPlan,
     TargetInfo,
 )
-from kbackup.reset.probe import PROBE_FETCH_BYTES, PartitionProbe
+from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 from kbackup.reset.settings import Strategy
 from kbackup.reset.sources import SourceOffsets
 from kbackup.reset.translate import MappedRange, position_from_ranges, search_position
@@ -80,16 +80,7 @@ class _Planner:
     @property
     def consumer(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = self.clients.consumer(
-                properties={
-                    "isolation.level": "read_committed",
-                    "enable.partition.eof": True,
-                    # Probes want one record; small fetches keep each probe cheap.
-                    # (librdkafka wants fetch.max.bytes >= message.max.bytes, 1 MB by default.)
-                    "fetch.max.bytes": max(PROBE_FETCH_BYTES, 1_048_576),
-                    "max.partition.fetch.bytes": PROBE_FETCH_BYTES,
-                }
-            )
+            self._consumer = self.clients.consumer(properties=probe_consumer_properties())
         return self._consumer
 
     def close(self) -> None:

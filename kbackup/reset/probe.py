@@ -11,10 +11,11 @@ the same partition share their probes.
 from __future__ import annotations
 
 import bisect
+import sys
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from kbackup.core.errors import KafkaOperationError
 from kbackup.core.origin import parse_origin
@@ -22,6 +23,31 @@ from kbackup.reset.translate import RestoredRecord
 
 #: Bytes per probe fetch: enough for a few hundred small records, small enough to stay cheap.
 PROBE_FETCH_BYTES = 256 * 1024
+#: Records taken from one probe's fetch and remembered for later probes (a fetch brings at least
+#: one whole producer batch, often thousands of small records).
+PROBE_BATCH_RECORDS = 2000
+
+
+def probe_consumer_properties() -> dict[str, object]:
+    """librdkafka settings of the consumer that answers probes (the planner's, and the benchmark's)."""
+    return {
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        # Probes want one record; small fetches keep each probe cheap.
+        # (librdkafka wants fetch.max.bytes >= message.max.bytes, 1 MB by default.)
+        "fetch.max.bytes": max(PROBE_FETCH_BYTES, 1_048_576),
+        "max.partition.fetch.bytes": PROBE_FETCH_BYTES,
+        # librdkafka otherwise keeps fetching ahead after each assign (up to 100,000 records or
+        # 64 MiB queued): most of it is thrown away by the next probe's assign. One fetch is enough.
+        "queued.min.messages": 1,
+        "queued.max.messages.kbytes": PROBE_FETCH_BYTES // 1024,
+        # ...and re-checks those limits after this long, 1 s by default: the next probe would wait for it.
+        "fetch.queue.backoff.ms": 5,
+    }
+
+
+def _target_offset(record: RestoredRecord) -> int:
+    return record.target_offset
 
 
 @dataclass
@@ -67,12 +93,12 @@ class PartitionProbe:
             span = self._span_containing(position)
             if span is None:
                 span = self._fetch(position)
-            for record in span.records:
-                if (
-                    record.target_offset >= position
-                    and record.source_topic == source_topic
-                    and record.source_partition == source_partition
-                ):
+            # Records are in target order: start at the position instead of walking the whole span,
+            # which made planning for many groups quadratic in the span's size.
+            first = bisect.bisect_left(span.records, position, key=_target_offset)
+            for index in range(first, len(span.records)):
+                record = span.records[index]
+                if record.source_topic == source_topic and record.source_partition == source_partition:
                     return record
             position = span.stop
         return None
@@ -89,34 +115,11 @@ class PartitionProbe:
         deadline = time.monotonic() + self.timeout_secs
         span = _KnownSpan(start=offset, stop=offset)
         while True:
-            messages = self.consumer.consume(num_messages=500, timeout=0.5)
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        span.stop = max(span.stop, self.end_offset)
-                        return self._remember(span)
-                    raise KafkaOperationError(
-                        f"reading {self.topic}/{self.partition} at offset {offset} failed: {error.str()}",
-                        code=error.code(),
-                        code_name=error.name(),
-                        retryable=bool(error.retriable()),
-                    )
-                message_offset = message.offset()
-                if message_offset is None:
-                    continue  # only events without a position have no offset; none is expected here
-                if message_offset >= self.end_offset:
-                    span.stop = self.end_offset
-                    return self._remember(span)
-                headers = message.headers()
-                origin = parse_origin(headers if isinstance(headers, list) else None)
-                if origin is not None and origin.cluster == self.source_cluster:
-                    self.sources_seen.add((origin.topic, origin.partition))
-                    span.records.append(
-                        RestoredRecord(message_offset, origin.topic, origin.partition, origin.offset)
-                    )
-                span.stop = message_offset + 1
-            if span.stop > offset:
+            # A short wait: consume() waits its whole timeout unless num_messages arrive, and a probe
+            # near the end of the partition finds fewer. One fetch's records arrive together, so this
+            # takes up to PROBE_BATCH_RECORDS of them and remembers them for later probes nearby.
+            messages = self.consumer.consume(num_messages=PROBE_BATCH_RECORDS, timeout=0.02)
+            if self._take(messages, span, offset) or span.stop > offset:
                 return self._remember(span)
             if time.monotonic() > deadline:
                 raise KafkaOperationError(
@@ -124,6 +127,37 @@ class PartitionProbe:
                     f"within {self.timeout_secs:g}s (end offset {self.end_offset})",
                     retryable=True,
                 )
+
+    def _take(self, messages: list[Message], span: _KnownSpan, offset: int) -> bool:
+        """Add ``messages`` to ``span``; True when the span reaches the end of the partition."""
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    span.stop = max(span.stop, self.end_offset)
+                    return True
+                raise KafkaOperationError(
+                    f"reading {self.topic}/{self.partition} at offset {offset} failed: {error.str()}",
+                    code=error.code(),
+                    code_name=error.name(),
+                    retryable=bool(error.retriable()),
+                )
+            message_offset = message.offset()
+            if message_offset is None:
+                continue  # only events without a position have no offset; none is expected here
+            if message_offset >= self.end_offset:
+                span.stop = self.end_offset
+                return True
+            headers = message.headers()
+            origin = parse_origin(headers if isinstance(headers, list) else None)
+            if origin is not None and origin.cluster == self.source_cluster:
+                self.sources_seen.add((origin.topic, origin.partition))
+                span.records.append(
+                    # One string object per topic, not one per remembered record.
+                    RestoredRecord(message_offset, sys.intern(origin.topic), origin.partition, origin.offset)
+                )
+            span.stop = message_offset + 1
+        return False
 
     def _remember(self, span: _KnownSpan) -> _KnownSpan:
         if span.stop > span.start:

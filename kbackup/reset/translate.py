@@ -22,7 +22,7 @@ from dataclasses import dataclass
 SourcePartition = tuple[str, int]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class RestoredRecord:
     """A record of the restore in a target partition: where it is now, and where it came from."""
 
@@ -116,6 +116,17 @@ def search_position(probe: Probe, start: int, end: int, committed_offset: int) -
     probes = 0
     low, high = start, end
     candidate: RestoredRecord | None = None
+    # The first restored record first: groups that processed nothing of what the backup holds (committed
+    # at 0, or below the first backed-up offset) are common, and then one probe answers.
+    if low < high:
+        first = probe(low)
+        probes += 1
+        if first is None or first.target_offset >= high:
+            high = low  # nothing restored at all
+        elif first.source_offset >= committed_offset:
+            return SearchResult(position=first.target_offset, record_at_position=first, probes=probes)
+        else:
+            low = first.target_offset + 1
     # Invariant: the answer is in [low, high), or it is `candidate`, or there is none.
     while low < high:
         middle = (low + high) // 2

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from kbackup.cli.main import run
-from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
+from kbackup.core.errors import BackupIntegrityError, ConfigError, NotFoundError, PreconditionError
 from kbackup.format.catalog import commit_manifest
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -159,3 +160,66 @@ def test_bad_inputs_change_nothing(
     groups = setup["groups"]
     assert isinstance(groups, dict)
     assert all(committed(target_cluster, g, topic, 0) is None for g in groups)
+
+
+def test_more_bad_inputs_change_nothing(
+    setup: dict[str, object],
+    target_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config, topic, groups = Path(str(setup["config"])), str(setup["topic"]), setup["groups"]
+    assert isinstance(groups, dict)
+    base = config.read_text()
+
+    def variant(name: str, text: str) -> str:
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+
+    def nothing_changed() -> None:
+        assert all(committed(target_cluster, g, topic, 0) is None for g in groups)
+        assert not (tmp_path / "snapshots").exists()
+
+    # A topic the target does not have.
+    unknown_topic = variant("unknown-topic.yaml", base.replace(f"orders: {topic}", "orders: no-such-topic"))
+    assert run(["offset-reset", "plan", "-c", unknown_topic]) == NotFoundError.exit_code
+    assert "no-such-topic" in capsys.readouterr().err
+
+    # A mapping file that is not one.
+    broken = tmp_path / "mapping.json"
+    broken.write_text('{"format": "kafka-backup-offset-mapping", "ranges": [')
+    with_mapping = variant("mapping.yaml", base + f"  mapping_file: {broken}\n  scan_all_partitions: true\n")
+    assert run(["offset-reset", "plan", "-c", with_mapping]) == BackupIntegrityError.exit_code
+    assert str(broken) in capsys.readouterr().err
+
+    # A fixed offset outside the partition (50 records and a commit marker: 0..51).
+    out_of_range = variant("offset.yaml", base + "  strategy: offset\n  offset: 500\n")
+    assert run(["offset-reset", "plan", "-c", out_of_range]) == PreconditionError.exit_code
+    assert "offset 500 is outside" in capsys.readouterr().err
+
+    # A plan edited to an offset outside the partition.
+    plan_file = tmp_path / "plan.json"
+    assert run(["offset-reset", "plan", "-c", str(config), "--output", str(plan_file)]) == 0
+    reviewed = plan_file.read_text()
+    edited = json.loads(reviewed)
+    edited["groups"][0]["partitions"][0]["new_offset"] = 500
+    plan_file.write_text(json.dumps(edited))
+    capsys.readouterr()
+    assert run(["offset-reset", "execute", "--plan", str(plan_file), "-c", str(config)]) == (
+        PreconditionError.exit_code
+    )
+    assert "new offset 500" in capsys.readouterr().err
+    nothing_changed()
+
+    # The target moved on after planning: its log start advanced past what the plan saw.
+    plan_file.write_text(reviewed)
+    client = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    for future in client.delete_records([TopicPartition(topic, 0, 10)]).values():
+        future.result(30)
+    assert run(["offset-reset", "execute", "--plan", str(plan_file), "-c", str(config)]) == (
+        PreconditionError.exit_code
+    )
+    error = capsys.readouterr().err
+    assert f"{topic}/0 was 0..51 when planned, now 10..51" in error
+    nothing_changed()

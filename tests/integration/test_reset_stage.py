@@ -12,10 +12,10 @@ from kbackup.reset.executor import execute_plan, list_snapshots, rollback
 from kbackup.reset.plan import ResetPlan, SourceOffsetsInfo, read_plan
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
 from kbackup.reset.sources import SourceOffsets
-from kbackup.reset.translate import measure, ranges_from_records, reference_position
+from kbackup.reset.translate import RestoredRecord, measure, ranges_from_records, reference_position
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import create_topic
-from tests.support.restored_topics import Restored, restored_records, write_restored
+from tests.support.restored_topics import Restored, read_as_group, restored_records, write_restored
 
 SOURCE = "prod-east"
 # Source partition 0 holds offsets 5-9, 12, 15-20, 30 (holes: compaction and markers); the backup
@@ -77,6 +77,31 @@ def prefixed(groups: dict[str, dict[int, int]], prefix: str) -> dict[str, dict[i
     return {f"{prefix}-{name}": offsets for name, offsets in groups.items()}
 
 
+def assert_groups_resume_without_loss(
+    cluster: LocalKafkaCluster,
+    topic: str,
+    groups: dict[str, dict[int, int]],
+    records: dict[int, list[RestoredRecord]],
+    plan: ResetPlan,
+) -> None:
+    """A consumer of each group, resuming from its committed offsets, reads every record the group had
+    not processed on the source, in order, and re-reads exactly as many as the plan said."""
+    rereads = {(g.group_id, r.target_partition): r.rereads for g in plan.groups for r in g.partitions}
+    for group, offsets in groups.items():
+        read = read_as_group(cluster, group, topic, sorted(records), SOURCE)
+        for partition, held in records.items():
+            committed = {("orders", p): c for p, c in offsets.items()}
+            unprocessed = [r for r in held if r.source_offset >= committed.get(r.source, 0)]
+            assert [
+                r for r in read[partition] if r.source_offset >= committed.get(r.source, 0)
+            ] == unprocessed, (
+                group,
+                partition,
+            )
+            read_again = [r for r in read[partition] if r.source_offset < committed.get(r.source, 0)]
+            assert len(read_again) == rereads[(group, partition)], (group, partition)
+
+
 def test_identity_restore_every_group_resumes_exactly(
     target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
@@ -113,6 +138,20 @@ def test_identity_restore_every_group_resumes_exactly(
             outcome = measure(records, committed, position)
             assert (outcome.skipped, outcome.reprocessed) == (0, 0), (group, partition)
             assert rows[(group, partition)].rereads == 0
+            # The plan names the origin of the record the group will read first (none past the end).
+            at_position = [r.source_offset for r in records if r.target_offset == position]
+            expected = rows[(group, partition)].expected_origin
+            planned = [expected.offset] if expected is not None else []
+            assert planned == at_position, (group, partition)
+
+    # Applications restarted in these groups read on from there: nothing skipped, nothing read twice.
+    assert_groups_resume_without_loss(
+        target_cluster,
+        topic,
+        groups,
+        {p: restored_records(target_cluster, topic, p, SOURCE) for p in (0, 1)},
+        plan,
+    )
 
     # A plan applied twice is a no-op the second time.
     again = execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path / "snapshots")
@@ -276,3 +315,51 @@ def test_repartitioned_restore_with_the_spark_mapping_file(
             outcome = measure(records[q], committed, position)
             assert outcome.skipped == 0
             assert row.rereads == outcome.reprocessed
+
+
+def test_repartitioned_restore_edge_cases_resume_without_loss(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """The same edge cases as the identity restore (holes, marker, log end, 0, below and beyond the
+    backup, no commit), with both source partitions spread over three target partitions."""
+    topic = f"{unique_name}-orders"
+    create_topic(target_cluster, topic, partitions=3)
+    p0 = [Restored(i % 3, 0, o) for i, o in enumerate(P0)]
+    p1 = [Restored((i + 1) % 3, 1, o) for i, o in enumerate(P1)]
+    write_restored(
+        target_cluster,
+        topic,
+        "orders",
+        SOURCE,
+        [
+            (p0[:6] + p1[:5], True),
+            ([Restored(0, 0, 999), Restored(1, 1, 999), Restored(2, 0, 998)], False),  # aborted: holes
+            (p1[5:] + p0[6:], True),
+        ],
+        transactional_id=f"rp-{topic}",
+    )
+    records = {q: restored_records(target_cluster, topic, q, SOURCE) for q in range(3)}
+    index = mapping_index((topic, q, item) for q in range(3) for item in ranges_from_records(records[q]))
+    groups = prefixed(GROUPS, unique_name)
+    plan = plan_offset_reset(
+        PlanRequest(
+            target=target_cluster.connection(),
+            source=source_offsets(groups),
+            topic_mapping={"orders": topic},
+            mapping=index,
+        )
+    )
+    rows = {(g.group_id, r.target_partition): r for g in plan.groups for r in g.partitions}
+    assert {r.method for r in rows.values()} == {"mapping"}
+    # Every target partition holds records of source partition 0, so the gap shows on each.
+    assert {rows[(f"{unique_name}-beyond-backup", q)].recovery_gap for q in range(3)} == {8}
+    assert all(rows[(f"{unique_name}-at-end", q)].recovery_gap == 0 for q in range(3))
+
+    execute_plan(plan, target_cluster.connection(), snapshot_dir=tmp_path / "snapshots")
+    for group, offsets in groups.items():
+        committed = {("orders", p): c for p, c in offsets.items()}
+        for q in range(3):
+            position = group_position(target_cluster, group, topic, q)
+            assert position == reference_position(records[q], committed), (group, q)
+            assert measure(records[q], committed, position).skipped == 0
+    assert_groups_resume_without_loss(target_cluster, topic, groups, records, plan)

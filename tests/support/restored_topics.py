@@ -6,10 +6,11 @@ Used by mapping/reset tests that need restored data with precise holes before
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kbackup.core.origin import Origin, origin_headers, parse_origin
 from kbackup.reset.translate import RestoredRecord
@@ -74,3 +75,56 @@ def restored_records(
             assert record.offset is not None
             records.append(RestoredRecord(record.offset, origin.topic, origin.partition, origin.offset))
     return records
+
+
+def read_as_group(
+    cluster: LocalKafkaCluster,
+    group: str,
+    topic: str,
+    partitions: Sequence[int],
+    source_cluster: str,
+    timeout: float = 30.0,
+) -> dict[int, list[RestoredRecord]]:
+    """What a consumer of ``group`` reads on the target: from the group's committed offsets to the end.
+
+    Each partition is assigned at its stored (committed) offset, exactly where a restarted
+    application resumes; a partition without a committed offset is an error, not a silent
+    fallback to the start.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_STORED) for p in partitions])
+    read: dict[int, list[RestoredRecord]] = {p: [] for p in partitions}
+    done: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < len(partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"group {group} did not reach the end of {topic} within {timeout}s")
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    done.add(message.partition())
+                    continue
+                raise KafkaException(error)
+            origin = parse_origin(message.headers())
+            if origin is not None and origin.cluster == source_cluster:
+                offset = message.offset()
+                assert offset is not None
+                read[message.partition()].append(
+                    RestoredRecord(offset, origin.topic, origin.partition, origin.offset)
+                )
+    finally:
+        consumer.close()
+    return read

@@ -86,12 +86,21 @@ def test_measure_counts_skips_when_position_too_far() -> None:
     assert measure(records, committed, 1).reprocessed == 1
 
 
+def test_search_answers_with_one_probe_when_nothing_was_processed() -> None:
+    records = restored(list(range(100, 10_000)))
+    probe = probe_over(records)
+    for committed in (0, 99, 100):
+        result = search_position(probe, 0, len(records), committed)
+        assert (result.position, result.probes) == (0, 1)
+
+
 def test_search_counts_about_log2_probes() -> None:
     records = restored(list(range(0, 2_000_000, 2)))  # a million records with holes on the source side
     probe = probe_over(records)
     result = search_position(probe, 0, len(records), 1_234_567)
     assert result.position == reference_position(records, {("orders", 0): 1_234_567})
-    assert result.probes <= math.ceil(math.log2(len(records))) + 1
+    # log2(n) halvings, the probe of the first record, and one to confirm the last step.
+    assert result.probes <= math.ceil(math.log2(len(records))) + 2
 
 
 source_offsets = st.lists(st.integers(min_value=0, max_value=50), min_size=0, max_size=40, unique=True).map(
