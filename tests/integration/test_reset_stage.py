@@ -363,3 +363,23 @@ def test_repartitioned_restore_edge_cases_resume_without_loss(
             assert position == reference_position(records[q], committed), (group, q)
             assert measure(records[q], committed, position).skipped == 0
     assert_groups_resume_without_loss(target_cluster, topic, groups, records, plan)
+
+
+def test_execute_reports_offsets_read_back_that_differ_from_the_plan(
+    target_cluster: LocalKafkaCluster, unique_name: str
+) -> None:
+    # Between execute's apply and its read-back another client may commit; here the group's
+    # real committed offsets on the broker differ from what is "wanted", as they would then.
+    from kbackup.core.admin import open_admin
+    from kbackup.core.errors import VerificationError
+    from kbackup.reset.executor import _verify
+
+    topic, group = f"{unique_name}-t", f"{unique_name}-g"
+    create_topic(target_cluster, topic, partitions=2)
+    admin = open_admin(target_cluster.connection())
+    admin.alter_offsets(group, {(topic, 0): 5, (topic, 1): 0})
+    _verify(admin, {group: {(topic, 0): 5, (topic, 1): 0}})  # equal: no error
+    with pytest.raises(VerificationError) as caught:
+        _verify(admin, {group: {(topic, 0): 5, (topic, 1): 3}})
+    assert f"group {group} on {topic}/1: committed 0, wanted 3" in str(caught.value)
+    assert f"{topic}/0" not in str(caught.value)
