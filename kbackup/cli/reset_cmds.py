@@ -147,7 +147,12 @@ def offset_reset_bulk(
     groups_file: Annotated[
         Path | None, typer.Option("--groups-file", help="One consumer group per line.")
     ] = None,
-    parallelism: Annotated[int, typer.Option("--parallelism", min=1, max=256, help="Groups at once.")] = 8,
+    parallelism: Annotated[
+        int | None,
+        typer.Option(
+            "--parallelism", min=1, max=256, help="Groups at once [default: offset_reset.parallel_consumers]."
+        ),
+    ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the plan here.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and check, change nothing.")] = False,
     allow_rewind: Annotated[
@@ -171,7 +176,7 @@ def offset_reset_bulk(
         snapshot_dir=snapshot_dir or Path(cfg.offset_reset.snapshot_dir),
         dry_run=dry_run,
         allow_rewind=allow_rewind,
-        parallelism=parallelism,
+        parallelism=parallelism if parallelism is not None else cfg.offset_reset.parallel_consumers,
     )
     if not as_json:
         totals = reviewed.totals()

@@ -14,6 +14,7 @@ Method per target topic, chosen automatically under ``strategy: header-based``:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,7 +24,7 @@ from confluent_kafka import Consumer
 from kbackup import __version__
 from kbackup.core.admin import Admin, PartitionRange, open_admin
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
+from kbackup.core.errors import ConfigError, KafkaOperationError, NotFoundError, PreconditionError
 from kbackup.core.kafka import KafkaClients
 from kbackup.format.manifest import utc_now_iso
 from kbackup.reset.plan import (
@@ -59,7 +60,12 @@ class PlanRequest:
     mapping: MappingIndex | None = None
     scan_all_partitions: bool = False
     fixed_offset: int | None = None
+    #: ``strategy: timestamp`` with a point in time: every partition moves to the first target
+    #: record at or after it, instead of the committed record's own timestamp.
+    fixed_timestamp: int | None = None
     record_timestamp: RecordTimestampLookup | None = None
+    #: Planning stops with an error after this long (probes on a slow or huge target).
+    timeout_secs: float | None = None
     #: A source partition the group never committed on: start it at the first restored record, or leave it.
     uncommitted: Literal["earliest", "skip"] = "earliest"
     #: The target group of source group G is ``group_prefix + G`` (the drill moves copies of the groups).
@@ -120,7 +126,15 @@ class _Planner:
         prefix = request.group_prefix
         descriptions = self.admin.describe_groups(prefix + group for group in groups)
         group_plans = []
-        for group in groups:
+        deadline = None if request.timeout_secs is None else time.monotonic() + request.timeout_secs
+        for done, group in enumerate(groups):
+            if deadline is not None and time.monotonic() > deadline:
+                raise KafkaOperationError(
+                    f"planning stopped after offset_reset.timeout_secs={request.timeout_secs:g}s with "
+                    f"{done} of {len(groups)} group(s) planned; nothing was changed",
+                    hint="raise offset_reset.timeout_secs, or plan fewer groups at a time",
+                    retryable=True,
+                )
             target_group = prefix + group
             current = self.admin.committed_offsets(target_group)
             rows: list[PartitionReset] = []
@@ -280,11 +294,14 @@ class _Planner:
     def timestamp_position(
         self, topic: str, partition: int, key: TargetPartitionKey, offset: int | None
     ) -> int:
-        if self.request.record_timestamp is None:
+        if self.request.fixed_timestamp is not None:
+            timestamp: int | None = self.request.fixed_timestamp
+        elif self.request.record_timestamp is None:
             raise ConfigError(
                 "strategy: timestamp needs the backup (or live source) to read record timestamps"
             )
-        timestamp = self.request.record_timestamp(topic, partition, offset or 0)
+        else:
+            timestamp = self.request.record_timestamp(topic, partition, offset or 0)
         if timestamp is None:
             return self.ranges[key].log_end
         found = self.admin.offsets_for_times({key: timestamp})[key]

@@ -100,7 +100,9 @@ def plan_from_config(
             mapping=mapping,
             scan_all_partitions=settings.scan_all_partitions,
             fixed_offset=settings.offset,
+            fixed_timestamp=settings.timestamp,
             record_timestamp=record_timestamp,
+            timeout_secs=settings.timeout_secs,
             uncommitted=settings.uncommitted_partitions,
         )
     )

@@ -40,21 +40,22 @@ class OffsetResetSettings(StrictModel):
     timestamp: int | None = Field(
         default=None,
         description=(
-            "Accepted for the seed tool's configs but not used: `strategy: timestamp` looks up each "
-            "committed record's own timestamp in the backup."
+            "With `strategy: timestamp`: a point in time (ms since the epoch); every partition moves "
+            "to the first target record at or after it. Unset: each committed record's own timestamp, "
+            "read from the backup."
         ),
     )
     offset: int | None = Field(default=None, ge=0, description="The offset for `strategy: offset`.")
     parallel_consumers: int = Field(
-        default=4,
+        default=8,
         ge=1,
         le=256,
-        description=(
-            "Accepted for the seed tool's configs but not used yet (`offset-reset-bulk --parallelism` is)."
-        ),
+        description="Groups applied at once by `offset-reset-bulk` when `--parallelism` is not given.",
     )
     timeout_secs: float = Field(
-        default=3600, gt=0, description="Accepted for the seed tool's configs but not used yet."
+        default=3600,
+        gt=0,
+        description="Planning stops with an error (exit 6, nothing changed) after this many seconds.",
     )
     source_offsets: Literal["backup", "live"] = Field(
         default="backup",

@@ -129,6 +129,23 @@ def test_timestamp_strategy_for_data_restored_without_headers(
     assert group_position(target_cluster, f"{unique_name}-mid", topic, 0) == 15
     assert group_position(target_cluster, f"{unique_name}-done", topic, 0) == 40
 
+    # offset_reset.timestamp: one point in time for every group instead of each committed record's.
+    point_in_time = timestamps[125]
+    config.write_text(config.read_text() + f"  timestamp: {point_in_time}\n")
+    assert run(["offset-reset", "plan", "-c", str(config), "--output", str(plan_file)]) == 0
+    plan = json.loads(plan_file.read_text())
+    assert {g["group_id"]: g["partitions"][0]["new_offset"] for g in plan["groups"]} == {
+        f"{unique_name}-mid": 25,
+        f"{unique_name}-done": 25,
+    }
+    # offset_reset.timeout_secs bounds planning: exit 6, no plan written.
+    plan_file.unlink()
+    config.write_text(config.read_text() + "  timeout_secs: 0.000001\n")
+    capsys.readouterr()
+    assert run(["offset-reset", "plan", "-c", str(config), "--output", str(plan_file)]) == 6
+    assert "offset_reset.timeout_secs" in capsys.readouterr().err
+    assert not plan_file.exists()
+
 
 def test_offsets_from_the_live_source_cluster(
     source_cluster: LocalKafkaCluster,
