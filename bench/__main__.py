@@ -153,12 +153,18 @@ def draw_ratios(ratios: list[tuple[str, float]], path: Path) -> None:
     plt.close(figure)
 
 
-def run_section(outcomes: list[Outcome], machine: str, seconds: float, plot: bool) -> str:
+def run_section(
+    outcomes: list[Outcome], machine: str, seconds: float, plot: bool, quick: bool = False
+) -> str:
+    command = (
+        "`python -m bench all --quick` (`make bench-quick`)"
+        if quick
+        else "`python -m bench all` (`make bench`)"
+    )
     lines = [
         "## How these figures were made",
         "",
-        f"`python -m bench all` (`make bench`) on {machine} at the start; "
-        f"{seconds / 60:.0f} min in all, {time.strftime('%Y-%m-%d')}.",
+        f"{command} on {machine} at the start; {seconds / 60:.0f} min in all, {time.strftime('%Y-%m-%d')}.",
         "",
         "| benchmark | status | minutes |",
         "|---|---|---:|",
@@ -200,7 +206,7 @@ def main() -> None:
         )
         print(f"written to {DOCS}")
     else:
-        summary = run_section(outcomes, machine, seconds, plot=False)
+        summary = run_section(outcomes, machine, seconds, plot=False, quick=True)
         (logs / "summary.md").write_text(summary + "\n")
         print(f"quick run: nothing written to docs/; logs and summary in {logs}")
     if any(item.status.startswith("failed") for item in outcomes):
