@@ -1,6 +1,7 @@
 """Every benchmark, one after the other, with one command.
 
     .venv/bin/python -m bench all [--quick] [--only NAME ...]     (or: make bench / make bench-quick)
+    .venv/bin/python -m bench plots
 
 Runs each benchmark module in its own process (each starts and stops the
 local Kafka clusters it needs): backup, restore, mapping, reset (when
@@ -8,9 +9,10 @@ local Kafka clusters it needs): backup, restore, mapping, reset (when
 ``--write-docs``: each module rewrites its own section of docs/benchmarks.md
 (between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``), then this runner
 writes the ``run`` section (machine, what ran, how long) and a plot of the
-throughput ratios found in the sections' tables. ``--quick`` runs everything
-at smoke sizes and writes nothing into docs/: the output goes to
-``bench-results/quick/`` so full-size figures are never overwritten by smoke ones.
+throughput ratios found in the sections' tables (``python -m bench plots``
+redraws that plot alone). ``--quick`` runs everything at smoke sizes and
+writes nothing into docs/: the output goes to ``bench-results/quick/`` so
+full-size figures are never overwritten by smoke ones.
 """
 
 from __future__ import annotations
@@ -127,7 +129,12 @@ def throughput_ratios(document: str) -> list[tuple[str, float]]:
                         value = float(row[column].replace(",", ""))
                     except (ValueError, IndexError):
                         continue
-                    label = " ".join(cell for cell in row[: min(2, column)] if cell)
+                    # Short first cells (a record size) need the second (a record count) to be told apart.
+                    label = (
+                        row[0]
+                        if len(row[0]) > 20
+                        else " ".join(cell for cell in row[: min(2, column)] if cell)
+                    )
                     found.append(
                         (f"{name}: {label} [{header[column - 1] if title == 'ratio' else title}]", value)
                     )
@@ -140,22 +147,20 @@ def draw_ratios(ratios: list[tuple[str, float]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(9, 0.35 * len(ratios) + 1.2))
+    figure, axis = plt.subplots(figsize=(12, 0.35 * len(ratios) + 1.2))
     labels = [label for label, _ in ratios]
     axis.barh(range(len(ratios)), [value for _, value in ratios])
     axis.set_yticks(range(len(ratios)), labels, fontsize=7)
     axis.invert_yaxis()
     axis.axvline(1.0, color="black", linewidth=0.8)
-    axis.set_xlabel("throughput ratio to Kafka's own perf tool in the same run (1.0 = as fast)")
+    axis.set_xlabel("ratio to Kafka's perf tool, same run (1.0 = as fast)")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
-def run_section(
-    outcomes: list[Outcome], machine: str, seconds: float, plot: bool, quick: bool = False
-) -> str:
+def run_section(outcomes: list[Outcome], machine: str, seconds: float, quick: bool = False) -> str:
     command = (
         "`python -m bench all --quick` (`make bench-quick`)"
         if quick
@@ -170,19 +175,46 @@ def run_section(
         "|---|---|---:|",
         *(f"| {item.name} | {item.status} | {item.seconds / 60:.1f} |" for item in outcomes),
     ]
-    if plot:
-        lines += ["", f"![throughput ratios]({RATIO_PLOT.relative_to(DOCS.parent).as_posix()})"]
     return "\n".join(lines)
+
+
+def redraw_ratios() -> bool:
+    """Plot every throughput ratio now in docs/benchmarks.md into the ``ratios`` section; False if none."""
+    ratios = throughput_ratios(DOCS.read_text())
+    if not ratios:
+        return False
+    draw_ratios(ratios, RATIO_PLOT)
+    body = "\n".join(
+        [
+            "## Throughput ratios at a glance",
+            "",
+            "Every `ratio` column of the Backup, Restore, Mapping (and Reset) tables above, drawn by "
+            f"`python -m bench plots` ({time.strftime('%Y-%m-%d')}; `python -m bench all` redraws it after "
+            "a full run). Each bar is this project's rate over Kafka's own perf tool measured in the "
+            "same run on the same topic.",
+            "",
+            f"![throughput ratios]({RATIO_PLOT.relative_to(DOCS.parent).as_posix()})",
+        ]
+    )
+    replace_section(DOCS, "<!-- ratios:start -->", "<!-- ratios:end -->", body)
+    return True
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("command", choices=["all"], help="what to run (all: every benchmark)")
+    parser.add_argument(
+        "command",
+        choices=["all", "plots"],
+        help="all: every benchmark; plots: redraw the throughput-ratio plot from docs/benchmarks.md",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke sizes; results to bench-results/quick/")
     parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these benchmarks")
     args = parser.parse_args()
+    if args.command == "plots":
+        print(f"written to {RATIO_PLOT}" if redraw_ratios() else "no ratio columns in docs/benchmarks.md")
+        return
     names = args.only or list(BENCHMARKS)
     logs = QUICK_RESULTS if args.quick else REPO / "bench-results" / time.strftime("%Y%m%dT%H%M%S")
     logs.mkdir(parents=True, exist_ok=True)
@@ -195,18 +227,13 @@ def main() -> None:
     for item in outcomes:
         print(f"  {item.name:10} {item.status:45} {item.seconds / 60:6.1f} min")
     if not args.quick:
-        ratios = throughput_ratios(DOCS.read_text())
-        if ratios:
-            draw_ratios(ratios, RATIO_PLOT)
         replace_section(
-            DOCS,
-            "<!-- run:start -->",
-            "<!-- run:end -->",
-            run_section(outcomes, machine, seconds, bool(ratios)),
+            DOCS, "<!-- run:start -->", "<!-- run:end -->", run_section(outcomes, machine, seconds)
         )
+        redraw_ratios()
         print(f"written to {DOCS}")
     else:
-        summary = run_section(outcomes, machine, seconds, plot=False, quick=True)
+        summary = run_section(outcomes, machine, seconds, quick=True)
         (logs / "summary.md").write_text(summary + "\n")
         print(f"quick run: nothing written to docs/; logs and summary in {logs}")
     if any(item.status.startswith("failed") for item in outcomes):
