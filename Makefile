@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help demo test test-unit test-integration lint install system-deps jars docs clean
+.PHONY: help demo test test-unit test-integration lint install system-deps jars docs clean bench bench-quick
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -48,6 +48,14 @@ $(INSTALLED): pyproject.toml
 
 jars: install ## Resolve Apache Kafka's jars from Maven Central into ~/.cache/kafka-backup (once)
 	$(BIN)/python -m kbackup.sandbox.jars
+
+bench: install jars ## Run every benchmark (backup, restore, mapping, reset, accuracy) and write docs/benchmarks.md
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench all
+
+bench-quick: install jars ## Every benchmark at smoke sizes; writes nothing into docs/ (logs in bench-results/quick)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench all --quick
 
 docs: install ## Regenerate docs/cli.md from the CLI and docs/configuration.md from the config models
 	$(BIN)/python -m kbackup.cli.reference > docs/cli.md

@@ -1,7 +1,8 @@
 """Backup throughput against Kafka's own ConsumerPerformance, and the backup's peak memory.
 
     .venv/bin/python -m bench.bench_backup [--records-100 N] [--records-1k N] [--factor F]
-                                           [--repeat R] [--partitions P] [--write-docs]
+                                           [--repeat R] [--partitions P] [--quick]
+                                           [--write-docs]
 
 Starts one local single-node cluster, fills topics of 100-byte and 1 KiB
 records with ProducerPerformance, then for each topic runs ConsumerPerformance
@@ -173,7 +174,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--compression-level", type=int, default=BackupSettings().compression_level)
     parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOC}")
+    parser.add_argument("--quick", action="store_true", help="10,000 / 2,500 records, one run (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.records_100, args.records_1k, args.repeat = 10_000, 2_500, 1
     start_load = os.getloadavg()
 
     rows: list[Row] = []

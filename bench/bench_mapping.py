@@ -1,6 +1,6 @@
 """Benchmark of the mapping scan against Kafka's own ConsumerPerformance, on the same topic in one run.
 
-    .venv/bin/python -m bench.bench_mapping --records 10000000
+    .venv/bin/python -m bench.bench_mapping [--records 10000000] [--quick] [--write-docs]
 
 Starts a throwaway local cluster, fills a topic with 100-byte records that
 carry origin headers (a hole-free restore), then alternates:
@@ -13,7 +13,7 @@ carry origin headers (a hole-free restore), then alternates:
 and finally runs ``kafka-backup show-offset-mapping`` in a fresh process:
 end to end, with Spark's start-up and writing the file. It prints
 records/s, the ratios, the mapping file sizes, and writes them into the
-"Mapping" section of docs/benchmarks.md.
+"Mapping" section of docs/benchmarks.md (with ``--write-docs``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import argparse
 import multiprocessing
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,12 +29,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench._perf import replace_section
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 
 SOURCE_CLUSTER = "prod-us-east-1"
 VALUE = b"v" * 100
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+START, END = "<!-- mapping:start -->", "<!-- mapping:end -->"
 
 
 def _fill_partition(bootstrap: str, topic: str, partition: int, count: int) -> None:
@@ -161,14 +162,8 @@ def end_to_end(cluster: LocalKafkaCluster, topic: str, output: Path) -> float:
 
 
 def update_docs(section: str) -> None:
-    """Replace (or add) the "## Mapping" section of docs/benchmarks.md, keeping other stages' sections."""
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n\nMeasured with the scripts in `bench/`.\n"
-    pattern = re.compile(r"^## Mapping\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text.rstrip("\n") + "\n")
+    """Replace (or add) the "mapping" section of docs/benchmarks.md, keeping other stages' sections."""
+    replace_section(DOCS, START, END, section)
 
 
 def main() -> None:
@@ -178,8 +173,11 @@ def main() -> None:
     args.add_argument(
         "--rounds", type=int, default=2, help="alternating rounds of ConsumerPerformance and scan"
     )
-    args.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    args.add_argument("--quick", action="store_true", help="100,000 records, one round (a smoke run)")
+    args.add_argument("--write-docs", action="store_true", help="write the section into docs/benchmarks.md")
     options = args.parse_args()
+    if options.quick:
+        options.records, options.rounds = 100_000, 1
     topic = "bench-restored"
     load_before = os.getloadavg()[0]
     with (
@@ -269,7 +267,7 @@ def main() -> None:
     )
     print()
     print(section)
-    if not options.no_docs:
+    if options.write_docs:
         update_docs(section)
         print(f"updated {DOCS}")
 

@@ -11,7 +11,10 @@ It follows Apache Kafka's own rules (connect/mirror, Kafka 3.5 and later):
 - Retention (``OffsetSyncStore.updateSyncArray``): 64 slots; slot 0 is the
   latest sync; slot i is replaced by a new sync only while the new and old
   upstream offsets differ in a bit above bit i (buckets of size 2^i), so
-  older syncs are kept with exponential spacing.
+  older syncs are kept with exponential spacing. This is the bucket rule of
+  Kafka 3.5.0; later releases keep the syncs under other invariants
+  (``invariantB``/``invariantC`` in ``updateSyncArray``), which this model
+  does not follow: the study's MM2 figures are those of the bucket rule.
 - Translation (``OffsetSyncStore.translateDownstream``): take the latest
   kept sync with upstream <= the group's offset; the result is its
   downstream offset, plus 1 unless the group's offset equals the sync's

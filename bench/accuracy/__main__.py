@@ -1,0 +1,3 @@
+from bench.accuracy.study import main
+
+main()

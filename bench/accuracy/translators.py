@@ -1,0 +1,217 @@
+"""The three translations the study compares, each giving a target position per (group, target partition).
+
+- header-based: this project's reset planner (``kbackup.reset.planner``) on the
+  real restored topics: binary search over origin headers, or the offset
+  mapping's ranges for the repartitioned topic;
+- MirrorMaker 2: the offset-sync model (``bench.accuracy.mm2_model``) fed with
+  the restore's real (source offset, target offset) pairs;
+- timestamp-based (seed 002's MirrorGroupOffsetConnector): the timestamp of
+  the record at the committed offset, read from the source cluster, then the
+  broker's offsets-for-times on the target.
+
+A position of None means "untranslated" (the tool gives no answer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+from confluent_kafka import TopicPartition
+
+from bench.accuracy.data import StudyGroup
+from bench.accuracy.measure import RestoredPartition, TargetKey
+from bench.accuracy.mm2_model import DEFAULT_OFFSET_LAG_MAX, OffsetSyncStore, mirror
+from kbackup.core.admin import open_admin
+from kbackup.core.config import KafkaConnection
+from kbackup.core.kafka import KafkaClients
+from kbackup.format.catalog import Backup
+from kbackup.mapping.ranges import build_ranges
+from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
+from kbackup.reset.sources import from_backup
+from kbackup.reset.translate import MappedRange
+
+#: (group id, target topic, target partition) -> position (None: untranslated).
+Positions = dict[tuple[str, str, int], int | None]
+
+
+def header_based(
+    target: KafkaConnection,
+    backup: Backup,
+    storage_url: str,
+    groups: list[StudyGroup],
+    *,
+    topic_mapping: Mapping[str, str] | None = None,
+    repartitioned: Mapping[TargetKey, RestoredPartition] | None = None,
+) -> tuple[Positions, float]:
+    """The reset stage's plan for the groups; with a topic mapping, planned from the offset mapping.
+
+    The mapping's ranges come from the project's range builder
+    (``kbackup.mapping.ranges.build_ranges``, what the Spark job runs per
+    partition) over the restored records, so no Spark session is needed here.
+    Returns the positions and the planning time in seconds.
+    """
+    mapping = None
+    if repartitioned is not None:
+        restored = repartitioned
+        mapping = mapping_index(
+            (
+                item.target_topic,
+                item.target_partition,
+                MappedRange(item.source_topic, item.source_partition, item.source_start, item.target_start,
+                            item.records),
+            )
+            for (topic, partition), records in restored.items()
+            if topic in (topic_mapping or {}).values()
+            for item in build_ranges(
+                topic,
+                partition,
+                (
+                    (t, _source_topic_of(topic, topic_mapping or {}), p, o)
+                    for t, p, o in zip(records.target_offsets.tolist(), records.source_partitions.tolist(),
+                                       records.source_offsets.tolist(), strict=True)
+                ),
+            )
+        )  # fmt: skip
+    started = time.monotonic()
+    plan = plan_offset_reset(
+        PlanRequest(
+            target=target,
+            source=from_backup(backup, storage_url),
+            strategy="header-based",
+            groups=[group.group_id for group in groups],
+            topic_mapping=dict(topic_mapping or {}),
+            mapping=mapping,
+        )
+    )
+    seconds = time.monotonic() - started
+    positions: Positions = {}
+    for group_plan in plan.groups:
+        for row in group_plan.partitions:
+            positions[(group_plan.group_id, row.target_topic, row.target_partition)] = row.new_offset
+    return positions, seconds
+
+
+def _source_topic_of(target_topic: str, topic_mapping: Mapping[str, str]) -> str:
+    return next(source for source, target in topic_mapping.items() if target == target_topic)
+
+
+def mirror_maker_2(
+    groups: list[StudyGroup],
+    restored: Mapping[TargetKey, RestoredPartition],
+    offset_lag_max: int = DEFAULT_OFFSET_LAG_MAX,
+    *,
+    topic_mapping: Mapping[str, str] | None = None,
+) -> Positions:
+    """MM2's checkpoints: each source partition p mirrored to target partition p (MM2 keeps partitioning)."""
+    stores: dict[TargetKey, OffsetSyncStore] = {}
+    positions: Positions = {}
+    for group in groups:
+        for (topic, partition), committed in group.committed.items():
+            topic = (topic_mapping or {}).get(topic, topic)
+            key = (topic, partition)
+            if key not in stores:
+                stores[key] = mirror(restored[key].pairs(partition), offset_lag_max=offset_lag_max)
+            translated = stores[key].translate(committed)
+            positions[(group.group_id, topic, partition)] = (
+                None if translated is None or translated < 0 else translated
+            )
+    return positions
+
+
+def timestamp_based(
+    source: KafkaConnection,
+    target: KafkaConnection,
+    groups: list[StudyGroup],
+    target_partitions_of: Mapping[str, list[int]],
+    *,
+    topic_mapping: Mapping[str, str] | None = None,
+    repartitioned: bool = False,
+) -> Positions:
+    """Seed 002's connector: record timestamp at C on the source, then offsets-for-times on the target.
+
+    A committed offset with no record at or after it on the source (the group
+    is at the head) has no timestamp: untranslated, as the seed describes.
+    When several source partitions feed a target partition (repartitioned), the
+    earliest of their answers is taken, so nothing is skipped.
+    """
+    timestamps = _record_timestamps(source, groups)
+    admin = open_admin(target)
+    positions: Positions = {}
+    mapping = dict(topic_mapping or {})
+    untranslated: Counter[str] = Counter()
+    for group in groups:
+        topics = sorted({topic for topic, _ in group.committed})
+        for topic in topics:
+            target_topic = mapping.get(topic, topic)
+            for target_partition in target_partitions_of[target_topic]:
+                feeding = [
+                    (partition, timestamps[(topic, partition, committed)])
+                    for (t, partition), committed in group.committed.items()
+                    if t == topic and (repartitioned or partition == target_partition)
+                ]
+                answers = [
+                    admin.offsets_for_times({(target_topic, target_partition): ts})[
+                        (target_topic, target_partition)
+                    ]
+                    for _, ts in feeding
+                    if ts is not None
+                ]
+                found = [offset for offset in answers if offset >= 0]
+                if not found:
+                    untranslated["no record at C on the source" if not answers else "no target offset"] += 1
+                positions[(group.group_id, target_topic, target_partition)] = min(found) if found else None
+    if untranslated:
+        print(f"timestamp-based, untranslated partitions: {dict(untranslated)}", flush=True)
+    return positions
+
+
+def _record_timestamps(
+    source: KafkaConnection, groups: list[StudyGroup]
+) -> dict[tuple[str, int, int], int | None]:
+    """Timestamp of the first record at or after each committed offset, read from the source cluster."""
+    wanted = sorted(
+        {(topic, partition, offset) for g in groups for (topic, partition), offset in g.committed.items()}
+    )
+    ends = open_admin(source).partition_ranges({(t, p) for t, p, _ in wanted})
+    consumer = KafkaClients(source, client_id="kafka-backup-accuracy-timestamps").consumer(
+        properties={"isolation.level": "read_committed"}
+    )
+    result: dict[tuple[str, int, int], int | None] = {}
+    try:
+        for topic, partition, offset in wanted:
+            if offset >= ends[(topic, partition)].log_end:
+                result[(topic, partition, offset)] = None
+                continue
+            result[(topic, partition, offset)] = _first_timestamp(
+                consumer, topic, partition, offset, ends[(topic, partition)].log_end
+            )
+    finally:
+        consumer.close()
+    return result
+
+
+def _first_timestamp(consumer: object, topic: str, partition: int, offset: int, end: int) -> int | None:
+    """Timestamp of the first committed record at or after ``offset``; None if there is none before ``end``.
+
+    The end is judged by the consumer's position, not by partition-EOF events:
+    read_committed fetches that hold only aborted records can report EOF early.
+    """
+    assigned = TopicPartition(topic, partition, offset)
+    consumer.assign([assigned])  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.2)  # type: ignore[attr-defined]
+        if message is None or message.error() is not None:
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset  # type: ignore[attr-defined]
+            if position >= end:
+                return None
+            continue
+        # Messages of an earlier assignment can still be queued: only this partition's, at or after offset.
+        found = message.offset()
+        if (message.topic(), message.partition()) != (topic, partition) or found is None or found < offset:
+            continue
+        _, timestamp = message.timestamp()
+        return int(timestamp)
+    raise RuntimeError(f"no record from {topic}/{partition} at {offset} within 60 s")
