@@ -125,6 +125,8 @@ def throughput_ratios(document: str) -> list[tuple[str, float]]:
                 if not title.lower().startswith("ratio"):
                     continue
                 for row in rows:
+                    if "ConsumerPerformance" in row[0] or "ProducerPerformance" in row[0]:
+                        continue  # the reference itself, 1.0 by definition
                     try:
                         value = float(row[column].replace(",", ""))
                     except (ValueError, IndexError):
@@ -156,7 +158,7 @@ def draw_ratios(ratios: list[tuple[str, float]], path: Path) -> None:
     axis.set_xlabel("ratio to Kafka's perf tool, same run (1.0 = as fast)")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
 
 
