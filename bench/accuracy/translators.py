@@ -30,7 +30,6 @@ from kbackup.format.catalog import Backup
 from kbackup.mapping.ranges import build_ranges
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
 from kbackup.reset.sources import from_backup
-from kbackup.reset.translate import MappedRange
 
 #: (group id, target topic, target partition) -> position (None: untranslated).
 Positions = dict[tuple[str, str, int], int | None]
@@ -56,12 +55,7 @@ def header_based(
     if repartitioned is not None:
         restored = repartitioned
         mapping = mapping_index(
-            (
-                item.target_topic,
-                item.target_partition,
-                MappedRange(item.source_topic, item.source_partition, item.source_start, item.target_start,
-                            item.records),
-            )
+            item
             for (topic, partition), records in restored.items()
             if topic in (topic_mapping or {}).values()
             for item in build_ranges(

@@ -23,7 +23,7 @@ source offsets, the target position of each target partition.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -174,6 +174,9 @@ class TargetPosition:
     reprocessed: int
     #: Restored records before ``offset`` that the group had not processed (data loss; always 0).
     skipped: int
+    #: (source topic, source partition, source offset) of the restored record at ``offset``;
+    #: None when ``offset`` is past the last one. The reset plan's expected origin.
+    origin: tuple[str, int, int] | None = None
 
 
 class PartitionIndex:
@@ -203,6 +206,11 @@ class PartitionIndex:
 
     def first_target_at_or_after(self, source: SourcePartition, committed: int) -> int | None:
         """The smallest target offset of a record of ``source`` with source offset >= ``committed``."""
+        found = self._first_at_or_after(source, committed)
+        return None if found is None else found[0]
+
+    def _first_at_or_after(self, source: SourcePartition, committed: int) -> tuple[int, int] | None:
+        """(target offset, source offset) of that record."""
         items = self.by_source.get(source, [])
         ends = self._source_ends.get(source)
         if ends is not None:
@@ -210,10 +218,11 @@ class PartitionIndex:
             candidates = items[index : index + 1]
         else:
             candidates = [item for item in items if item.source_end >= committed]
-        best: int | None = None
+        best: tuple[int, int] | None = None
         for item in candidates:
-            offset = item.target_start + max(0, committed - item.source_start)
-            best = offset if best is None else min(best, offset)
+            step = max(0, committed - item.source_start)
+            if best is None or item.target_start + step < best[0]:
+                best = (item.target_start + step, item.source_start + step)
         return best
 
     def position_of_source(self, source: SourcePartition, committed: int) -> TargetPosition:
@@ -230,25 +239,36 @@ class PartitionIndex:
             sum(_count_unprocessed_before(item, committed, offset) for item in items),
         )
 
-    def position(self, committed: Mapping[SourcePartition, int]) -> TargetPosition:
+    def position(
+        self, committed: Mapping[SourcePartition, int], sources: Collection[SourcePartition] | None = None
+    ) -> TargetPosition:
         """The target position for a group with these committed source offsets.
 
         A source partition missing from ``committed`` counts as "nothing
-        processed" (committed offset 0), as the reference asks.
+        processed" (committed offset 0), as the reference asks. ``sources``
+        limits the look-up to some source partitions (the reset stage plans
+        one source topic at a time; records of other topics in the same
+        target partition are another row's business); None: all of them.
         """
-        found = [
-            offset
-            for source in self.by_source
-            if (offset := self.first_target_at_or_after(source, committed.get(source, 0))) is not None
-        ]
-        offset = min(found) if found else self.end
+        chosen = [source for source in self.by_source if sources is None or source in sources]
+        best: tuple[int, tuple[str, int, int]] | None = None
+        for source in chosen:
+            found = self._first_at_or_after(source, committed.get(source, 0))
+            if found is not None and (best is None or found[0] < best[0]):
+                best = (found[0], (source[0], source[1], found[1]))
+        if best is not None:
+            offset = best[0]
+        else:  # every record of the chosen sources was processed: one past the last of them
+            offset = max((item.target_end + 1 for s in chosen for item in self.by_source[s]), default=0)
         reprocessed = skipped = 0
-        for source, items in self.by_source.items():
+        for source in chosen:
             done = committed.get(source, 0)
-            for item in items:
+            for item in self.by_source[source]:
                 reprocessed += _count_processed_at_or_after(item, done, offset)
                 skipped += _count_unprocessed_before(item, done, offset)
-        return TargetPosition(self.target[0], self.target[1], offset, reprocessed, skipped)
+        return TargetPosition(
+            self.target[0], self.target[1], offset, reprocessed, skipped, best[1] if best else None
+        )
 
 
 def _count_processed_at_or_after(item: OffsetRange, committed: int, position: int) -> int:

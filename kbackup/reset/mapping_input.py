@@ -7,7 +7,6 @@ from pathlib import Path
 from kbackup.core.errors import PreconditionError
 from kbackup.mapping.mapping_file import read_mapping
 from kbackup.reset.planner import MappingIndex, mapping_index
-from kbackup.reset.translate import MappedRange
 
 
 def load_mapping_index(path: Path, source_cluster: str, target_cluster_id: str | None = None) -> MappingIndex:
@@ -24,17 +23,4 @@ def load_mapping_index(path: Path, source_cluster: str, target_cluster_id: str |
             f"but the target is cluster {target_cluster_id}",
             hint="build the mapping on this target with kafka-backup show-offset-mapping, or fix target:",
         )
-    return mapping_index(
-        (
-            item.target_topic,
-            item.target_partition,
-            MappedRange(
-                source_topic=item.source_topic,
-                source_partition=item.source_partition,
-                source_start=item.source_start,
-                target_start=item.target_start,
-                length=item.records,  # the mapping's ends are inclusive
-            ),
-        )
-        for item in mapping.ranges
-    )
+    return mapping_index(mapping.ranges)

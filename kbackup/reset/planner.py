@@ -27,6 +27,7 @@ from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, KafkaOperationError, NotFoundError, PreconditionError
 from kbackup.core.kafka import KafkaClients
 from kbackup.format.manifest import utc_now_iso
+from kbackup.mapping.ranges import OffsetRange, PartitionIndex, index_by_target
 from kbackup.reset.plan import (
     GroupReset,
     Method,
@@ -39,11 +40,11 @@ from kbackup.reset.plan import (
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 from kbackup.reset.settings import Strategy
 from kbackup.reset.sources import SourceOffsets
-from kbackup.reset.translate import MappedRange, position_from_ranges, search_position
+from kbackup.reset.translate import search_position
 
 TargetPartitionKey = tuple[str, int]
 #: (target topic, target partition) -> the mapping's ranges in it.
-MappingIndex = dict[TargetPartitionKey, list[MappedRange]]
+MappingIndex = dict[TargetPartitionKey, PartitionIndex]
 #: (source topic, partition, committed offset) -> timestamp of the first record at or after it, or None.
 RecordTimestampLookup = Callable[[str, int, int], int | None]
 
@@ -318,28 +319,28 @@ class _Planner:
         if self.request.mapping is None:
             raise ConfigError("strategy: from-mapping needs offset_reset.mapping_file")
         key = (target_topic, partition)
-        ranges = [item for item in self.request.mapping.get(key, []) if item.source_topic == topic]
-        feeding = sorted({item.source_partition for item in ranges})
+        index = self.request.mapping.get(key)
+        sources = sorted(source for source in (index.by_source if index else {}) if source[0] == topic)
+        feeding = [p for _, p in sources]
         thresholds = {(topic, p): committed[p] for p in feeding if p in committed}
-        result = position_from_ranges(ranges, thresholds)
+        position = index.position(thresholds, sources=sources) if index is not None and sources else None
         expected = (
-            OriginOffset(topic=result.origin_at_position[0], partition=result.origin_at_position[1],
-                         offset=result.origin_at_position[2])
-            if result.origin_at_position is not None
+            OriginOffset(topic=position.origin[0], partition=position.origin[1], offset=position.origin[2])
+            if position is not None and position.origin is not None
             else None
-        )  # fmt: skip
+        )
         return PartitionReset(
             target_topic=target_topic,
             target_partition=partition,
             source_topic=topic,
             source_committed={p: committed.get(p) for p in feeding},
             target_committed=current.get(key),
-            new_offset=result.position,
+            new_offset=position.offset if position is not None else None,
             method="mapping",
             expected_origin=expected,
-            rereads=result.rereads,
+            rereads=position.reprocessed if position is not None else 0,
             recovery_gap=sum(self.gap(topic, p, committed.get(p)) for p in feeding),
-            notes=[] if ranges else ["no restored record of this topic in the mapping for this partition"],
+            notes=[] if sources else ["no restored record of this topic in the mapping for this partition"],
         )
 
 
@@ -352,9 +353,6 @@ def plan_offset_reset(request: PlanRequest) -> ResetPlan:
         planner.close()
 
 
-def mapping_index(ranges: Iterable[tuple[str, int, MappedRange]]) -> MappingIndex:
-    """Group (target topic, target partition, range) triples by target partition."""
-    index: MappingIndex = {}
-    for target_topic, target_partition, item in ranges:
-        index.setdefault((target_topic, target_partition), []).append(item)
-    return index
+def mapping_index(ranges: Iterable[OffsetRange]) -> MappingIndex:
+    """The mapping's ranges indexed by target partition, for position look-ups."""
+    return index_by_target(list(ranges))

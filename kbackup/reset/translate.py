@@ -12,12 +12,17 @@ Three things live here:
   of the first restored record at or after target offset ``t`` never
   decreases as ``t`` grows, so the position is found by a binary search
   that reads one record per probe: about log2(n) small fetches.
+
+Positions from a mapping's ranges (repartitioned restores) are
+:meth:`kbackup.mapping.ranges.PartitionIndex.position`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+
+from kbackup.mapping.ranges import OffsetRange, build_ranges
 
 SourcePartition = tuple[str, int]
 
@@ -170,99 +175,14 @@ def last_record_before(probe: Probe, start: int, end: int) -> _LastRecord:
     return _LastRecord(record=best, probes=probes)
 
 
-@dataclass(frozen=True)
-class MappedRange:
-    """A run of restored records in which source and target offsets both step by exactly 1.
-
-    ``source_start + i`` is at ``target_start + i`` for ``0 <= i < length``.
-    """
-
-    source_topic: str
-    source_partition: int
-    source_start: int
-    target_start: int
-    length: int
-
-    @property
-    def source_end(self) -> int:
-        """Exclusive."""
-        return self.source_start + self.length
-
-    @property
-    def target_end(self) -> int:
-        """Exclusive."""
-        return self.target_start + self.length
-
-
-@dataclass(frozen=True)
-class RangePosition:
-    position: int | None
-    #: The origin (topic, partition, offset) of the record at the position; None past the last record.
-    origin_at_position: tuple[str, int, int] | None
-    #: Records at or after the position that the group had already processed (the re-reads).
-    rereads: int
-
-
-def position_from_ranges(
-    ranges: Iterable[MappedRange], committed: Mapping[SourcePartition, int]
-) -> RangePosition:
-    """The reference position on one target partition, from its mapping ranges instead of its records.
-
-    Exact: the ranges cover exactly the restored records, so this equals
-    :func:`reference_position` and :func:`measure` on the records themselves.
-    """
-    ordered = sorted(ranges, key=lambda item: item.target_start)
-    if not ordered:
-        return RangePosition(position=None, origin_at_position=None, rereads=0)
-    best: tuple[int, tuple[str, int, int]] | None = None
-    for item in ordered:
-        threshold = committed.get((item.source_topic, item.source_partition), 0)
-        if threshold >= item.source_end:
-            continue  # every record of this range was processed
-        step = max(0, threshold - item.source_start)
-        candidate = item.target_start + step
-        if best is None or candidate < best[0]:
-            best = (candidate, (item.source_topic, item.source_partition, item.source_start + step))
-    position = best[0] if best is not None else max(item.target_end for item in ordered)
-    rereads = 0
-    for item in ordered:
-        threshold = committed.get((item.source_topic, item.source_partition), 0)
-        processed_end_source = min(item.source_end, max(item.source_start, threshold))
-        processed_end_target = item.target_start + (processed_end_source - item.source_start)
-        # Processed records of this range sit at target offsets [target_start, processed_end_target).
-        rereads += max(0, processed_end_target - max(position, item.target_start))
-    return RangePosition(
-        position=position, origin_at_position=best[1] if best is not None else None, rereads=rereads
+def ranges_from_records(
+    records: Iterable[RestoredRecord], target_topic: str, target_partition: int
+) -> list[OffsetRange]:
+    """One target partition's restored records (any order) as mapping ranges. Used as an oracle."""
+    return list(
+        build_ranges(
+            target_topic,
+            target_partition,
+            ((r.target_offset, r.source_topic, r.source_partition, r.source_offset) for r in sorted(records)),
+        )
     )
-
-
-def ranges_from_records(records: Iterable[RestoredRecord]) -> list[MappedRange]:
-    """Fold one target partition's restored records (any order) into maximal ranges. Used as an oracle."""
-    result: list[MappedRange] = []
-    for record in sorted(records):
-        last = result[-1] if result else None
-        if (
-            last is not None
-            and last.source_topic == record.source_topic
-            and last.source_partition == record.source_partition
-            and last.source_end == record.source_offset
-            and last.target_end == record.target_offset
-        ):
-            result[-1] = MappedRange(
-                last.source_topic,
-                last.source_partition,
-                last.source_start,
-                last.target_start,
-                last.length + 1,
-            )
-        else:
-            result.append(
-                MappedRange(
-                    record.source_topic,
-                    record.source_partition,
-                    record.source_offset,
-                    record.target_offset,
-                    1,
-                )
-            )
-    return result

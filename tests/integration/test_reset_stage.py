@@ -179,7 +179,7 @@ def test_repartitioned_restore_uses_the_mapping_and_counts_rereads(
         batch.append(Restored(index % 3, source_partition, 100 + index // 2))
     write_restored(target_cluster, topic, "orders", SOURCE, [(batch, True)], transactional_id=f"r-{topic}")
     records = {q: restored_records(target_cluster, topic, q, SOURCE) for q in range(3)}
-    index = mapping_index((topic, q, item) for q in range(3) for item in ranges_from_records(records[q]))
+    index = mapping_index(item for q in range(3) for item in ranges_from_records(records[q], topic, q))
     groups = {f"{unique_name}-a": {0: 105, 1: 110}, f"{unique_name}-b": {0: 100}}
     source = source_offsets(groups)
     source.backup_end = {("orders", 0): 115, ("orders", 1): 115}
@@ -339,7 +339,7 @@ def test_repartitioned_restore_edge_cases_resume_without_loss(
         transactional_id=f"rp-{topic}",
     )
     records = {q: restored_records(target_cluster, topic, q, SOURCE) for q in range(3)}
-    index = mapping_index((topic, q, item) for q in range(3) for item in ranges_from_records(records[q]))
+    index = mapping_index(item for q in range(3) for item in ranges_from_records(records[q], topic, q))
     groups = prefixed(GROUPS, unique_name)
     plan = plan_offset_reset(
         PlanRequest(

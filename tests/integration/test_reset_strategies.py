@@ -64,7 +64,7 @@ def test_from_mapping_strategy_uses_the_mapping_even_without_repartitioning(
     topic = f"{unique_name}-orders"
     fill_identity_restore(target_cluster, topic)
     records = {p: restored_records(target_cluster, topic, p, SOURCE) for p in (0, 1)}
-    index = mapping_index((topic, p, item) for p in (0, 1) for item in ranges_from_records(records[p]))
+    index = mapping_index(item for p in (0, 1) for item in ranges_from_records(records[p], topic, p))
     group = f"{unique_name}-mapped"
     committed = {0: 13, 1: 6}
     request = PlanRequest(

@@ -134,7 +134,8 @@ def test_search_equals_reference(
         assert (outcome.skipped, outcome.reprocessed) == (0, 0)
 
 
-from kbackup.reset.translate import position_from_ranges, ranges_from_records  # noqa: E402
+from kbackup.mapping.ranges import index_by_target  # noqa: E402
+from kbackup.reset.translate import ranges_from_records  # noqa: E402
 
 
 @st.composite
@@ -158,16 +159,21 @@ def interleaved_partition(draw):  # type: ignore[no-untyped-def]
 @given(case=interleaved_partition())
 def test_ranges_give_reference_position_and_rereads(case) -> None:  # type: ignore[no-untyped-def]
     records, committed = case
-    result = position_from_ranges(ranges_from_records(records), committed)
     expected = reference_position(records, committed)
-    assert result.position == expected
-    if expected is not None:
-        outcome = measure(records, committed, expected)
-        assert outcome.skipped == 0
-        assert result.rereads == outcome.reprocessed
-        at_position = [r for r in records if r.target_offset == expected]
-        if at_position:
-            r = at_position[0]
-            assert result.origin_at_position == (r.source_topic, r.source_partition, r.source_offset)
-        else:
-            assert result.origin_at_position is None
+    index = index_by_target(ranges_from_records(records, "orders-restored", 0))
+    if not records:
+        assert expected is None
+        assert not index
+        return
+    result = index[("orders-restored", 0)].position(committed)
+    assert result.offset == expected
+    assert expected is not None
+    outcome = measure(records, committed, expected)
+    assert result.skipped == outcome.skipped == 0
+    assert result.reprocessed == outcome.reprocessed
+    at_position = [r for r in records if r.target_offset == expected]
+    if at_position:
+        r = at_position[0]
+        assert result.origin == (r.source_topic, r.source_partition, r.source_offset)
+    else:
+        assert result.origin is None
