@@ -136,7 +136,6 @@ class Copier:
         scratch_dir: Path,
         follow: bool,
         buffer_memory_bytes: int,
-        row_group_max_bytes: int,
         max_open_segments: int,
         segment_max_interval_secs: float,
         stall_timeout_secs: float,
@@ -151,7 +150,6 @@ class Copier:
         self.scratch_dir = scratch_dir
         self.follow = follow
         self.buffer_memory_bytes = buffer_memory_bytes
-        self.row_group_max_bytes = row_group_max_bytes
         self.max_open_segments = max_open_segments
         self.segment_max_interval_secs = segment_max_interval_secs
         self.stall_timeout_secs = stall_timeout_secs
@@ -162,7 +160,7 @@ class Copier:
         self.run_id = new_run_id()
         self.next_run_id = new_run_id()
         self.records_read = 0
-        self._share = row_group_max_bytes
+        self._share = limits.row_group_bytes
         self._open_writers: OrderedDict[TopicPartitionKey, PartitionCopy] = OrderedDict()
         #: Encodes row groups into segment files (Parquet, zstd) beside the consume loop.
         self.io = WriterThread()
@@ -218,7 +216,7 @@ class Copier:
                 self._set_end(copy, copy.next_offset)
         self._share = max(
             64 * 1024,
-            min(self.row_group_max_bytes, self.buffer_memory_bytes // max(1, len(self.partitions))),
+            min(self.limits.row_group_bytes, self.buffer_memory_bytes // max(1, len(self.partitions))),
         )
         if new_assignments:
             try:
@@ -230,13 +228,6 @@ class Copier:
         self._last_activity = time.monotonic()
 
     def _new_sink(self, copy: PartitionCopy, run_id: str) -> Sink:
-        limits = SegmentLimits(
-            max_bytes=self.limits.max_bytes,
-            max_records=self.limits.max_records,
-            compression=self.limits.compression,
-            compression_level=self.limits.compression_level,
-            row_group_bytes=self.row_group_max_bytes,
-        )
         writer = PartitionSegmentWriter(
             self.storage,
             backup_id=self.backup_id,
@@ -244,7 +235,7 @@ class Copier:
             source_cluster=self.source_cluster,
             topic=copy.topic,
             partition=copy.partition,
-            limits=limits,
+            limits=self.limits,
             scratch_dir=self.scratch_dir,
             uploader=self.uploads,
         )

@@ -18,7 +18,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -194,7 +194,7 @@ class BackupRun:
         cluster = SourceCluster(
             KafkaClients(job.source, client_id="kafka-backup"), request_timeout=settings.request_timeout_secs
         )
-        metadata = cluster.metadata()
+        metadata = cluster.metadata(self._selected)
         # Before any record is read: a storage that cannot be written fails the run now.
         storage.check_writable()
         catalog = BackupCatalog(storage)
@@ -242,15 +242,17 @@ class BackupRun:
         summary.seconds = time.monotonic() - started
         return summary
 
+    def _selected(self, names: Iterable[str]) -> list[str]:
+        """The names this backup copies (include/exclude patterns, internal topics)."""
+        return select_topics(
+            names, self.job.source.topics, include_internal=self.settings.include_internal_topics
+        ).selected
+
     def _select(self, metadata: ClusterMetadata, servers: str, *, first: bool) -> list[str]:
         choice = select_topics(
             metadata.topics, self.job.source.topics, include_internal=self.settings.include_internal_topics
         )
-        skipped = select_topics(
-            metadata.unavailable,
-            self.job.source.topics,
-            include_internal=self.settings.include_internal_topics,
-        ).selected
+        skipped = self._selected(metadata.unavailable)
         if skipped and first:
             # A selected topic must never be dropped from a backup silently.
             named = ", ".join(f"{name} ({metadata.unavailable[name]})" for name in skipped)
@@ -324,7 +326,6 @@ class BackupRun:
             scratch_dir=scratch,
             follow=self.follow,
             buffer_memory_bytes=settings.buffer_memory_bytes,
-            row_group_max_bytes=settings.row_group_max_bytes,
             max_open_segments=settings.max_open_segments,
             segment_max_interval_secs=settings.segment_max_interval_ms / 1000,
             stall_timeout_secs=settings.stall_timeout_secs,
@@ -371,7 +372,7 @@ class BackupRun:
                 if not self._copy_until(_time_reached(due), copier):
                     commit.partial(None, topic_entries, take_fresh_snapshot=True)
                     return
-                metadata = cluster.metadata()
+                metadata = cluster.metadata(self._selected)
                 topics = self._select(metadata, cluster.servers, first=False)
         except (KafkaUnreachableError, KafkaOperationError) as error:
             # What was read before the source failed is kept: commit it, then report the error.

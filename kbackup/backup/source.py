@@ -7,7 +7,7 @@ names the servers and keeps Kafka's error code.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,20 +69,22 @@ class SourceCluster:
         except TimeoutError:
             raise self._error(TimeoutError(f"no answer within {self.request_timeout:g}s"), action) from None
 
-    def metadata(self) -> ClusterMetadata:
-        """Topics and partition counts; ``KafkaUnreachableError`` naming the servers if no broker answers."""
-        # A topic whose metadata carries an error (a leader being elected, a topic still being
-        # created) must never be dropped from a backup silently: ask again, then fail naming it.
+    def metadata(self, wanted: Callable[[Iterable[str]], list[str]] | None = None) -> ClusterMetadata:
+        """Topics and partition counts; ``KafkaUnreachableError`` naming the servers if no broker answers.
+
+        ``wanted`` picks, from topic names, those the caller will copy (None: all of them).
+        """
+        # A wanted topic whose metadata carries an error (a leader being elected, a topic still
+        # being created) must never be dropped from a backup silently: ask again for a while; the
+        # runner then fails naming it. Errors of topics nobody wants cost no wait.
         deadline = time.monotonic() + METADATA_RETRY_SECS
         while True:
             metadata = self.clients.list_topics(self.admin)
-            failing = {
-                name: topic.error for name, topic in metadata.topics.items() if topic.error is not None
-            }
-            if not failing:
+            failing = [name for name, topic in metadata.topics.items() if topic.error is not None]
+            if not failing or (wanted is not None and not wanted(failing)):
                 break
             if time.monotonic() > deadline:
-                break  # the runner decides: an error for selected topics on the first look
+                break
             time.sleep(0.5)
         topics = {}
         unavailable = {}

@@ -6,7 +6,6 @@ errors that keep Kafka's error code and name the group or topic involved.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError, NotFoundError
 from kbackup.core.kafka import translate_kafka_error
+from kbackup.core.retry import call_with_retries
 
 Result = TypeVar("Result")
 TopicPartitionKey = tuple[str, int]
@@ -63,23 +63,20 @@ class Admin:
     def _wait(self, issue: Callable[[], Future[Result]], action: str) -> Result:
         """Send a request and wait for it; retry retriable Kafka errors (a coordinator still
         loading, a leader moving) with backoff for up to ``retry_secs``."""
-        deadline = time.monotonic() + self.retry_secs
-        delay = 0.1
-        while True:
+
+        def once() -> Result:
             try:
                 return issue().result(timeout=max(self.timeout, 30.0))
             except KafkaException as exc:
-                error = translate_kafka_error(exc, action=action, connection=self.connection)
+                raise translate_kafka_error(exc, action=action, connection=self.connection) from None
             except TimeoutError:
-                error = translate_kafka_error(
+                raise translate_kafka_error(
                     TimeoutError(f"no answer within {self.timeout:g}s"),
                     action=action,
                     connection=self.connection,
-                )
-            if not error.retryable or time.monotonic() + delay > deadline:
-                raise error
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+                ) from None
+
+        return call_with_retries(once, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0)
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """Partition count of each topic; NotFoundError naming the topics that do not exist."""

@@ -204,13 +204,8 @@ class PartitionIndex:
             (item.target_end + 1 for items in self.by_source.values() for item in items), default=0
         )
 
-    def first_target_at_or_after(self, source: SourcePartition, committed: int) -> int | None:
-        """The smallest target offset of a record of ``source`` with source offset >= ``committed``."""
-        found = self._first_at_or_after(source, committed)
-        return None if found is None else found[0]
-
     def _first_at_or_after(self, source: SourcePartition, committed: int) -> tuple[int, int] | None:
-        """(target offset, source offset) of that record."""
+        """(target offset, source offset) of the first record of ``source`` at or after ``committed``."""
         items = self.by_source.get(source, [])
         ends = self._source_ends.get(source)
         if ends is not None:
@@ -227,9 +222,8 @@ class PartitionIndex:
 
     def position_of_source(self, source: SourcePartition, committed: int) -> TargetPosition:
         """The position for one source partition alone, ignoring the others in this partition."""
-        offset = self.first_target_at_or_after(source, committed)
-        if offset is None:
-            offset = self.end
+        found = self._first_at_or_after(source, committed)
+        offset = self.end if found is None else found[0]
         items = self.by_source.get(source, [])
         return TargetPosition(
             self.target[0],

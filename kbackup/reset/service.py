@@ -87,7 +87,10 @@ def plan_from_config(
     )
     record_timestamp = (
         timestamps_from_backup(storage, backup)
-        if settings.strategy == "timestamp" and storage is not None and backup is not None
+        if settings.strategy == "timestamp"
+        and settings.timestamp is None  # a fixed point in time needs no record timestamps
+        and storage is not None
+        and backup is not None
         else None
     )
     return plan_offset_reset(

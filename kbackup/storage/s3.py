@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,8 +13,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import StorageError
+from kbackup.core.errors import KBackupError, StorageError
 from kbackup.core.logs import get_logger
+from kbackup.core.retry import call_with_retries
 from kbackup.storage.base import ObjectInfo, Storage, check_key
 
 log = get_logger("storage.s3")
@@ -105,32 +105,38 @@ class S3Storage(Storage):
         once; a transient one (connection error, 5xx, throttling) only once the time is up,
         saying for how long it was retried.
         """
-        started = time.monotonic()
-        delay = RETRY_FIRST_DELAY_SECS
-        while True:
+
+        def once() -> T:
             try:
                 return request()
             except (ClientError, BotoCoreError) as exc:
-                error = self._error(exc, action, key)
+                raise self._error(exc, action, key) from None
             except Boto3Error as exc:
                 # upload_file/download_file wrap a ClientError (S3UploadFailedError, raised while
                 # handling it) or give up on their own (RetriesExceededError): report the inner error.
                 inner = exc.__cause__ or exc.__context__
                 known = inner if isinstance(inner, ClientError | BotoCoreError) else exc
-                error = self._error(known, action, key)
-            elapsed = time.monotonic() - started
-            if not error.retryable or elapsed + delay > self.retry_timeout_secs:
-                if error.retryable:
-                    error = StorageError(
-                        f"{error.message} (still failing after {elapsed:.0f}s of retries; "
-                        f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
-                        hint=error.hint,
-                        retryable=True,
-                    )
-                raise error
+                raise self._error(known, action, key) from None
+
+        def say_retry(error: KBackupError, delay: float) -> None:
             log.warning("%s; trying again in %.1fs", error.message, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX_DELAY_SECS)
+
+        def give_up(error: KBackupError, elapsed: float) -> KBackupError:
+            return StorageError(
+                f"{error.message} (still failing after {elapsed:.0f}s of retries; "
+                f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
+                hint=error.hint,
+                retryable=True,
+            )
+
+        return call_with_retries(
+            once,
+            within_secs=self.retry_timeout_secs,
+            first_delay_secs=RETRY_FIRST_DELAY_SECS,
+            max_delay_secs=RETRY_MAX_DELAY_SECS,
+            on_retry=say_retry,
+            on_give_up=give_up,
+        )
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call(
