@@ -39,6 +39,7 @@ from kbackup.backup.source import ClusterMetadata, SourceCluster
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, NotFoundError
 from kbackup.core.faults import crash_point
+from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import KafkaClients, check_client_properties
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress, ProgressTask
@@ -383,10 +384,11 @@ class BackupRun:
 
     def _copy_until(self, condition: Callable[[], bool], copier: Copier) -> bool:
         """Consume until ``condition`` holds (True) or a stop was requested (False)."""
-        while not condition():
-            if self.stop.is_set():
-                return False
-            copier.poll(0.5)
+        with few_collections():
+            while not condition():
+                if self.stop.is_set():
+                    return False
+                copier.poll(0.5)
         return True
 
     def _start_progress(self, total: int) -> None:

@@ -25,6 +25,7 @@ from kbackup import __version__
 from kbackup.core.admin import Admin, PartitionRange, open_admin
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, KafkaOperationError, NotFoundError, PreconditionError
+from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import KafkaClients
 from kbackup.format.manifest import utc_now_iso
 from kbackup.mapping.ranges import OffsetRange, PartitionIndex, index_by_target
@@ -348,7 +349,8 @@ def plan_offset_reset(request: PlanRequest) -> ResetPlan:
     """Build a reset plan (reads the target cluster; changes nothing)."""
     planner = _Planner(request)
     try:
-        return planner.plan()
+        with few_collections():
+            return planner.plan()
     finally:
         planner.close()
 

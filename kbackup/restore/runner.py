@@ -36,6 +36,7 @@ from kbackup.core.errors import (
     VerificationError,
 )
 from kbackup.core.faults import crash_point
+from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.core.origin import (
@@ -607,7 +608,8 @@ class Restorer:
                 name: bars.task(f"restore {t.source_topic} -> {t.target_topic}", total=t.expected)
                 for name, t in totals.items()
             }
-            self._produce_all(point, work, totals, tasks, stop)
+            with few_collections():
+                self._produce_all(point, work, totals, tasks, stop)
         self._phase("records produced and committed", started)
         if self.mode == "exactly-once" and any(t.records for t in totals.values()):
             self._wait_until_visible([t.target_topic for t in plan.topics if totals[t.source_topic].records])
