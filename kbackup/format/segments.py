@@ -334,7 +334,7 @@ class PartitionSegmentWriter:
                 min_timestamp=closed.min_timestamp,
                 max_timestamp=closed.max_timestamp,
             )
-            self.storage.put_file(object_key(self.backup_id, closed.key), path)
+            self.storage.move_file(object_key(self.backup_id, closed.key), path)
             crash_point("backup:segment-uploaded")
         finally:
             path.unlink(missing_ok=True)

@@ -51,6 +51,17 @@ class Storage(ABC):
     def put_file(self, key: str, path: Path) -> None:
         """Upload a local file under ``key``; readers see all of it or nothing."""
 
+    def move_file(self, key: str, path: Path) -> None:
+        """Store a local file the caller no longer needs under ``key``; the file is gone afterwards.
+
+        Like :meth:`put_file`, but a backend may move the file into place instead of copying
+        it (a folder on the same filesystem does: a segment is then written once, not twice).
+        """
+        try:
+            self.put_file(key, path)
+        finally:
+            path.unlink(missing_ok=True)
+
     @abstractmethod
     def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
         """Create ``key`` only if no object has that key; False (nothing written) if one does.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -32,6 +33,15 @@ class LocalStorage(Storage):
                 hint="check the storage path and its permissions",
             ) from None
 
+    @staticmethod
+    def _sync_folder(folder: Path) -> None:
+        """Make a rename into ``folder`` durable."""
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
     def _publish(self, key: str, fill: str | Path | bytes) -> None:
         """Write to a hidden temporary file beside the target, fsync, then rename over it atomically."""
         path = self._path(key)
@@ -50,11 +60,7 @@ class LocalStorage(Storage):
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp_name, path)
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            self._sync_folder(path.parent)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
@@ -65,6 +71,25 @@ class LocalStorage(Storage):
 
     def put_file(self, key: str, path: Path) -> None:
         self._publish(key, path)
+
+    def move_file(self, key: str, path: Path) -> None:
+        """Rename the file into place when it is on the storage's filesystem, else copy it.
+
+        Same guarantees as a copy: the data is fsynced before the rename makes it visible,
+        and the folder after it.
+        """
+        target = self._path(key)
+        self._ensure_parent(target)
+        try:
+            with open(path, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.replace(path, target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise StorageError(f"writing {target} failed: {exc.strerror}") from None
+            super().move_file(key, path)  # another filesystem: copy, then delete
+            return
+        self._sync_folder(target.parent)
 
     def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
         path = self._path(key)

@@ -107,11 +107,11 @@ class FailingStorage(LocalStorage):
         self.uploads = 0
         self.fail_at = fail_at
 
-    def put_file(self, key: str, path: Path) -> None:
+    def move_file(self, key: str, path: Path) -> None:
         self.uploads += 1
         if self.uploads == self.fail_at:
             raise StorageError(f"writing {key} failed: No space left on device")
-        super().put_file(key, path)
+        super().move_file(key, path)
 
 
 def test_failed_upload_leaves_no_manifest_and_the_next_run_completes(

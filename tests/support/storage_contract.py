@@ -27,6 +27,17 @@ class StorageContract:
         storage.download("data/t/0/seg-1.parquet", copy)
         assert copy.read_bytes() == source.read_bytes()
 
+    def test_move_file_stores_it_and_removes_the_local_file(self, storage: Storage, tmp_path: Path) -> None:
+        source = tmp_path / "segment.parquet"
+        payload = os.urandom(300_000)
+        source.write_bytes(payload)
+        storage.move_file("data/t/0/seg-2.parquet", source)
+        assert not source.exists()
+        assert storage.size("data/t/0/seg-2.parquet") == len(payload)
+        copy = tmp_path / "copy"
+        storage.download("data/t/0/seg-2.parquet", copy)
+        assert copy.read_bytes() == payload
+
     def test_list_is_sorted_and_filtered_by_prefix(self, storage: Storage) -> None:
         for key in ["p/b", "p/a", "q/c", "p/sub/d"]:
             storage.put_bytes(key, key.encode())

@@ -37,3 +37,27 @@ def test_unwritable_folder_is_a_storage_error(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(StorageError, match="cannot create folder"):
         LocalStorage(blocker / "sub").check_writable()
+
+
+def test_move_file_renames_on_the_same_filesystem(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path / "backups")
+    source = tmp_path / "scratch.parquet"
+    source.write_bytes(b"x" * 1000)
+    inode = source.stat().st_ino
+    storage.move_file("data/t/0/a.parquet", source)
+    stored = storage.local_path("data/t/0/a.parquet")
+    assert stored.stat().st_ino == inode  # moved, not copied
+    assert not source.exists()
+
+
+def test_move_file_copies_across_filesystems(tmp_path: Path) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second filesystem to move from")
+    storage = LocalStorage(tmp_path / "backups")
+    source = shm / f"kbackup-test-{tmp_path.name}.parquet"
+    source.write_bytes(b"y" * 1000)
+    storage.move_file("data/t/0/b.parquet", source)
+    assert storage.get_bytes("data/t/0/b.parquet") == b"y" * 1000
+    assert not source.exists()
+    assert not list((tmp_path / "backups" / "data/t/0").glob(".tmp-*"))
