@@ -50,7 +50,7 @@ from kbackup.core.logs import get_logger
 from kbackup.core.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS
 from kbackup.mapping import arrow_ranges
 from kbackup.mapping.mapping_file import ScannedPartition
-from kbackup.mapping.offset_groups import GROUPS_SCHEMA, read_groups
+from kbackup.mapping.offset_groups import GROUPS_SCHEMA, GroupsRead, read_groups
 from kbackup.mapping.ranges import OffsetRange, merge_touching
 
 if TYPE_CHECKING:
@@ -245,13 +245,28 @@ def offset_groups(records: DataFrame) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class _ExactScan:
+class FirstPass:
+    groups: GroupsRead
+    #: Rows the tasks returned: one per (Spark task, group).
+    task_rows: int
+
+
+def first_pass(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> FirstPass:
+    """Run the JVM aggregation and read its groups on the driver."""
+    task_groups = offset_groups(restored_records(spark, options, source_cluster)).toArrow()
+    return FirstPass(
+        read_groups(task_groups.select(GROUPS_SCHEMA.names).cast(GROUPS_SCHEMA)), task_groups.num_rows
+    )
+
+
+@dataclass(frozen=True)
+class ExactScan:
     ranges: list[OffsetRange]
     unordered_records: int
     pieces: int
 
 
-def _exact_scan(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> _ExactScan:
+def exact_scan(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> ExactScan:
     """The second pass: fold each task's records, in offset order, into ranges (malformed ones skipped)."""
     _ship_range_builder_by_value()
     with session_conf(spark, JOB_SQL_CONF):
@@ -280,7 +295,7 @@ def _exact_scan(spark: SparkSession, options: Mapping[str, str], source_cluster:
         log.warning(
             "%d records reached the range builder out of offset order; joined on the driver", unordered
         )
-    return _ExactScan(ranges, unordered, len(ranges))
+    return ExactScan(ranges, unordered, len(ranges))
 
 
 def scan_ranges(
@@ -298,20 +313,20 @@ def scan_ranges(
         return ScanResult([], 0, None, 0, 0)
     split = {"min_partitions": min_partitions, "max_records_per_partition": max_records_per_partition}
     options = read_options(kafka_options, to_read, **split)
-    task_groups = offset_groups(restored_records(spark, options, source_cluster)).toArrow()
-    groups = read_groups(task_groups.select(GROUPS_SCHEMA.names).cast(GROUPS_SCHEMA))
+    first = first_pass(spark, options, source_cluster)
+    groups = first.groups
     ranges = groups.ranges
-    exact = _ExactScan([], 0, 0)
+    exact = ExactScan([], 0, 0)
     if groups.gappy_targets:
         rescan = [item for item in to_read if (item.topic, item.partition) in groups.gappy_targets]
         log.info("%d target partition(s) have runs split by equal holes: exact scan", len(rescan))
-        exact = _exact_scan(spark, read_options(kafka_options, rescan, **split), source_cluster)
+        exact = exact_scan(spark, read_options(kafka_options, rescan, **split), source_cluster)
         ranges = ranges + exact.ranges
     return ScanResult(
         ranges=merge_touching(ranges),
         malformed_records=groups.malformed_records,
         first_malformed=groups.first_malformed,
         unordered_records=exact.unordered_records,
-        pieces=task_groups.num_rows + exact.pieces,
+        pieces=first.task_rows + exact.pieces,
         rescanned_partitions=len(groups.gappy_targets),
     )
