@@ -245,9 +245,8 @@ def measure_size(
     # Delete the topic's data before the next size fills the disk again.
     from confluent_kafka.admin import AdminClient
 
-    for future in (
-        AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).delete_topics([topic]).values()
-    ):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # must outlive its futures
+    for future in admin.delete_topics([topic]).values():
         future.result(60)
     return SizeRun(records, fill_seconds, spark_start, perf_runs, scan_runs, e2e_seconds, sizes)
 
@@ -271,7 +270,8 @@ def section_text(runs: list[SizeRun], partitions: int, load_before: float, load_
         + ", ".join(f"{r.records_per_sec:,.0f} / {r.fetch_records_per_sec:,.0f}" for r in run.perf_runs)
         + "; mapping scan runs "
         + ", ".join(f"{r.seconds:.1f} s" for r in run.scan_runs)
-        + f"; end to end {run.e2e_seconds:.1f} s, Spark's start-up alone {run.spark_start:.1f} s.\n"
+        + f"; end to end {run.e2e_seconds:.1f} s; the scan's Spark session took "
+        f"{run.spark_start:.1f} s to start (only the first size pays for the JVM).\n"
         for run in runs
     )
     return (
