@@ -1,9 +1,11 @@
 """Benchmark of the mapping scan against Kafka's own ConsumerPerformance, on the same topic in one run.
 
-    .venv/bin/python -m bench.bench_mapping [--records 10000000] [--quick] [--write-docs]
+    .venv/bin/python -m bench.bench_mapping [--records 1000000 10000000] [--quick] [--write-docs]
 
-Starts a throwaway local cluster, fills a topic with 100-byte records that
-carry origin headers (a hole-free restore), then alternates:
+Starts a throwaway local cluster and, for each size (default 1,000,000 and
+10,000,000 records, to show how the cost grows), fills a topic with
+100-byte records that carry origin headers (a hole-free restore), then
+alternates:
 
 - Kafka's ``ConsumerPerformance`` reading the topic (the ceiling of one
   Kafka consumer on this machine);
@@ -12,8 +14,9 @@ carry origin headers (a hole-free restore), then alternates:
 
 and finally runs ``kafka-backup show-offset-mapping`` in a fresh process:
 end to end, with Spark's start-up and writing the file. It prints
-records/s, the ratios, the mapping file sizes, and writes them into the
-"Mapping" section of docs/benchmarks.md (with ``--write-docs``).
+records/s, the ratios, the mapping file sizes, one table row per size,
+and writes them into the "Mapping" section of docs/benchmarks.md (with
+``--write-docs``).
 """
 
 from __future__ import annotations
@@ -166,19 +169,145 @@ def update_docs(section: str) -> None:
     replace_section(DOCS, START, END, section)
 
 
+@dataclass
+class SizeRun:
+    """Everything measured at one topic size."""
+
+    records: int
+    fill_seconds: float
+    spark_start: float
+    perf_runs: list[ConsumerPerfRun]
+    scan_runs: list[ScanRun]
+    e2e_seconds: float
+    #: Mapping file bytes by format.
+    sizes: dict[str, int]
+
+    @property
+    def best_perf(self) -> float:
+        return max(run.records_per_sec for run in self.perf_runs)
+
+    @property
+    def best_scan(self) -> float:
+        return max(run.records_per_sec for run in self.scan_runs)
+
+    @property
+    def e2e_rate(self) -> float:
+        return self.records / self.e2e_seconds
+
+
+def measure_size(
+    cluster: LocalKafkaCluster, records: int, partitions: int, rounds: int, scratch: Path
+) -> SizeRun:
+    """Fill a topic of ``records``, alternate ConsumerPerformance and the scan, then run end to end."""
+    topic = f"bench-restored-{records}"
+    fill_seconds = fill(cluster, topic, records, partitions)
+    print(f"{records:,}: filled in {fill_seconds:.0f}s", flush=True)
+
+    from kbackup.mapping.spark_session import build_spark_session
+
+    started = time.monotonic()
+    spark = build_spark_session("local[2]")
+    spark_start = time.monotonic() - started
+    print(f"{records:,}: Spark started in {spark_start:.1f}s", flush=True)
+    perf_runs: list[ConsumerPerfRun] = []
+    scan_runs: list[ScanRun] = []
+    for round_number in range(1, rounds + 1):
+        perf_runs.append(consumer_performance(cluster, topic, records))
+        print(
+            f"{records:,} round {round_number}: ConsumerPerformance "
+            f"{perf_runs[-1].records_per_sec:,.0f} records/s",
+            flush=True,
+        )
+        scan_runs.append(mapping_scan(spark, cluster, topic))
+        print(
+            f"{records:,} round {round_number}: mapping scan {scan_runs[-1].records_per_sec:,.0f} records/s "
+            f"({scan_runs[-1].ranges} ranges)",
+            flush=True,
+        )
+    # End to end starts its own Spark: this one must not compete with it for the two cores.
+    spark.stop()
+    json_file = scratch / f"mapping-{records}.json"
+    e2e_seconds = end_to_end(cluster, topic, json_file)
+    perf_runs.append(consumer_performance(cluster, topic, records))
+    print(
+        f"{records:,}: end to end {records / e2e_seconds:,.0f} records/s; ConsumerPerformance after it "
+        f"{perf_runs[-1].records_per_sec:,.0f} records/s",
+        flush=True,
+    )
+
+    from kbackup.mapping import read_mapping, write_mapping
+
+    mapping = read_mapping(json_file)
+    assert mapping.records == records, "the mapping must cover every record"
+    sizes = {"json": json_file.stat().st_size}
+    for output_format in ("csv", "parquet"):
+        sizes[output_format] = write_mapping(mapping, scratch / f"m-{records}.{output_format}", output_format)
+    # Delete the topic's data before the next size fills the disk again.
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # must outlive its futures
+    for future in admin.delete_topics([topic]).values():
+        future.result(60)
+    return SizeRun(records, fill_seconds, spark_start, perf_runs, scan_runs, e2e_seconds, sizes)
+
+
+def section_text(runs: list[SizeRun], partitions: int, load_before: float, load_after: float) -> str:
+    """The "Mapping" section of docs/benchmarks.md: one table row per size, then the raw runs."""
+    sizes = " ".join(str(run.records) for run in runs)
+    table = (
+        "| size | partitions | ConsumerPerformance rec/s | mapping scan rec/s | ratio "
+        "| show-offset-mapping end to end rec/s | ratio | mapping file (JSON / CSV / Parquet bytes) |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    ) + "".join(
+        f"| {run.records:,} records | {partitions} partitions | {run.best_perf:,.0f} | {run.best_scan:,.0f} "
+        f"| {run.best_scan / run.best_perf:.2f} | {run.e2e_rate:,.0f} | {run.e2e_rate / run.best_perf:.2f} "
+        f"| {run.sizes['json']:,} / {run.sizes['csv']:,} / {run.sizes['parquet']:,} |\n"
+        for run in runs
+    )
+    raw = "".join(
+        f"\n{run.records:,} records (filled in {run.fill_seconds:.0f} s; {run.scan_runs[-1].ranges} ranges): "
+        "ConsumerPerformance runs (nMsg.sec / fetch.nMsg.sec) "
+        + ", ".join(f"{r.records_per_sec:,.0f} / {r.fetch_records_per_sec:,.0f}" for r in run.perf_runs)
+        + "; mapping scan runs "
+        + ", ".join(f"{r.seconds:.1f} s" for r in run.scan_runs)
+        + f"; end to end {run.e2e_seconds:.1f} s; the scan's Spark session took "
+        f"{run.spark_start:.1f} s to start (only the first size pays for the JVM).\n"
+        for run in runs
+    )
+    return (
+        "## Mapping\n\n"
+        f"`python -m bench.bench_mapping --records {sizes} --partitions {partitions}` on "
+        f"{os.cpu_count()} CPU(s) ({platform.machine()}), broker, producer and Spark `local[2]` on the same "
+        f"machine; per size, one topic of restored records (100-byte values, five origin headers, "
+        f"{partitions} partitions, hole-free). ConsumerPerformance and the scan (in a running Spark) are "
+        "the best of the alternating rounds; end to end is `kafka-backup show-offset-mapping` in a new "
+        f"process, Spark's start-up included. The machine was shared with other test runs: load average "
+        f"{load_before:.1f} before, {load_after:.1f} after.\n\n"
+        f"{table}{raw}\n"
+        "A hole-free partition is one range, so the mapping file's size does not grow with the records.\n"
+    )
+
+
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    args.add_argument("--records", type=int, default=10_000_000)
+    args.add_argument(
+        "--records",
+        type=int,
+        nargs="+",
+        default=[1_000_000, 10_000_000],
+        help="topic sizes, each measured on its own topic (default: 1,000,000 and 10,000,000)",
+    )
     args.add_argument("--partitions", type=int, default=2)
     args.add_argument(
         "--rounds", type=int, default=2, help="alternating rounds of ConsumerPerformance and scan"
     )
-    args.add_argument("--quick", action="store_true", help="100,000 records, one round (a smoke run)")
+    args.add_argument(
+        "--quick", action="store_true", help="20,000 and 100,000 records, one round (a smoke run)"
+    )
     args.add_argument("--write-docs", action="store_true", help="write the section into docs/benchmarks.md")
     options = args.parse_args()
     if options.quick:
-        options.records, options.rounds = 100_000, 1
-    topic = "bench-restored"
+        options.records, options.rounds = [20_000, 100_000], 1
     load_before = os.getloadavg()[0]
     with (
         tempfile.TemporaryDirectory(prefix="kbackup-bench-") as scratch,
@@ -186,85 +315,11 @@ def main() -> None:
             ["bench"], Path(scratch), extra_properties={"num.io.threads": "4", "num.network.threads": "2"}
         ) as (cluster,),
     ):
-        fill_seconds = fill(cluster, topic, options.records, options.partitions)
-        print(f"filled {options.records} records in {fill_seconds:.0f}s", flush=True)
-
-        from kbackup.mapping.spark_session import build_spark_session
-
-        started = time.monotonic()
-        spark = build_spark_session("local[2]")
-        spark_start = time.monotonic() - started
-        print(f"Spark started in {spark_start:.1f}s", flush=True)
-        perf_runs: list[ConsumerPerfRun] = []
-        scan_runs: list[ScanRun] = []
-        for round_number in range(1, options.rounds + 1):
-            perf_runs.append(consumer_performance(cluster, topic, options.records))
-            print(
-                f"round {round_number}: ConsumerPerformance {perf_runs[-1].records_per_sec:,.0f} records/s",
-                flush=True,
-            )
-            scan_runs.append(mapping_scan(spark, cluster, topic))
-            print(
-                f"round {round_number}: mapping scan {scan_runs[-1].records_per_sec:,.0f} records/s "
-                f"({scan_runs[-1].ranges} ranges)",
-                flush=True,
-            )
-        spark.stop()
-        json_file = Path(scratch) / "mapping.json"
-        e2e_seconds = end_to_end(cluster, topic, json_file)
-        perf_runs.append(consumer_performance(cluster, topic, options.records))
-        print(
-            f"end to end {options.records / e2e_seconds:,.0f} records/s; ConsumerPerformance after it "
-            f"{perf_runs[-1].records_per_sec:,.0f} records/s",
-            flush=True,
-        )
-
-        from kbackup.mapping import read_mapping, write_mapping
-
-        mapping = read_mapping(json_file)
-        assert mapping.records == options.records, "the mapping must cover every record"
-        sizes = {"json": json_file.stat().st_size}
-        for output_format in ("csv", "parquet"):
-            sizes[output_format] = write_mapping(mapping, Path(scratch) / f"m.{output_format}", output_format)
-
-    load_after = os.getloadavg()[0]
-    best_perf = max(run.records_per_sec for run in perf_runs)
-    best_scan = max(run.records_per_sec for run in scan_runs)
-    e2e_rate = options.records / e2e_seconds
-    rows = [
-        (f"ConsumerPerformance (best of {len(perf_runs)})", f"{best_perf:,.0f}", "1.00"),
-        (
-            f"mapping scan in a running Spark (best of {len(scan_runs)})",
-            f"{best_scan:,.0f}",
-            f"{best_scan / best_perf:.2f}",
-        ),
-        (
-            "show-offset-mapping end to end (Spark start-up included)",
-            f"{e2e_rate:,.0f}",
-            f"{e2e_rate / best_perf:.2f}",
-        ),
-    ]
-    table = "| what | records/s | ratio to ConsumerPerformance |\n|---|---:|---:|\n" + "".join(
-        f"| {a} | {b} | {c} |\n" for a, b, c in rows
-    )
-    raw = (
-        "ConsumerPerformance runs (nMsg.sec, fetch.nMsg.sec): "
-        + ", ".join(f"{r.records_per_sec:,.0f} / {r.fetch_records_per_sec:,.0f}" for r in perf_runs)
-        + "\n\nmapping scan runs (s): "
-        + ", ".join(f"{r.seconds:.1f}" for r in scan_runs)
-        + f"\n\nend to end: {e2e_seconds:.1f} s; Spark's start-up alone took {spark_start:.1f} s in this run"
-    )
-    section = (
-        "## Mapping\n\n"
-        f"`python -m bench.bench_mapping --records {options.records} --partitions {options.partitions}` on "
-        f"{os.cpu_count()} CPU(s) ({platform.machine()}), broker, producer and Spark `local[2]` on the same "
-        f"machine; one topic of {options.records:,} restored records (100-byte values, five origin headers, "
-        f"{options.partitions} partitions, hole-free), filled in {fill_seconds:.0f} s. The machine was "
-        f"shared with other test runs: load average {load_before:.1f} before, {load_after:.1f} after.\n\n"
-        f"{table}\n{raw}\n\n"
-        f"Mapping file for this topic ({scan_runs[-1].ranges} ranges, one per hole-free partition): "
-        f"JSON {sizes['json']:,} bytes, CSV {sizes['csv']:,} bytes, Parquet {sizes['parquet']:,} bytes.\n"
-    )
+        runs = [
+            measure_size(cluster, records, options.partitions, options.rounds, Path(scratch))
+            for records in options.records
+        ]
+    section = section_text(runs, options.partitions, load_before, os.getloadavg()[0])
     print()
     print(section)
     if options.write_docs:

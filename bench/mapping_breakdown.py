@@ -1,5 +1,6 @@
-"""Where the mapping scan's time goes: Spark's Kafka source alone, the JVM header projection, a
-JVM-only aggregation, and the mapping scan itself, each beside Kafka's ConsumerPerformance.
+"""Where the mapping scan's time goes: Spark's Kafka source alone, the JVM header projection, the
+scan's first pass (a JVM-only aggregation), the exact mapInArrow path (its second pass, for gappy
+partitions only), and the mapping scan itself, each beside Kafka's ConsumerPerformance.
 
     .venv/bin/python -m bench.mapping_breakdown [--records 2000000] [--rounds 2]
 
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from bench.bench_mapping import SOURCE_CLUSTER, consumer_performance, fill, mapping_scan
-from kbackup.mapping.job import read_options, restored_records
+from kbackup.mapping.job import exact_scan, first_pass, read_options, restored_records
 from kbackup.mapping.mapping_file import ScannedPartition
 from kbackup.mapping.spark_session import build_spark_session
 from kbackup.sandbox.kafka import local_clusters
@@ -51,24 +52,24 @@ def main() -> None:
         def projection() -> object:
             return restored_records(spark, options, SOURCE_CLUSTER).agg(F.count("*")).collect()[0][0]
 
-        def jvm_aggregate() -> object:
-            # One row per (partition, source partition, target-minus-source offset): a run when its
-            # count equals its offset span. Exact only then; measured here, not used by the product.
-            runs = (
-                restored_records(spark, options, SOURCE_CLUSTER)
-                .groupBy(
-                    "partition", "source_partition", (F.col("offset") - F.col("source_offset")).alias("d")
-                )
-                .agg(F.min("offset").alias("low"), F.max("offset").alias("high"), F.count("*").alias("n"))
-                .collect()
-            )
-            return f"{len(runs)} groups, all runs: {all(r.high - r.low + 1 == r.n for r in runs)}"
+        def first_pass_alone() -> object:
+            # The product's first pass alone: groups collected, read on the driver, no planning.
+            found = first_pass(spark, options, SOURCE_CLUSTER)
+            return f"{found.task_rows} groups, gappy partitions: {len(found.groups.gappy_targets)}"
+
+        def exact_path() -> object:
+            # What the scan was before the first pass, and what gappy partitions still take.
+            return len(exact_scan(spark, options, SOURCE_CLUSTER).ranges)
 
         steps: list[tuple[str, Callable[[], object]]] = [
             ("Spark's Kafka source alone (count, headers on)", source_only),
             ("+ JVM origin-header projection (count)", projection),
-            ("+ JVM-only aggregation by offset difference", jvm_aggregate),
-            ("mapping scan (build_offset_mapping)", lambda: mapping_scan(spark, cluster, topic).ranges),
+            ("+ first pass: JVM aggregation by offset difference", first_pass_alone),
+            ("exact path alone (mapInArrow range builder, the second pass)", exact_path),
+            (
+                "mapping scan (build_offset_mapping: plan + first pass)",
+                lambda: mapping_scan(spark, cluster, topic).ranges,
+            ),
         ]
         for round_number in range(1, args.rounds + 1):
             perf = consumer_performance(cluster, topic, records)

@@ -1,4 +1,8 @@
-"""The range builder on Arrow batches: what each Spark task runs over its Kafka partition.
+"""The range builder on Arrow batches: what each Spark task of the exact path runs over its Kafka partition.
+
+The exact path is the scan's second pass, for the target partitions whose
+first-pass groups (:mod:`kbackup.mapping.offset_groups`) cannot be read as
+runs; it used to be the whole scan.
 
 It computes exactly what :func:`kbackup.mapping.ranges.build_ranges` computes,
 with vectorised Arrow kernels instead of a Python loop per record, so that a

@@ -13,18 +13,29 @@ the ranges:
    ``x-kafka-backup-*`` header (so a header restore appended after one the
    record already had wins; see :func:`origin_of`), decoded from ASCII
    decimal; only records whose origin cluster is the wanted one are kept.
-3. ``mapInArrow`` with :func:`kbackup.mapping.arrow_ranges.scan_batches`:
-   each task folds its Kafka partition's records, in offset order, into
-   ranges, batch by batch. No shuffle, no sort: Spark's Kafka source makes
-   one task per Kafka partition (or per offset slice of one, with
-   ``minPartitions``/``maxRecordsPerPartition``) and reads it in offset
-   order.
-4. The driver collects the ranges (as Arrow) and joins pieces of one run
-   that were cut at batch or task boundaries
-   (:func:`kbackup.mapping.ranges.merge_touching`). The result does not
-   depend on the order in which records arrive; order only keeps the
-   number of pieces small, and the tasks report any record that came out
-   of order.
+3. First pass, entirely in the JVM (:func:`offset_groups`): a hash
+   aggregate by (Spark task, target topic, target partition, source topic,
+   source partition, target offset minus source offset) into min/max target
+   offset and count. Spark aggregates each task's records in the task
+   (partial aggregate) before the exchange, so what crosses the shuffle is
+   one row per group per task, never a record; records are neither sorted
+   nor shuffled. Malformed records fall into one group per target
+   partition with null source columns, so they are counted and located in
+   the same read.
+4. The driver (:mod:`kbackup.mapping.offset_groups`) combines the rows of a
+   group across tasks. A group whose count equals its target-offset span is
+   exactly one maximal run, and becomes a range as it is. A target
+   partition with a group that has fewer records than its span (the same
+   difference recurring after equal holes on both sides) is scanned again,
+   alone with the others like it, by the exact path: ``mapInArrow`` with
+   :func:`kbackup.mapping.arrow_ranges.scan_batches`, each task folding its
+   Kafka partition's records, in offset order, into ranges. Hole-free and
+   ordinary restores never take this second pass.
+5. The driver joins pieces of one run that the exact path cut at batch or
+   task boundaries (:func:`kbackup.mapping.ranges.merge_touching`). The
+   result does not depend on the order in which records arrive; order only
+   keeps the number of pieces small, and the tasks report any record that
+   came out of order.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from kbackup.core.logs import get_logger
 from kbackup.core.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS
 from kbackup.mapping import arrow_ranges
 from kbackup.mapping.mapping_file import ScannedPartition
+from kbackup.mapping.offset_groups import GROUPS_SCHEMA, GroupsRead, read_groups
 from kbackup.mapping.ranges import OffsetRange, merge_touching
 
 if TYPE_CHECKING:
@@ -58,7 +70,7 @@ READ_DEFAULTS = {
     "kafka.receive.buffer.bytes": str(1024 * 1024),
 }
 
-#: Session settings the job needs while it runs (restored afterwards on a shared session).
+#: Session settings the exact path needs while it runs (restored afterwards on a shared session).
 JOB_SQL_CONF = {
     # Fewer, larger batches: fewer range pieces to join on the driver.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
@@ -74,10 +86,14 @@ class ScanResult:
     malformed_records: int
     #: Where the first of them is: (target topic, partition, offset).
     first_malformed: tuple[str, int, int] | None
-    #: Records that arrived out of offset order within a task (0 unless Spark's source changes).
+    #: Records that arrived out of offset order within a task of the exact path (0 unless Spark's
+    #: source changes; the first pass does not depend on order).
     unordered_records: int
-    #: Range pieces the tasks returned before joining.
+    #: Rows the tasks returned before the driver joined them: one per (Spark task, group) from the
+    #: first pass, plus the range pieces of the exact path.
     pieces: int
+    #: Target partitions that had a gappy group and took the exact path (second pass).
+    rescanned_partitions: int = 0
 
 
 def read_options(
@@ -198,25 +214,60 @@ def _ship_range_builder_by_value() -> None:
     cloudpickle.register_pickle_by_value(arrow_ranges)  # type: ignore[no-untyped-call]
 
 
-def scan_ranges(
-    spark: SparkSession,
-    kafka_options: Mapping[str, str],
-    partitions: Sequence[ScannedPartition],
-    source_cluster: str,
-    *,
-    min_partitions: int | None = None,
-    max_records_per_partition: int | None = None,
-) -> ScanResult:
-    """Run the job over the partitions that have records, and return the joined ranges."""
-    to_read = [item for item in partitions if item.end_offset > item.start_offset]
-    if not to_read:
-        return ScanResult([], 0, None, 0, 0)
-    options = read_options(
-        kafka_options,
-        to_read,
-        min_partitions=min_partitions,
-        max_records_per_partition=max_records_per_partition,
+def offset_groups(records: DataFrame) -> DataFrame:
+    """The first pass: restored records grouped per task by where they came from and how far they moved.
+
+    Columns of :data:`kbackup.mapping.offset_groups.GROUPS_SCHEMA`. The task
+    id is a grouping key so that the driver sees how the work was split
+    (the ``pieces`` of :class:`ScanResult`); it costs nothing, since Spark's
+    partial aggregate already keeps one row per group per task.
+    """
+    from pyspark.sql import functions as F
+
+    readable = (
+        F.col("source_topic").isNotNull()
+        & F.col("source_partition").isNotNull()
+        & F.col("source_offset").isNotNull()
     )
+    return records.groupBy(
+        F.spark_partition_id().alias("task"),
+        F.col("topic"),
+        F.col("partition"),
+        # Null source columns mark the malformed records' group (when() without otherwise is null).
+        F.when(readable, F.col("source_topic")).alias("source_topic"),
+        F.when(readable, F.col("source_partition")).alias("source_partition"),
+        F.when(readable, F.col("offset") - F.col("source_offset")).alias("difference"),
+    ).agg(
+        F.min("offset").alias("low"),
+        F.max("offset").alias("high"),
+        F.count(F.lit(1)).alias("records"),
+    )
+
+
+@dataclass(frozen=True)
+class FirstPass:
+    groups: GroupsRead
+    #: Rows the tasks returned: one per (Spark task, group).
+    task_rows: int
+
+
+def first_pass(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> FirstPass:
+    """Run the JVM aggregation and read its groups on the driver."""
+    task_groups = offset_groups(restored_records(spark, options, source_cluster)).toArrow()
+    return FirstPass(
+        read_groups(task_groups.select(GROUPS_SCHEMA.names).cast(GROUPS_SCHEMA)), task_groups.num_rows
+    )
+
+
+@dataclass(frozen=True)
+class ExactScan:
+    ranges: list[OffsetRange]
+    unordered_records: int
+    pieces: int
+
+
+def exact_scan(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> ExactScan:
+    """The second pass: fold each task's records, in offset order, into ranges (malformed ones skipped)."""
     _ship_range_builder_by_value()
     with session_conf(spark, JOB_SQL_CONF):
         pieces = (
@@ -239,20 +290,43 @@ def scan_ranges(
         for row in rows
         if row["kind"] == "range"
     ]
-    malformed = [row for row in rows if row["kind"] == "malformed"]
-    first = min(
-        ((row["target_topic"], row["target_partition"], row["target_start"]) for row in malformed),
-        default=None,
-    )
     unordered = sum(row["records"] for row in rows if row["kind"] == "unordered")
     if unordered:
         log.warning(
             "%d records reached the range builder out of offset order; joined on the driver", unordered
         )
+    return ExactScan(ranges, unordered, len(ranges))
+
+
+def scan_ranges(
+    spark: SparkSession,
+    kafka_options: Mapping[str, str],
+    partitions: Sequence[ScannedPartition],
+    source_cluster: str,
+    *,
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> ScanResult:
+    """Run the job over the partitions that have records, and return the joined ranges."""
+    to_read = [item for item in partitions if item.end_offset > item.start_offset]
+    if not to_read:
+        return ScanResult([], 0, None, 0, 0)
+    split = {"min_partitions": min_partitions, "max_records_per_partition": max_records_per_partition}
+    options = read_options(kafka_options, to_read, **split)
+    first = first_pass(spark, options, source_cluster)
+    groups = first.groups
+    ranges = groups.ranges
+    exact = ExactScan([], 0, 0)
+    if groups.gappy_targets:
+        rescan = [item for item in to_read if (item.topic, item.partition) in groups.gappy_targets]
+        log.info("%d target partition(s) have runs split by equal holes: exact scan", len(rescan))
+        exact = exact_scan(spark, read_options(kafka_options, rescan, **split), source_cluster)
+        ranges = ranges + exact.ranges
     return ScanResult(
         ranges=merge_touching(ranges),
-        malformed_records=sum(row["records"] for row in malformed),
-        first_malformed=first,
-        unordered_records=unordered,
-        pieces=len(ranges),
+        malformed_records=groups.malformed_records,
+        first_malformed=groups.first_malformed,
+        unordered_records=exact.unordered_records,
+        pieces=first.task_rows + exact.pieces,
+        rescanned_partitions=len(groups.gappy_targets),
     )

@@ -191,3 +191,61 @@ def malformed(target: LocalKafkaCluster, name: str, source_cluster: str) -> dict
     headers = tuple((k, b"12x" if k == "x-kafka-backup-offset" else v) for k, v in bad.headers)
     produce(target, topic, [*good, Record(bad.key, bad.value, headers, partition=0)])
     return {topic: 1}
+
+
+def equal_holes(target: LocalKafkaCluster, name: str, source_cluster: str) -> dict[str, int]:
+    """The shape the mapping's first pass cannot split: the same offset difference after equal holes.
+
+    Partition 0: source offsets 5 and 6 were compacted away before the backup, and two foreign
+    records took target offsets 5 and 6, so source 0-4 and 7-11 sit at target 0-4 and 7-11
+    (difference 0 both times); likewise 14 and 15 for a record of another cluster and one
+    without headers. Partition 1 is an ordinary hole-free restore.
+    """
+    topic = f"{name}-equal-holes"
+    create_topic(target, topic, partitions=2)
+    records = [restored(source_cluster, topic, 0, o) for o in range(5)]
+    records += [foreign(0, "in place of 5"), foreign(0, "in place of 6")]
+    records += [restored(source_cluster, topic, 0, o) for o in range(7, 12)]
+    records += [restored(source_cluster, topic, 0, 12), restored(source_cluster, topic, 0, 13)]
+    records += [restored(OTHER_CLUSTER, topic, 0, 14), foreign(0, "in place of 15")]
+    records += [restored(source_cluster, topic, 0, o) for o in range(16, 20)]
+    records += [restored(source_cluster, topic, 1, 300 + o, to=1) for o in range(40)]
+    produce(target, topic, records)
+    return {topic: 2}
+
+
+def repartitioned_without_equal_holes(
+    target: LocalKafkaCluster, name: str, source_cluster: str
+) -> dict[str, int]:
+    """3 source partitions into 6, interleaved, with source compaction holes: all first-pass work.
+
+    Every source partition visits each target partition at most once (so an offset difference
+    cannot come back on a later visit). Where two source partitions are interleaved, neither
+    has source holes: each of their records' difference rises with the records of the other
+    in between. Source holes only fall in stretches a target partition takes from one source
+    partition alone, where the difference falls at each hole. So no difference recurs after a
+    hole, and no target partition needs the exact path.
+    """
+    topic = f"{name}-repart-first-pass"
+    create_topic(target, topic, partitions=6)
+    # Phase -> source partition -> target partition; a shared target interleaves two sources.
+    phases = [{0: 0, 1: 0, 2: 1}, {0: 2, 1: 3, 2: 3}, {0: 4, 1: 5, 2: 4}]
+    rnd = random.Random(7)
+    next_offset = {p: 0 for p in range(3)}
+    records: list[Record] = []
+    for routes in phases:
+        shared = {to for to in routes.values() if list(routes.values()).count(to) > 1}
+        queues: dict[int, list[int]] = {}
+        for p, to in routes.items():
+            offsets = []
+            for _ in range(20):
+                if to not in shared and rnd.random() < 0.2:
+                    next_offset[p] += rnd.randint(1, 3)  # compacted away on the source
+                offsets.append(next_offset[p])
+                next_offset[p] += 1
+            queues[p] = offsets
+        while any(queues.values()):
+            p = rnd.choice([p for p, offsets in queues.items() if offsets])
+            records.append(restored(source_cluster, f"{name}-events", p, queues[p].pop(0), to=routes[p]))
+    produce(target, topic, records)
+    return {topic: 6}
