@@ -281,8 +281,8 @@ def section_text(runs: list[SizeRun], partitions: int, load_before: float, load_
         f"machine; per size, one topic of restored records (100-byte values, five origin headers, "
         f"{partitions} partitions, hole-free). ConsumerPerformance and the scan (in a running Spark) are "
         "the best of the alternating rounds; end to end is `kafka-backup show-offset-mapping` in a new "
-        f"process, Spark's start-up included. The machine was shared with other test runs: load average "
-        f"{load_before:.1f} before, {load_after:.1f} after.\n\n"
+        f"process, Spark's start-up included. Load average {load_before:.1f} before, {load_after:.1f} "
+        "after (the benchmark's own broker, tool and Spark included).\n\n"
         f"{table}{raw}\n"
         "A hole-free partition is one range, so the mapping file's size does not grow with the records.\n"
     )
