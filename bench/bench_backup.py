@@ -239,8 +239,8 @@ def main() -> None:
                 "JVM start-up and group join weigh less on long runs, while the backup's per-record work, "
                 "Python objects, Arrow copy, Parquet and zstd, stays): see "
                 "[backup.md](backup.md#memory-and-throughput).",
-                "- Broker, tool and backup share the cores, and other jobs ran on the machine: figures vary "
-                "between runs; compare the ratio of runs made side by side.",
+                "- Broker, tool and backup share the cores (and whatever else runs on the machine: see the "
+                "load average): figures vary between runs; compare the ratio of runs made side by side.",
             ]
         )
         replace_section(DOC, START_MARKER, END_MARKER, body)

@@ -453,7 +453,7 @@ def report(
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.bench_reset{argv}` on {machine_before} "
         f"at the start, {load_after} at the end; one local Kafka 4.3.1 broker (KRaft, loopback) on the "
-        f"same machine; {seconds / 60:.0f} min in all. Other developers' test suites shared the 2 cores.",
+        f"same machine; {seconds / 60:.0f} min in all.",
         "",
         f"### Plan and execute: {bulk.groups:,} groups x {bulk.partitions} partitions",
         "",

@@ -108,8 +108,8 @@ def report(cases: list[Case], rounds: int, seconds: float) -> str:
         f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.bench_restore` on "
         f"{os.cpu_count()} CPU(s) ({platform.machine()}, {platform.system()}), one local Kafka 4.3.1 "
         f"broker (KRaft, loopback), {PARTITIONS} partitions, acks=all everywhere, median of {rounds} "
-        f"round(s) run one after the other after a warm-up; {seconds / 60:.0f} min in all. Other test "
-        "suites shared the machine: expect noise.",
+        f"round(s) run one after the other after a warm-up; {seconds / 60:.0f} min in all; broker, "
+        "tools and restore share the cores: expect noise.",
         "",
         "| record size | records | backup on disk | ProducerPerformance (defaults) | PP (restore's batching) "
         "| restore idempotent | ratio | restore exactly-once | ratio | restore peak RSS (idem / EOS) |",
