@@ -36,7 +36,8 @@ def few_collections() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _saved_threshold = gc.get_threshold()
-            gc.collect()
+            # No collection first: garbage frozen here is collected after the block, and a full
+            # collection of a large process (a test session, a notebook) costs more than it saves.
             gc.freeze()
             gc.set_threshold(BULK_GEN0_THRESHOLD, *_saved_threshold[1:])
         _depth += 1
