@@ -168,9 +168,9 @@ def main() -> None:
     )
     parser.add_argument("--records-1k", type=int, default=250_000, help="smaller topic of 1 KiB records")
     parser.add_argument(
-        "--factor", type=int, default=4, help="the larger topic has this many times the records"
+        "--factor", type=int, default=8, help="the larger topic has this many times the records"
     )
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--compression-level", type=int, default=BackupSettings().compression_level)
     parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOC}")
