@@ -131,3 +131,49 @@ def replace_section(document: Path, start_marker: str, end_marker: str, body: st
         pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + f"\n\n{section}\n"
     )
     document.write_text(text if text.endswith("\n") else text + "\n")
+
+
+def _tree_rss_bytes(pid: int) -> int:
+    """Resident bytes of a process and all its descendants now (0 for any that ended meanwhile)."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            with open(f"/proc/{current}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    pending.extend(int(child) for child in children.read().split())
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return total
+
+
+def run_with_tree_peak_rss(command: list[str], *, interval: float = 0.2) -> tuple[int, float, int]:
+    """Run ``command``; (exit code, seconds, peak resident bytes of it and its child processes).
+
+    The peak is sampled every ``interval`` seconds: a process tree (Python driving a Spark JVM)
+    has no single rusage figure that adds the two up.
+    """
+    import threading
+
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(interval):
+            peak = max(peak, _tree_rss_bytes(process.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    code = process.wait()
+    seconds = time.monotonic() - started
+    done.set()
+    sampler.join()
+    return code, seconds, peak

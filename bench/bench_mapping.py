@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._perf import replace_section
+from bench._perf import replace_section, run_with_tree_peak_rss
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 
@@ -152,16 +152,20 @@ def mapping_scan(spark: object, cluster: LocalKafkaCluster, topic: str) -> ScanR
     return ScanRun(mapping.records, seconds, len(mapping.ranges))
 
 
-def end_to_end(cluster: LocalKafkaCluster, topic: str, output: Path) -> float:
-    """``kafka-backup show-offset-mapping`` in a new process: Python, Spark start-up, scan, file."""
+def end_to_end(cluster: LocalKafkaCluster, topic: str, output: Path) -> tuple[float, int]:
+    """``kafka-backup show-offset-mapping`` in a new process: Python, Spark start-up, scan, file.
+
+    Returns its seconds and the peak resident memory of the process and its Spark JVM together.
+    """
     command = [
         str(Path(sys.executable).with_name("kafka-backup")), "show-offset-mapping",
         "-b", cluster.bootstrap_servers, "--topic", topic, "--source-cluster", SOURCE_CLUSTER,
         "--output", str(output),
     ]  # fmt: skip
-    started = time.monotonic()
-    subprocess.run(command, capture_output=True, text=True, check=True)
-    return time.monotonic() - started
+    code, seconds, peak_rss = run_with_tree_peak_rss(command)
+    if code != 0:
+        raise RuntimeError(f"show-offset-mapping failed (exit {code}): {' '.join(command)}")
+    return seconds, peak_rss
 
 
 def update_docs(section: str) -> None:
@@ -179,6 +183,8 @@ class SizeRun:
     perf_runs: list[ConsumerPerfRun]
     scan_runs: list[ScanRun]
     e2e_seconds: float
+    #: Peak resident memory of show-offset-mapping end to end (Python driver and Spark JVM together).
+    e2e_peak_rss: int
     #: Mapping file bytes by format.
     sizes: dict[str, int]
 
@@ -227,7 +233,7 @@ def measure_size(
     # End to end starts its own Spark: this one must not compete with it for the two cores.
     spark.stop()
     json_file = scratch / f"mapping-{records}.json"
-    e2e_seconds = end_to_end(cluster, topic, json_file)
+    e2e_seconds, e2e_peak_rss = end_to_end(cluster, topic, json_file)
     perf_runs.append(consumer_performance(cluster, topic, records))
     print(
         f"{records:,}: end to end {records / e2e_seconds:,.0f} records/s; ConsumerPerformance after it "
@@ -248,7 +254,7 @@ def measure_size(
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # must outlive its futures
     for future in admin.delete_topics([topic]).values():
         future.result(60)
-    return SizeRun(records, fill_seconds, spark_start, perf_runs, scan_runs, e2e_seconds, sizes)
+    return SizeRun(records, fill_seconds, spark_start, perf_runs, scan_runs, e2e_seconds, e2e_peak_rss, sizes)
 
 
 def section_text(runs: list[SizeRun], partitions: int, load_before: float, load_after: float) -> str:
@@ -256,11 +262,13 @@ def section_text(runs: list[SizeRun], partitions: int, load_before: float, load_
     sizes = " ".join(str(run.records) for run in runs)
     table = (
         "| size | partitions | ConsumerPerformance rec/s | mapping scan rec/s | ratio "
-        "| show-offset-mapping end to end rec/s | ratio | mapping file (JSON / CSV / Parquet bytes) |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| show-offset-mapping end to end rec/s | ratio | end to end peak RSS (Python + Spark JVM) "
+        "| mapping file (JSON / CSV / Parquet bytes) |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     ) + "".join(
         f"| {run.records:,} records | {partitions} partitions | {run.best_perf:,.0f} | {run.best_scan:,.0f} "
         f"| {run.best_scan / run.best_perf:.2f} | {run.e2e_rate:,.0f} | {run.e2e_rate / run.best_perf:.2f} "
+        f"| {run.e2e_peak_rss / 2**20:,.0f} MiB "
         f"| {run.sizes['json']:,} / {run.sizes['csv']:,} / {run.sizes['parquet']:,} |\n"
         for run in runs
     )
