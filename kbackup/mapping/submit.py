@@ -6,6 +6,11 @@
       --bootstrap-servers target-kafka:9092 --all-topics \\
       --source-cluster prod-us-east-1 --output mapping.json
 
+A target behind SASL or TLS: ``--config restore.yaml`` takes the ``target``
+connection (security settings and secrets, read from the file and the
+environment, never from the command line) and the ``mapping`` settings from a
+kafka-backup config file, as ``kafka-backup show-offset-mapping -c`` does.
+
 Master, packages and resources come from ``spark-submit`` (or
 ``spark-defaults.conf``) as for any Spark application; this script only
 takes what the mapping needs. It runs on the driver, which needs
@@ -20,12 +25,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from kbackup import config as config_module
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError, UsageError
 from kbackup.core.secrets import redact
 from kbackup.mapping.build import build_offset_mapping
 from kbackup.mapping.mapping_file import FORMATS, parse_format, render, write_mapping
-from kbackup.mapping.settings import MappingSettings
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -40,11 +45,20 @@ def parser() -> argparse.ArgumentParser:
         prog="kbackup.mapping.submit",
         description="Scan restored topics' origin headers into exact source-to-target offset ranges.",
     )
-    args.add_argument("--bootstrap-servers", "-b", required=True, help="host:port[,host:port] of the target")
+    args.add_argument(
+        "--config",
+        "-c",
+        help="kafka-backup config file: its target connection (SASL/TLS included) and mapping settings",
+    )
+    args.add_argument(
+        "--bootstrap-servers", "-b", help="host:port[,host:port] of the target (default: the config's target)"
+    )
     topics = args.add_mutually_exclusive_group(required=True)
     topics.add_argument("--topic", "-t", action="append", help="target topic to scan (repeatable)")
     topics.add_argument("--all-topics", action="store_true", help="every topic not starting with '__'")
-    args.add_argument("--source-cluster", required=True, help="origin cluster id (x-kafka-backup-cluster)")
+    args.add_argument(
+        "--source-cluster", help="origin cluster id (x-kafka-backup-cluster; default: from the config)"
+    )
     args.add_argument("--output", "-o", help="mapping file to write (default: print to stdout)")
     args.add_argument("--format", choices=FORMATS, help="default: the output's extension, else text")
     args.add_argument(
@@ -69,20 +83,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         output_format = parse_format(options.format, options.output)
         if output_format == "parquet" and not options.output:
             raise UsageError("the parquet format is binary: give --output FILE")
-        connection = KafkaConnection.model_validate(
-            {"bootstrap_servers": options.bootstrap_servers, "connect_timeout_secs": options.connect_timeout}
+        cfg = config_module.load(options.config) if options.config else config_module.KBackupConfig()
+        if options.bootstrap_servers:
+            connection = KafkaConnection.model_validate(
+                {
+                    "bootstrap_servers": options.bootstrap_servers,
+                    "connect_timeout_secs": options.connect_timeout,
+                }
+            )
+        elif cfg.target is not None:
+            connection = cfg.target
+        else:
+            raise UsageError("give the target: --bootstrap-servers, or --config with a target section")
+        source_cluster = (
+            options.source_cluster or cfg.offset_reset.source_cluster or cfg.backup.source_cluster_id
         )
-        settings = MappingSettings(
-            kafka_options=dict(options.kafka_option),
-            min_partitions=options.min_partitions,
-            max_records_per_partition=options.max_records_per_partition,
+        if not source_cluster:
+            raise UsageError("give --source-cluster: the origin cluster id the restored records carry")
+        settings = cfg.mapping.model_copy(
+            update={
+                "kafka_options": {**cfg.mapping.kafka_options, **dict(options.kafka_option)},
+                "min_partitions": options.min_partitions or cfg.mapping.min_partitions,
+                "max_records_per_partition": (
+                    options.max_records_per_partition or cfg.mapping.max_records_per_partition
+                ),
+            }
         )
         owned = SparkSession.getActiveSession() is None
         spark = SparkSession.builder.appName("kafka-backup-mapping").getOrCreate()
         try:
             mapping = build_offset_mapping(
                 connection,
-                source_cluster=options.source_cluster,
+                source_cluster=source_cluster,
                 topics=options.topic or [],
                 all_topics=options.all_topics,
                 settings=settings,

@@ -118,6 +118,49 @@ def test_backup_and_restore_through_scram_with_password_from_environment(
     assert SASL_PASSWORD not in out + err
 
 
+@pytest.mark.spark
+def test_spark_submit_script_maps_a_scram_target_from_a_config_file(
+    scram_cluster: LocalKafkaCluster,
+    spark: Any,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kbackup.mapping.submit -c: the target's SASL settings come from the file, the password from the env."""
+    from kbackup.mapping import read_mapping
+    from kbackup.mapping.submit import main as submit_main
+
+    seed_topic(scram_cluster, unique_name, 30)
+    monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
+    connection = sasl_connection(scram_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}")
+    config = write_config(
+        tmp_path / "scram.yaml",
+        {
+            "backup_id": "scram-map",
+            "source": {**connection, "topics": {"include": [unique_name]}},
+            "target": connection,
+            "storage": {"url": str(tmp_path / "store")},
+            "backup": {"source_cluster_id": "scram-source"},
+            "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
+        },
+    )
+    for command in ("backup", "restore"):
+        code, _, err = cli(capsys, command, "-c", str(config))
+        assert code == 0, err
+    output = tmp_path / "mapping.json"
+    # No --bootstrap-servers and no --source-cluster: both from the config.
+    code = submit_main(["-c", str(config), "-t", f"{unique_name}-restored", "-o", str(output)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    mapping = read_mapping(output)
+    assert mapping.records == 30
+    assert [(r.source_start, r.source_end, r.target_start, r.target_end) for r in mapping.ranges] == [
+        (0, 29, 0, 29)
+    ]
+    assert SASL_PASSWORD not in captured.out + captured.err + output.read_text()
+
+
 @pytest.mark.parametrize("command", ["backup", "restore"])
 def test_wrong_scram_password_fails_clearly_and_changes_nothing(
     command: str,
