@@ -15,6 +15,7 @@ def size_run(records: int, perf_rate: float, scan_seconds: float, e2e_seconds: f
         perf_runs=[perf, perf],
         scan_runs=[ScanRun(records, scan_seconds, 2), ScanRun(records, scan_seconds * 2, 2)],
         e2e_seconds=e2e_seconds,
+        e2e_peak_rss=1_500 * 2**20,
         sizes={"json": 1160, "csv": 559, "parquet": 3712},
     )
 
@@ -25,6 +26,7 @@ def test_each_size_is_a_row_and_each_ratio_a_distinct_plot_label() -> None:
     (header, rows), *_ = markdown_tables(section)
     assert [row[0] for row in rows] == ["1,000,000 records", "10,000,000 records"]
     assert rows[0][header.index("mapping scan rec/s")] == "250,000"
+    assert rows[1][header.index("end to end peak RSS (Python + Spark JVM)")] == "1,500 MiB"
     document = f"<!-- mapping:start -->{section}<!-- mapping:end -->"
     ratios = throughput_ratios(document)
     assert ratios == [
