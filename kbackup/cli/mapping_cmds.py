@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
-from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import UsageError
 from kbackup.mapping import build_offset_mapping, render, write_mapping
+from kbackup.mapping.build import mapping_inputs
 from kbackup.mapping.mapping_file import parse_format
 
 
@@ -47,15 +47,9 @@ def show_offset_mapping(
     """Scan restored topics' origin headers (a Spark job) into exact source-to-target offset ranges."""
     json_mode(as_json)
     cfg = load_config(config)
-    if bootstrap_servers:
-        connection = KafkaConnection.model_validate({"bootstrap_servers": bootstrap_servers})
-    elif cfg.target is not None:
-        connection = cfg.target
-    else:
-        raise UsageError("give the target cluster: --bootstrap-servers, or a config with a target section")
-    source = source_cluster or cfg.offset_reset.source_cluster or cfg.backup.source_cluster_id
-    if not source:
-        raise UsageError("give --source-cluster: the origin cluster id the restored records carry")
+    connection, source = mapping_inputs(
+        cfg, bootstrap_servers=bootstrap_servers, source_cluster=source_cluster
+    )
     chosen_format = parse_format(output_format, output)
     if chosen_format == "parquet" and output is None:
         raise UsageError("the parquet format is binary: give --output FILE")

@@ -26,10 +26,9 @@ import sys
 from collections.abc import Sequence
 
 from kbackup import config as config_module
-from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError, UsageError
 from kbackup.core.secrets import redact
-from kbackup.mapping.build import build_offset_mapping
+from kbackup.mapping.build import build_offset_mapping, mapping_inputs
 from kbackup.mapping.mapping_file import FORMATS, parse_format, render, write_mapping
 
 
@@ -84,22 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if output_format == "parquet" and not options.output:
             raise UsageError("the parquet format is binary: give --output FILE")
         cfg = config_module.load(options.config) if options.config else config_module.KBackupConfig()
-        if options.bootstrap_servers:
-            connection = KafkaConnection.model_validate(
-                {
-                    "bootstrap_servers": options.bootstrap_servers,
-                    "connect_timeout_secs": options.connect_timeout,
-                }
-            )
-        elif cfg.target is not None:
-            connection = cfg.target
-        else:
-            raise UsageError("give the target: --bootstrap-servers, or --config with a target section")
-        source_cluster = (
-            options.source_cluster or cfg.offset_reset.source_cluster or cfg.backup.source_cluster_id
+        connection, source_cluster = mapping_inputs(
+            cfg,
+            bootstrap_servers=options.bootstrap_servers,
+            source_cluster=options.source_cluster,
+            connect_timeout_secs=options.connect_timeout,
         )
-        if not source_cluster:
-            raise UsageError("give --source-cluster: the origin cluster id the restored records carry")
         settings = cfg.mapping.model_copy(
             update={
                 "kafka_options": {**cfg.mapping.kafka_options, **dict(options.kafka_option)},
