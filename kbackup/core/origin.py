@@ -19,7 +19,7 @@ reset and drill stages read it, and docs/restore.md states it:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 ORIGIN_HEADER_PREFIX = "x-kafka-backup-"
 CLUSTER_HEADER = "x-kafka-backup-cluster"
@@ -34,9 +34,11 @@ Header = tuple[str, bytes | None]
 AnyHeaders = Sequence[tuple[str, str | bytes | None]]
 
 
-@dataclass(frozen=True)
-class Origin:
-    """Where a restored record came from, as its origin headers say."""
+class Origin(NamedTuple):
+    """Where a restored record came from, as its origin headers say.
+
+    A named tuple, not a frozen dataclass: one is built per record a reset probe reads,
+    and a tuple is built several times faster."""
 
     cluster: str
     topic: str
@@ -83,6 +85,16 @@ def parse_origin(headers: AnyHeaders | None) -> Origin | None:
     """
     if not headers:
         return None
+    # Fast path, the usual case: each origin header once or more, every value bytes (dict()
+    # keeps the last of each name, as the rule says). Anything else takes the full path below.
+    try:
+        last = dict(headers)
+        cluster, topic = last[CLUSTER_HEADER], last[TOPIC_HEADER]
+        partition, offset, timestamp = last[PARTITION_HEADER], last[OFFSET_HEADER], last[TIMESTAMP_HEADER]
+        if type(cluster) is type(topic) is type(partition) is type(offset) is type(timestamp) is bytes:
+            return Origin(cluster.decode(), topic.decode(), int(partition), int(offset), int(timestamp))
+    except (KeyError, ValueError, UnicodeDecodeError, TypeError):
+        pass
     found: dict[str, bytes] = {}
     for name, value in headers:
         if value is not None and is_origin_header(name):

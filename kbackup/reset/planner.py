@@ -41,7 +41,7 @@ from kbackup.reset.plan import (
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 from kbackup.reset.settings import Strategy
 from kbackup.reset.sources import SourceOffsets
-from kbackup.reset.translate import search_position
+from kbackup.reset.translate import SearchResult, search_position
 
 TargetPartitionKey = tuple[str, int]
 #: (target topic, target partition) -> the mapping's ranges in it.
@@ -82,6 +82,9 @@ class _Planner:
         self.cluster_id = self.clients.cluster_info(self.admin.client).cluster_id
         self._consumer: Consumer | None = None
         self._probes: dict[TargetPartitionKey, PartitionProbe] = {}
+        #: Binary-search answers by (target partition, source topic, committed offset): groups
+        #: committed at the same offset share one search.
+        self._searches: dict[tuple[TargetPartitionKey, str, int], SearchResult] = {}
         self.ranges: dict[TargetPartitionKey, PartitionRange] = {}
         self.warnings: list[str] = []
 
@@ -127,18 +130,14 @@ class _Planner:
         )
         prefix = request.group_prefix
         descriptions = self.admin.describe_groups(prefix + group for group in groups)
+        currents = self.admin.committed_offsets_of(prefix + group for group in groups)
         group_plans = []
         deadline = None if request.timeout_secs is None else time.monotonic() + request.timeout_secs
+        self.search_in_offset_order(groups, target_counts, deadline)
         for done, group in enumerate(groups):
-            if deadline is not None and time.monotonic() > deadline:
-                raise KafkaOperationError(
-                    f"planning stopped after offset_reset.timeout_secs={request.timeout_secs:g}s with "
-                    f"{done} of {len(groups)} group(s) planned; nothing was changed",
-                    hint="raise offset_reset.timeout_secs, or plan fewer groups at a time",
-                    retryable=True,
-                )
+            self.check_deadline(deadline, f"{done} of {len(groups)} group(s) planned")
             target_group = prefix + group
-            current = self.admin.committed_offsets(target_group)
+            current = currents[target_group]
             rows: list[PartitionReset] = []
             for topic in sorted({topic for topic, _ in source.groups[group]}):
                 rows.extend(self.plan_topic(group, topic, target_counts[self.target_topic(topic)], current))
@@ -171,6 +170,59 @@ class _Planner:
             groups=group_plans,
             warnings=self.warnings,
         )
+
+    def check_deadline(self, deadline: float | None, progress: str) -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise KafkaOperationError(
+                f"planning stopped after offset_reset.timeout_secs={self.request.timeout_secs:g}s with "
+                f"{progress}; nothing was changed",
+                hint="raise offset_reset.timeout_secs, or plan fewer groups at a time",
+                retryable=True,
+            )
+
+    def search_in_offset_order(
+        self, groups: list[str], target_counts: dict[str, int], deadline: float | None
+    ) -> None:
+        """Run every binary search of the plan up front, partition by partition, in increasing
+        committed offset.
+
+        The answers are the same in any order; this order moves the probes forward through each
+        partition, so a probe's fetch mostly continues where the last one stopped (no new
+        assignment, the next records already prefetched) instead of jumping between partitions
+        with a round trip each: planning for many groups reads each partition about once.
+        """
+        source = self.request.source
+        wanted: dict[tuple[TargetPartitionKey, str, int], set[int]] = {}
+        for group in groups:
+            by_topic: dict[str, dict[int, int]] = {}
+            for (topic, partition), offset in source.groups[group].items():
+                by_topic.setdefault(topic, {})[partition] = offset
+            for topic, committed in by_topic.items():
+                target_topic = self.target_topic(topic)
+                target_count = target_counts[target_topic]
+                source_count = source.partition_counts.get(topic, max(committed, default=-1) + 1)
+                if self.method_for(topic, source_count, target_count) != "binary-search":
+                    continue
+                for partition in range(min(source_count, target_count)):
+                    if partition not in committed and self.request.uncommitted == "skip":
+                        continue
+                    searched = wanted.setdefault(((target_topic, partition), topic, partition), set())
+                    searched.add(committed.get(partition) or 0)
+        for (key, topic, partition), offsets in sorted(wanted.items()):
+            for offset in sorted(offsets):
+                self.check_deadline(deadline, f"searches running on {key[0]}/{key[1]}")
+                self.search(key, topic, partition, offset)
+
+    def search(self, key: TargetPartitionKey, topic: str, partition: int, offset: int) -> SearchResult:
+        """Where source offset ``offset`` of ``topic``/``partition`` lands on the target (binary search)."""
+        memo = (key, topic, offset)
+        if memo not in self._searches:
+            probe = self.probe(key)
+            span = self.ranges[key]
+            self._searches[memo] = search_position(
+                lambda t: probe.first_at_or_after(t, topic, partition), span.log_start, span.log_end, offset
+            )
+        return self._searches[memo]
 
     def method_for(self, topic: str, source_count: int, target_count: int) -> Method:
         strategy = self.request.strategy
@@ -236,12 +288,7 @@ class _Planner:
         new_offset: int | None
         if method == "binary-search":
             probe = self.probe(key)
-            result = search_position(
-                lambda t: probe.first_at_or_after(t, topic, partition),
-                span.log_start,
-                span.log_end,
-                offset or 0,
-            )
+            result = self.search(key, topic, partition, offset or 0)
             probes = result.probes
             foreign = {item for item in probe.sources_seen if item != (topic, partition)}
             if foreign:

@@ -92,7 +92,7 @@ class PartitionProbe:
         while position < self.end_offset:
             span = self._span_containing(position)
             if span is None:
-                span = self._fetch(position)
+                span = self._fetch(self._fetch_start(position))
             # Records are in target order: start at the position instead of walking the whole span,
             # which made planning for many groups quadratic in the span's size.
             first = bisect.bisect_left(span.records, position, key=_target_offset)
@@ -100,8 +100,22 @@ class PartitionProbe:
                 record = span.records[index]
                 if record.source_topic == source_topic and record.source_partition == source_partition:
                     return record
-            position = span.stop
+            # (A gap-filling fetch may end before the position.)
+            position = max(position, span.stop)
         return None
+
+    def _fetch_start(self, offset: int) -> int:
+        """Where to fetch for a probe at ``offset``: the end of the span read before it, when
+        the gap is shorter than that span. Filling small gaps keeps the spans read contiguous, so
+        probes of many groups on one partition find them read instead of each fetching its own
+        overlapping span (planning 200 groups x 10 partitions made 1,500 fetches without this)."""
+        index = bisect.bisect_right(self._span_starts, offset) - 1
+        if index < 0:
+            return offset
+        before = self._spans[index]
+        if offset - before.stop < before.stop - before.start:
+            return before.stop
+        return offset
 
     def _span_containing(self, offset: int) -> _KnownSpan | None:
         index = bisect.bisect_right(self._span_starts, offset) - 1
@@ -111,14 +125,18 @@ class PartitionProbe:
 
     def _fetch(self, offset: int) -> _KnownSpan:
         self.fetches += 1
-        self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
+        if not self._continues_at(offset):
+            self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
         deadline = time.monotonic() + self.timeout_secs
         span = _KnownSpan(start=offset, stop=offset)
         while True:
-            # A short wait: consume() waits its whole timeout unless num_messages arrive, and a probe
-            # near the end of the partition finds fewer. One fetch's records arrive together, so this
-            # takes up to PROBE_BATCH_RECORDS of them and remembers them for later probes nearby.
-            messages = self.consumer.consume(num_messages=PROBE_BATCH_RECORDS, timeout=0.02)
+            # consume() waits its whole timeout unless num_messages arrive, and one fetch brings
+            # fewer than PROBE_BATCH_RECORDS: waiting for one record returns as soon as the fetch
+            # is in, and its other records are queued by then (librdkafka queues a fetch's records
+            # at once), so a second call without waiting takes them, to remember for later probes.
+            messages = self.consumer.consume(num_messages=1, timeout=0.1)
+            if messages:
+                messages += self.consumer.consume(num_messages=PROBE_BATCH_RECORDS - 1, timeout=0)
             if self._take(messages, span, offset) or span.stop > offset:
                 return self._remember(span)
             if time.monotonic() > deadline:
@@ -127,6 +145,15 @@ class PartitionProbe:
                     f"within {self.timeout_secs:g}s (end offset {self.end_offset})",
                     retryable=True,
                 )
+
+    def _continues_at(self, offset: int) -> bool:
+        """The consumer already reads this partition and its next record is at ``offset``: the
+        records are (being) prefetched, and assigning again would drop them and cost a round trip."""
+        here = TopicPartition(self.topic, self.partition)
+        assignment = self.consumer.assignment()
+        if [(tp.topic, tp.partition) for tp in assignment] != [(self.topic, self.partition)]:
+            return False
+        return bool(self.consumer.position([here])[0].offset == offset)
 
     def _take(self, messages: list[Message], span: _KnownSpan, offset: int) -> bool:
         """Add ``messages`` to ``span``; True when the span reaches the end of the partition."""

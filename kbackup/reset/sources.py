@@ -63,7 +63,7 @@ def from_live_source(
     admin = open_admin(connection)
     taken_at = utc_now_iso()
     ids = group_ids or admin.list_group_ids()
-    groups = {group_id: admin.committed_offsets(group_id) for group_id in ids}
+    groups = admin.committed_offsets_of(ids)
     topics = {topic for offsets in groups.values() for topic, _ in offsets}
     coverage = backup.coverage() if backup is not None else None
     return SourceOffsets(

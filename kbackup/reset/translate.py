@@ -107,8 +107,24 @@ class SearchResult:
 Probe = Callable[[int], RestoredRecord | None]
 
 
+#: Interpolation probes a search makes before it falls back to plain halving.
+MAX_GUESSES = 4
+
+
+def _guess(low_record: RestoredRecord, high_record: RestoredRecord | None, committed_offset: int) -> int:
+    """Where the record just below ``committed_offset`` should be, if origin and target offsets
+    advance together as they did between the two records known (one for one without a high one)."""
+    steps = committed_offset - 1 - low_record.source_offset
+    if high_record is None or high_record.source_offset <= low_record.source_offset:
+        return low_record.target_offset + steps
+    slope = (high_record.target_offset - low_record.target_offset) / (
+        high_record.source_offset - low_record.source_offset
+    )
+    return low_record.target_offset + int(steps * slope)
+
+
 def search_position(probe: Probe, start: int, end: int, committed_offset: int) -> SearchResult:
-    """Binary search for the first restored record with origin offset >= ``committed_offset``.
+    """Search for the first restored record with origin offset >= ``committed_offset``.
 
     Valid when the restored records of the source partition appear in the
     target partition in origin-offset order (restore keeps order within a
@@ -117,10 +133,18 @@ def search_position(probe: Probe, start: int, end: int, committed_offset: int) -
     Returns the reference position: that record's target offset, or the last
     restored record's target offset + 1 if every record is below
     ``committed_offset`` (the group had processed everything restored).
+
+    The first probes aim where the record just below the committed offset
+    should be, interpolating between the records found so far: a restore
+    without holes puts it exactly there, and then the search ends with two
+    probes a record apart (one fetch). Any probe inside ``[low, high)`` keeps
+    the search correct; after ``MAX_GUESSES`` guesses it halves, so it never
+    needs more than ``MAX_GUESSES`` probes beyond a plain binary search.
     """
     probes = 0
     low, high = start, end
     candidate: RestoredRecord | None = None
+    below: RestoredRecord | None = None  # the greatest record known with origin < committed_offset
     # The first restored record first: groups that processed nothing of what the backup holds (committed
     # at 0, or below the first backed-up offset) are common, and then one probe answers.
     if low < high:
@@ -132,9 +156,15 @@ def search_position(probe: Probe, start: int, end: int, committed_offset: int) -
             return SearchResult(position=first.target_offset, record_at_position=first, probes=probes)
         else:
             low = first.target_offset + 1
+            below = first
+    guesses = 0
     # Invariant: the answer is in [low, high), or it is `candidate`, or there is none.
     while low < high:
-        middle = (low + high) // 2
+        if below is not None and guesses < MAX_GUESSES:
+            guesses += 1
+            middle = min(max(_guess(below, candidate, committed_offset), low), high - 1)
+        else:
+            middle = (low + high) // 2
         record = probe(middle)
         probes += 1
         if record is None or record.target_offset >= high:
@@ -144,8 +174,12 @@ def search_position(probe: Probe, start: int, end: int, committed_offset: int) -
             high = middle
         else:
             low = record.target_offset + 1  # order: everything up to this record has origin < C
+            below = record
     if candidate is not None:
         return SearchResult(position=candidate.target_offset, record_at_position=candidate, probes=probes)
+    if below is not None:
+        # Every shrink of `high` above `below` found no restored record: it is the last one.
+        return SearchResult(position=below.target_offset + 1, record_at_position=None, probes=probes)
     last = last_record_before(probe, start, end)
     probes += last.probes
     position = start if last.record is None else last.record.target_offset + 1

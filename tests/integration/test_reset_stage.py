@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -11,6 +13,7 @@ from kbackup.core.errors import PreconditionError
 from kbackup.reset.executor import execute_plan, list_snapshots, rollback
 from kbackup.reset.plan import ResetPlan, SourceOffsetsInfo, read_plan
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
+from kbackup.reset.probe import PartitionProbe
 from kbackup.reset.sources import SourceOffsets
 from kbackup.reset.translate import RestoredRecord, measure, ranges_from_records, reference_position
 from kbackup.sandbox.kafka import LocalKafkaCluster
@@ -383,3 +386,59 @@ def test_execute_reports_offsets_read_back_that_differ_from_the_plan(
         _verify(admin, {group: {(topic, 0): 5, (topic, 1): 3}})
     assert f"group {group} on {topic}/1: committed 0, wanted 3" in str(caught.value)
     assert f"{topic}/0" not in str(caught.value)
+
+
+def test_many_groups_are_planned_exactly_reading_each_partition_about_once(
+    target_cluster: LocalKafkaCluster, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = f"{unique_name}-many"
+    create_topic(target_cluster, topic, partitions=2)
+    # 12,000 records per partition with holes on both sides: every 7th source offset is missing
+    # (compaction), and every fifth transaction of 1,000 records is aborted (invisible on the target).
+    kept = [offset for offset in range(14_000) if offset % 7 != 3][:12_000]
+    batches = []
+    for index, begin in enumerate(range(0, len(kept), 1_000)):
+        chunk = kept[begin : begin + 1_000]
+        batches.append(([Restored(p, p, o) for p in (0, 1) for o in chunk], True))
+        if index % 5 == 2:
+            batches.append(([Restored(p, p, 10**6 + begin) for p in (0, 1) for _ in range(50)], False))
+    write_restored(target_cluster, topic, "orders", SOURCE, batches, transactional_id=f"restore-{topic}")
+    chooser = random.Random(8)
+    groups = {
+        f"{unique_name}-g{index:03d}": {p: chooser.randrange(0, kept[-1] + 3) for p in (0, 1)}
+        for index in range(150)
+    }
+
+    probes: list[Any] = []
+
+    class CountingProbe(PartitionProbe):
+        records_read = 0
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            probes.append(self)
+
+        def _remember(self, span: Any) -> Any:
+            self.records_read += len(span.records)
+            return super()._remember(span)
+
+    monkeypatch.setattr("kbackup.reset.planner.PartitionProbe", CountingProbe)
+    plan = plan_offset_reset(
+        PlanRequest(
+            target=target_cluster.connection(), source=source_offsets(groups), topic_mapping={"orders": topic}
+        )
+    )
+    rows = {(g.group_id, r.target_partition): r for g in plan.groups for r in g.partitions}
+    for partition in (0, 1):
+        records = restored_records(target_cluster, topic, partition, SOURCE)
+        assert len(records) == len(kept)
+        for group, offsets in groups.items():
+            committed = {("orders", partition): offsets[partition]}
+            row = rows[(group, partition)]
+            assert row.method == "binary-search"
+            assert row.new_offset == reference_position(records, committed), (group, partition)
+    # The searches run in committed-offset order and fill small gaps, so each partition is read
+    # about once (150 groups searched in turn, each jumping to its own spot, read it several times).
+    assert len(probes) == 2
+    for probe in probes:
+        assert probe.records_read <= 1.5 * len(kept), probe.records_read

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbackup.reset.translate import (
+    MAX_GUESSES,
     RestoredRecord,
     measure,
     reference_position,
@@ -103,6 +104,25 @@ def test_search_counts_about_log2_probes() -> None:
     assert result.probes <= math.ceil(math.log2(len(records))) + 2
 
 
+def test_search_of_a_hole_free_restore_probes_the_first_record_and_two_neighbours() -> None:
+    # Origin 1,000..1,000,999 at target 0..999,999: the guesses land on the answer at once.
+    records = restored(list(range(1_000, 1_001_000)))
+    probe = probe_over(records)
+    probed: list[int] = []
+
+    def recording(t: int) -> RestoredRecord | None:
+        probed.append(t)
+        return probe(t)
+
+    for committed in (1_001, 2_000, 123_457, 999_999, 1_000_999, 1_001_000, 5_000_000):
+        probed.clear()
+        result = search_position(recording, 0, len(records), committed)
+        assert result.position == reference_position(records, {("orders", 0): committed})
+        assert result.probes == len(probed) <= 3, (committed, probed)
+        # After the first record, only the answer and the record before it are read: one fetch.
+        assert max(probed[1:]) - min(probed[1:]) <= 1, (committed, probed)
+
+
 source_offsets = st.lists(st.integers(min_value=0, max_value=50), min_size=0, max_size=40, unique=True).map(
     sorted
 )
@@ -124,6 +144,8 @@ def test_search_equals_reference(
         records[-1].target_offset + 1 if records else target_start
     ) + trailing  # markers after the last record
     result = search_position(probe_over(records), 0, end, committed)
+    # The guesses never cost more than MAX_GUESSES probes over a binary search.
+    assert result.probes <= math.ceil(math.log2(end + 1)) + 2 + MAX_GUESSES
     expected = reference_position(records, {("orders", 0): committed})
     if expected is None:
         assert result.position == 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kbackup.core.origin import (
     ORIGIN_HEADERS,
     Origin,
@@ -50,3 +53,54 @@ def test_parse_origin_takes_the_last_occurrence_and_needs_all_five() -> None:
     assert parse_origin(fresh[:4]) is None
     assert parse_origin(None) is None
     assert parse_origin([*fresh[:3], ("x-kafka-backup-offset", b"not-a-number"), fresh[4]]) is None
+
+
+def rule_origin(headers: list[tuple[str, bytes | str | None]] | None) -> Origin | None:
+    """The documented rule, written out plainly: the last non-null value of each of the five names."""
+    found: dict[str, bytes] = {}
+    for name, value in headers or []:
+        if value is not None and name.startswith("x-kafka-backup-"):
+            found[name] = value.encode() if isinstance(value, str) else value
+    try:
+        return Origin(
+            found["x-kafka-backup-cluster"].decode(),
+            found["x-kafka-backup-topic"].decode(),
+            int(found["x-kafka-backup-partition"]),
+            int(found["x-kafka-backup-offset"]),
+            int(found["x-kafka-backup-timestamp"]),
+        )
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None
+
+
+_origin_names = st.sampled_from(
+    [
+        "x-kafka-backup-cluster",
+        "x-kafka-backup-topic",
+        "x-kafka-backup-partition",
+        "x-kafka-backup-offset",
+        "x-kafka-backup-timestamp",
+        "x-kafka-backup-other",
+        "app",
+    ]
+)
+_header_values = st.one_of(
+    st.none(),
+    st.sampled_from([b"0", b"42", b"-1", b"c1", b"orders", b"\xff\xfe", b"", "7", "c1", b" 5 "]),
+    st.integers(min_value=-5, max_value=10**6).map(lambda n: str(n).encode()),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    noise=st.lists(st.tuples(_origin_names, _header_values), max_size=8),
+    complete=st.booleans(),
+    tail=st.lists(st.tuples(_origin_names, _header_values), max_size=3),
+)
+def test_parse_origin_follows_the_rule_for_any_headers(
+    noise: list[tuple[str, bytes | str | None]], complete: bool, tail: list[tuple[str, bytes | str | None]]
+) -> None:
+    # Often a complete, valid set in the middle, so the fast path and its fall-backs are both taken.
+    valid = origin_headers(Origin("c1", "orders", 3, 99, 5)) if complete else []
+    headers = [*noise, *valid, *tail]
+    assert parse_origin(headers) == rule_origin(headers)
