@@ -11,13 +11,19 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbackup.core.errors import PreconditionError
+from kbackup.core.logs import get_logger
 from kbackup.sandbox.jars import cache_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = get_logger("mapping.spark")
 
 
 def spark_kafka_package() -> str:
@@ -98,22 +104,46 @@ def spark_conf(
     return conf
 
 
-@contextlib.contextmanager
-def jvm_stdout_to_stderr() -> Iterator[None]:
-    """Start the JVM with its standard output on our stderr.
+def spark_log_file() -> Path:
+    """A new file for one Spark JVM's own output, in the cache folder (kept for the operator)."""
+    folder = cache_root() / "spark-logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
 
-    Spark's JVM inherits file descriptor 1 and prints Ivy's resolution report
-    and banners there; commands run with --json promise nothing but JSON on stdout.
+
+@contextlib.contextmanager
+def jvm_output_to(log_path: Path) -> Iterator[None]:
+    """Start the JVM with its standard output and error in ``log_path``.
+
+    Spark's JVM inherits file descriptors 1 and 2 and prints Ivy's resolution
+    report, banners and its own warnings there for as long as it runs: pages an
+    operator does not need beside kafka-backup's lines (and commands run with
+    --json promise nothing but JSON on stdout). Our own descriptors are put back
+    once the JVM has started.
     """
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.dup2(2, 1)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
         yield
     finally:
         sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, log_fd):
+            os.close(fd)
+
+
+def _log_tail(log_path: Path, lines: int = 8) -> str:
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(line for line in text.splitlines()[-lines:] if line.strip())
 
 
 def build_spark_session(
@@ -132,7 +162,18 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name)
     for key, value in spark_conf(master, jars=jars, extra_conf=extra_conf).items():
         builder = builder.config(key, value)
-    with jvm_stdout_to_stderr():
-        session = builder.getOrCreate()
+    log_path = spark_log_file()
+    log.info("starting Spark (%s); its own output goes to %s", master, log_path)
+    try:
+        with jvm_output_to(log_path):
+            session = builder.getOrCreate()
+    except Exception as exc:
+        tail = _log_tail(log_path)
+        raise PreconditionError(
+            f"Spark did not start ({type(exc).__name__}: {str(exc).strip()[:200]})"
+            + (f"; the end of its output:\n{tail}" if tail else ""),
+            hint=f"Spark's whole output is in {log_path}. Java 17+ must be on PATH; offline, set "
+            "mapping.spark_jars to local jars of the Kafka source",
+        ) from None
     session.sparkContext.setLogLevel("WARN")
     return session
