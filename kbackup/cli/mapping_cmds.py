@@ -8,6 +8,7 @@ import typer
 
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.core.errors import UsageError
+from kbackup.core.progress import Progress
 from kbackup.mapping import build_offset_mapping, render, write_mapping
 from kbackup.mapping.build import mapping_inputs
 from kbackup.mapping.mapping_file import parse_format
@@ -57,9 +58,15 @@ def show_offset_mapping(
     if spark_master:
         settings = settings.model_copy(update={"spark_master": spark_master})
 
-    mapping = build_offset_mapping(
-        connection, source_cluster=source, topics=topic or [], all_topics=all_topics, settings=settings
-    )
+    with Progress() as progress:
+        mapping = build_offset_mapping(
+            connection,
+            source_cluster=source,
+            topics=topic or [],
+            all_topics=all_topics,
+            settings=settings,
+            progress=progress,
+        )
     stats = mapping.stats
     assert stats is not None
     summary = {

@@ -12,6 +12,7 @@ from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_m
 from kbackup.config import KBackupConfig
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, UsageError
+from kbackup.core.progress import Progress
 from kbackup.reset.executor import ExecuteResult, execute_plan, list_snapshots, read_snapshot, rollback
 from kbackup.reset.plan import ResetPlan, read_plan, render_plan_table
 
@@ -54,7 +55,8 @@ def _read_groups_file(path: Path) -> list[str]:
 def _make_plan(config: KBackupConfig, groups: list[str] | None) -> ResetPlan:
     from kbackup.reset.service import plan_from_config
 
-    return plan_from_config(config, groups=groups)
+    with Progress() as progress:
+        return plan_from_config(config, groups=groups, progress=progress)
 
 
 def _emit_plan(plan: ResetPlan, output: Path | None, as_json: bool) -> None:

@@ -166,7 +166,7 @@ def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = No
     mapping_path = state_dir / f"{run_key}-mapping.json"
     if not phase_done("mapping"):
         started = time.monotonic()
-        details = build_mapping_phase(config, backup, target_topics, mapping_path)
+        details = build_mapping_phase(config, backup, target_topics, mapping_path, progress)
         seconds = time.monotonic() - started
         state.record("mapping", seconds, details)
         summary.phases.append(PhaseResult("mapping", seconds, details))
@@ -188,7 +188,8 @@ def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = No
                 scan_all_partitions=config.offset_reset.scan_all_partitions,
                 uncommitted=config.offset_reset.uncommitted_partitions,
                 group_prefix=config.three_phase.group_prefix,
-            )
+            ),
+            progress=progress,
         )
         plan_path.write_bytes(plan.to_json_bytes())
         crash_point("three-phase:after-plan")
@@ -236,7 +237,7 @@ def selected_target_topics(config: KBackupConfig, backup: Any) -> list[str]:
 
 
 def build_mapping_phase(
-    config: KBackupConfig, backup: Any, target_topics: list[str], path: Path
+    config: KBackupConfig, backup: Any, target_topics: list[str], path: Path, progress: Progress | None = None
 ) -> dict[str, Any]:
     needed = config.three_phase.build_mapping == "always" or repartitioned(config, backup, target_topics)
     if not needed:
@@ -245,7 +246,11 @@ def build_mapping_phase(
 
     assert config.target is not None
     mapping = build_offset_mapping(
-        config.target, source_cluster=backup.source_cluster, topics=target_topics, settings=config.mapping
+        config.target,
+        source_cluster=backup.source_cluster,
+        topics=target_topics,
+        settings=config.mapping,
+        progress=progress,
     )
     crash_point("three-phase:mapping-scanned")
     path.parent.mkdir(parents=True, exist_ok=True)

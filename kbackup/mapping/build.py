@@ -21,6 +21,7 @@ from kbackup.core.errors import (
 )
 from kbackup.core.kafka import KafkaClients, translate_kafka_error
 from kbackup.core.logs import get_logger
+from kbackup.core.progress import Progress
 from kbackup.mapping.mapping_file import OffsetMapping, ScannedPartition, ScanStats
 from kbackup.mapping.settings import MappingSettings
 
@@ -138,6 +139,7 @@ def build_offset_mapping(
     all_topics: bool = False,
     settings: MappingSettings | None = None,
     spark: SparkSession | None = None,
+    progress: Progress | None = None,
 ) -> OffsetMapping:
     """Scan restored topics on the target cluster into the offset mapping of ``source_cluster``.
 
@@ -161,7 +163,7 @@ def build_offset_mapping(
 
         result = ScanResult([], 0, None, 0, 0)
     else:
-        result = _run_job(spark, settings, kafka_options, plan, source_cluster)
+        result = _run_job(spark, settings, kafka_options, plan, source_cluster, progress)
     spark_seconds = time.monotonic() - spark_started
     if result.malformed_records:
         assert result.first_malformed is not None
@@ -204,10 +206,12 @@ def _run_job(
     kafka_options: dict[str, str],
     plan: ScanPlan,
     source_cluster: str,
+    progress: Progress | None = None,
 ) -> Any:
     from pyspark.sql import SparkSession
 
     from kbackup.mapping.job import scan_ranges
+    from kbackup.mapping.spark_progress import SparkTaskProgress
     from kbackup.mapping.spark_session import build_spark_session
 
     session = spark or SparkSession.getActiveSession()
@@ -216,15 +220,17 @@ def _run_job(
         session = build_spark_session(
             settings.spark_master, jars=settings.spark_jars, extra_conf=settings.spark_conf
         )
+    description = f"Spark scan of {len(plan.partitions)} partition(s), tasks"
     try:
-        return scan_ranges(
-            session,
-            kafka_options,
-            plan.partitions,
-            source_cluster,
-            min_partitions=settings.min_partitions,
-            max_records_per_partition=settings.max_records_per_partition,
-        )
+        with SparkTaskProgress(session, progress, description):
+            return scan_ranges(
+                session,
+                kafka_options,
+                plan.partitions,
+                source_cluster,
+                min_partitions=settings.min_partitions,
+                max_records_per_partition=settings.max_records_per_partition,
+            )
     except KBackupError:
         raise
     except Exception as exc:

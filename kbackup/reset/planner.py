@@ -27,6 +27,7 @@ from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, KafkaOperationError, NotFoundError, PreconditionError
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import KafkaClients
+from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
 from kbackup.mapping.ranges import OffsetRange, PartitionIndex, index_by_target
 from kbackup.reset.plan import (
@@ -75,8 +76,9 @@ class PlanRequest:
 
 
 class _Planner:
-    def __init__(self, request: PlanRequest) -> None:
+    def __init__(self, request: PlanRequest, progress: Progress | None = None) -> None:
         self.request = request
+        self.progress = progress or Progress(enabled=False)
         self.admin: Admin = open_admin(request.target)
         self.clients = KafkaClients(request.target, client_id="kafka-backup-reset-probe")
         self.cluster_id = self.clients.cluster_info(self.admin.client).cluster_id
@@ -134,8 +136,10 @@ class _Planner:
         group_plans = []
         deadline = None if request.timeout_secs is None else time.monotonic() + request.timeout_secs
         self.search_in_offset_order(groups, target_counts, deadline)
+        group_bar = self.progress.task("planning groups", total=len(groups))
         for done, group in enumerate(groups):
             self.check_deadline(deadline, f"{done} of {len(groups)} group(s) planned")
+            group_bar.advance()
             target_group = prefix + group
             current = currents[target_group]
             rows: list[PartitionReset] = []
@@ -208,10 +212,16 @@ class _Planner:
                         continue
                     searched = wanted.setdefault(((target_topic, partition), topic, partition), set())
                     searched.add(committed.get(partition) or 0)
+        if not wanted:
+            return
+        search_bar = self.progress.task(
+            "searching target offsets", total=sum(len(offsets) for offsets in wanted.values())
+        )
         for (key, topic, partition), offsets in sorted(wanted.items()):
             for offset in sorted(offsets):
                 self.check_deadline(deadline, f"searches running on {key[0]}/{key[1]}")
                 self.search(key, topic, partition, offset)
+                search_bar.advance()
 
     def search(self, key: TargetPartitionKey, topic: str, partition: int, offset: int) -> SearchResult:
         """Where source offset ``offset`` of ``topic``/``partition`` lands on the target (binary search)."""
@@ -392,9 +402,9 @@ class _Planner:
         )
 
 
-def plan_offset_reset(request: PlanRequest) -> ResetPlan:
+def plan_offset_reset(request: PlanRequest, *, progress: Progress | None = None) -> ResetPlan:
     """Build a reset plan (reads the target cluster; changes nothing)."""
-    planner = _Planner(request)
+    planner = _Planner(request, progress)
     try:
         with few_collections():
             return planner.plan()

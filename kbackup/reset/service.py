@@ -7,6 +7,7 @@ from pathlib import Path
 from kbackup.config import KBackupConfig
 from kbackup.core.errors import ConfigError
 from kbackup.core.kafka import KafkaClients
+from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.segments import iter_segment_batches
 from kbackup.reset.plan import ResetPlan
@@ -68,7 +69,11 @@ def timestamps_from_backup(storage: Storage, backup: Backup) -> RecordTimestampL
 
 
 def plan_from_config(
-    config: KBackupConfig, *, groups: list[str] | None = None, mapping: MappingIndex | None = None
+    config: KBackupConfig,
+    *,
+    groups: list[str] | None = None,
+    mapping: MappingIndex | None = None,
+    progress: Progress | None = None,
 ) -> ResetPlan:
     if config.target is None:
         raise ConfigError("a 'target' section (the cluster the groups move to) is required")
@@ -107,5 +112,6 @@ def plan_from_config(
             record_timestamp=record_timestamp,
             timeout_secs=settings.timeout_secs,
             uncommitted=settings.uncommitted_partitions,
-        )
+        ),
+        progress=progress,
     )

@@ -17,6 +17,7 @@ import pytest
 
 from kbackup.cli.main import run
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.progress import Progress
 from kbackup.mapping import OffsetMapping, build_offset_mapping, read_mapping
 from kbackup.mapping.mapping_file import ScannedPartition
 from kbackup.mapping.settings import MappingSettings
@@ -132,16 +133,25 @@ def test_mapping_is_exact_for_every_kind_of_hole(
 
 
 def test_mapping_is_the_same_when_partitions_are_split_across_spark_tasks(
-    spark, target_cluster: LocalKafkaCluster, restored_topics: RestoredTopics
+    spark, target_cluster: LocalKafkaCluster, restored_topics: RestoredTopics, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     topics = restored_topics
-    mapping = build_offset_mapping(
-        target_cluster.connection(),
-        source_cluster=topics.source_cluster,
-        topics=topics.topics,
-        settings=MappingSettings(max_records_per_partition=7),
-        spark=spark,
-    )
+    monkeypatch.setattr("kbackup.mapping.spark_progress.POLL_SECS", 0.05)
+    with Progress(enabled=True) as progress:
+        mapping = build_offset_mapping(
+            target_cluster.connection(),
+            source_cluster=topics.source_cluster,
+            topics=topics.topics,
+            settings=MappingSettings(max_records_per_partition=7),
+            spark=spark,
+            progress=progress,
+        )
+        # The scan showed its Spark tasks as they ran (many here: partitions are split in 7-record slices).
+        (bar,) = progress.bars.tasks
+    assert bar.description.startswith("Spark scan of ")
+    assert bar.total is not None
+    assert bar.total > len(topics.topics)
+    assert bar.completed == bar.total
     assert_exact(mapping, topics)
     assert mapping.stats is not None
     # Pieces cut at task boundaries were joined back.

@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.core.errors import PreconditionError
+from kbackup.core.progress import Progress
 from kbackup.reset.executor import execute_plan, list_snapshots, rollback
 from kbackup.reset.plan import ResetPlan, SourceOffsetsInfo, read_plan
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
@@ -423,11 +424,19 @@ def test_many_groups_are_planned_exactly_reading_each_partition_about_once(
             return super()._remember(span)
 
     monkeypatch.setattr("kbackup.reset.planner.PartitionProbe", CountingProbe)
-    plan = plan_offset_reset(
-        PlanRequest(
-            target=target_cluster.connection(), source=source_offsets(groups), topic_mapping={"orders": topic}
+    with Progress(enabled=True) as progress:
+        plan = plan_offset_reset(
+            PlanRequest(
+                target=target_cluster.connection(),
+                source=source_offsets(groups),
+                topic_mapping={"orders": topic},
+            ),
+            progress=progress,
         )
-    )
+        # The long run shows its progress: one step per distinct search, then one per group.
+        bars = {task.description: (task.completed, task.total) for task in progress.bars.tasks}
+    searches = len({(p, offsets[p]) for offsets in groups.values() for p in (0, 1)})
+    assert bars == {"searching target offsets": (searches, searches), "planning groups": (150, 150)}
     rows = {(g.group_id, r.target_partition): r for g in plan.groups for r in g.partitions}
     for partition in (0, 1):
         records = restored_records(target_cluster, topic, partition, SOURCE)
