@@ -49,9 +49,13 @@ class Progress:
     def __init__(self, enabled: bool | None = None) -> None:
         self.enabled = progress_enabled() if enabled is None else enabled
         self.bars: Any = None
+        #: Re-entrant: a stage may enter the display its caller already holds (the restore
+        #: phase of a three-phase run); only the outermost exit takes the bars down.
+        self._depth = 0
 
     def __enter__(self) -> Progress:
-        if self.enabled:
+        self._depth += 1
+        if self.enabled and self.bars is None:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -75,7 +79,8 @@ class Progress:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.bars is not None:
+        self._depth -= 1
+        if self._depth == 0 and self.bars is not None:
             self.bars.__exit__(exc_type, exc, tb)
             self.bars = None
 

@@ -28,7 +28,7 @@ from kbackup.format.manifest import utc_now_iso
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.plan import ResetPlan
 from kbackup.reset.planner import MappingIndex, PlanRequest, plan_offset_reset
-from kbackup.reset.probe import PartitionProbe
+from kbackup.reset.probe import PartitionProbe, learn_topic, probe_consumer_properties
 from kbackup.reset.sources import from_backup
 
 log = get_logger("three-phase")
@@ -288,13 +288,14 @@ def verify_plan_applied(config: KBackupConfig, plan: ResetPlan) -> dict[str, Any
     assert config.target is not None
     admin = open_admin(config.target)
     clients = KafkaClients(config.target, client_id="kafka-backup-verify")
-    consumer = clients.consumer(
-        properties={"isolation.level": "read_committed", "enable.partition.eof": True}
-    )
+    # The planner's probe settings (read_committed, no read-ahead, no long polls at the end).
+    consumer = clients.consumer(properties=probe_consumer_properties())
     problems: list[str] = []
     checked = 0
     ends = {(item.topic, item.partition): item.log_end for item in plan.target_partitions}
     try:
+        for topic in sorted({topic for topic, _ in ends}):
+            learn_topic(consumer, topic, config.target)
         for group in plan.groups:
             committed = admin.committed_offsets(group.group_id)
             for row in group.partitions:

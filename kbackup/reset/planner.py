@@ -39,7 +39,7 @@ from kbackup.reset.plan import (
     ResetPlan,
     TargetInfo,
 )
-from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
+from kbackup.reset.probe import PartitionProbe, learn_topic, probe_consumer_properties
 from kbackup.reset.settings import Strategy
 from kbackup.reset.sources import SourceOffsets
 from kbackup.reset.translate import SearchResult, search_position
@@ -102,6 +102,8 @@ class _Planner:
 
     def probe(self, key: TargetPartitionKey) -> PartitionProbe:
         if key not in self._probes:
+            if not any(topic == key[0] for topic, _ in self._probes):
+                learn_topic(self.consumer, key[0], self.request.target)
             self._probes[key] = PartitionProbe(
                 self.consumer,
                 topic=key[0],
