@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from kbackup.core.admin import CONCURRENT_GROUP_REQUESTS
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError
 from kbackup.core.kafka import kafka_error_of, translate_kafka_error
@@ -24,8 +25,6 @@ from kbackup.format.manifest import ConsumerGroupsSnapshot, GroupOffset, GroupSn
 
 log = get_logger("backup.groups")
 
-#: Offset requests in flight at once (one per group: the admin API takes a single group per request).
-_CONCURRENT_GROUP_REQUESTS = 32
 #: A group deleted between listing and reading its offsets is simply not in the snapshot.
 _GONE_GROUP_CODES = {KafkaError.GROUP_ID_NOT_FOUND}
 #: A broker that just started (or moved a coordinator) answers these for a few seconds.
@@ -62,8 +61,8 @@ def snapshot_consumer_groups(
     states = {group.group_id: kafka_state_name(group.state) for group in listing.valid}
     group_ids = sorted(states)
     snapshots: list[GroupSnapshot] = []
-    for start in range(0, len(group_ids), _CONCURRENT_GROUP_REQUESTS):
-        batch = group_ids[start : start + _CONCURRENT_GROUP_REQUESTS]
+    for start in range(0, len(group_ids), CONCURRENT_GROUP_REQUESTS):
+        batch = group_ids[start : start + CONCURRENT_GROUP_REQUESTS]
         futures: dict[str, Future[Any]] = {}
         for group_id in batch:
             futures.update(

@@ -21,8 +21,9 @@ from kbackup.core.retry import call_with_retries
 
 Result = TypeVar("Result")
 
-#: Group requests in flight at once (one per group).
-CONCURRENT_REQUESTS = 50
+#: Group requests in flight at once (Kafka's group APIs take a single group per request);
+#: also the backup's group snapshot.
+CONCURRENT_GROUP_REQUESTS = 50
 TopicPartitionKey = tuple[str, int]
 
 #: Group states in which a group has members that would overwrite or reject new offsets.
@@ -130,14 +131,14 @@ class Admin:
     def _wait_each(
         self, keys: Iterable[str], issue: Callable[[str], Future[Result]], action: Callable[[str], str]
     ) -> dict[str, Result]:
-        """One request per key, up to CONCURRENT_REQUESTS in flight (Kafka's group APIs answer one
+        """One request per key, up to CONCURRENT_GROUP_REQUESTS in flight (Kafka's group APIs answer one
         group per request, and waiting for each in turn made planning for 1,000 groups slow).
         A request that fails is sent again alone, with ``_wait``'s retries and error."""
         ordered = sorted(set(keys))
         results: dict[str, Result] = {}
-        for begin in range(0, len(ordered), CONCURRENT_REQUESTS):
+        for begin in range(0, len(ordered), CONCURRENT_GROUP_REQUESTS):
             pending: dict[str, Future[Result] | None] = {}
-            for key in ordered[begin : begin + CONCURRENT_REQUESTS]:
+            for key in ordered[begin : begin + CONCURRENT_GROUP_REQUESTS]:
                 try:
                     pending[key] = issue(key)
                 except KafkaException:

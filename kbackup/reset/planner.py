@@ -197,21 +197,14 @@ class _Planner:
         assignment, the next records already prefetched) instead of jumping between partitions
         with a round trip each: planning for many groups reads each partition about once.
         """
-        source = self.request.source
         wanted: dict[tuple[TargetPartitionKey, str, int], set[int]] = {}
         for group in groups:
-            by_topic: dict[str, dict[int, int]] = {}
-            for (topic, partition), offset in source.groups[group].items():
-                by_topic.setdefault(topic, {})[partition] = offset
-            for topic, committed in by_topic.items():
+            for topic in sorted({topic for topic, _ in self.request.source.groups[group]}):
                 target_topic = self.target_topic(topic)
-                target_count = target_counts[target_topic]
-                source_count = source.partition_counts.get(topic, max(committed, default=-1) + 1)
-                if self.method_for(topic, source_count, target_count) != "binary-search":
+                method, committed, partitions = self.topic_inputs(group, topic, target_counts[target_topic])
+                if method != "binary-search":
                     continue
-                for partition in range(min(source_count, target_count)):
-                    if partition not in committed and self.request.uncommitted == "skip":
-                        continue
+                for partition in partitions:
                     searched = wanted.setdefault(((target_topic, partition), topic, partition), set())
                     searched.add(committed.get(partition) or 0)
         if not wanted:
@@ -253,26 +246,38 @@ class _Planner:
             return "binary-search"
         return strategy
 
-    def plan_topic(
-        self, group: str, topic: str, target_count: int, current: dict[TargetPartitionKey, int]
-    ) -> list[PartitionReset]:
+    def topic_inputs(
+        self, group: str, topic: str, target_count: int
+    ) -> tuple[Method, dict[int, int], list[int]]:
+        """How the group's positions on ``topic`` are found, its committed offsets there by source
+        partition, and the partitions that get a row (for every method but the mapping, which
+        plans each target partition). The up-front searches and the rows both come from here."""
         source = self.request.source
         committed = {p: c for (t, p), c in source.groups[group].items() if t == topic}
         source_count = source.partition_counts.get(topic, max(committed, default=-1) + 1)
         method = self.method_for(topic, source_count, target_count)
+        skip_uncommitted = self.request.uncommitted == "skip"
+        partitions = [
+            partition
+            for partition in range(min(source_count, target_count))
+            if partition in committed or not skip_uncommitted
+        ]
+        return method, committed, partitions
+
+    def plan_topic(
+        self, group: str, topic: str, target_count: int, current: dict[TargetPartitionKey, int]
+    ) -> list[PartitionReset]:
+        method, committed, partitions = self.topic_inputs(group, topic, target_count)
         target_topic = self.target_topic(topic)
         if method == "mapping":
             return [
                 self.plan_from_mapping(topic, target_topic, q, committed, current)
                 for q in range(target_count)
             ]
-        rows = []
-        for partition in range(min(source_count, target_count)):
-            offset = committed.get(partition)
-            if offset is None and self.request.uncommitted == "skip":
-                continue
-            rows.append(self.plan_partition(method, topic, target_topic, partition, offset, current))
-        return rows
+        return [
+            self.plan_partition(method, topic, target_topic, partition, committed.get(partition), current)
+            for partition in partitions
+        ]
 
     def gap(self, topic: str, partition: int, offset: int | None) -> int:
         ends = self.request.source.backup_end
