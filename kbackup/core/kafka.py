@@ -79,6 +79,17 @@ def translate_kafka_error(exc: BaseException, *, action: str, connection: KafkaC
             hint="check the bootstrap servers, that the cluster is up, and network/firewall rules; "
             "raise connect_timeout_secs for slow networks",
         )
+    if code == KafkaError._SSL:
+        # librdkafka's text says what TLS refused ("certificate verify failed", "wrong version number").
+        return KafkaOperationError(
+            f"TLS with {servers} failed while trying to {action}: {error.str()}",
+            code=code,
+            code_name=name,
+            hint="check security.ssl_ca_location (a PEM of the CA that signed the brokers' certificates), "
+            "that the brokers' certificates name the host you connect to "
+            "(or ssl_endpoint_identification_algorithm), and that this port speaks TLS",
+            retryable=False,
+        )
     if code in _AUTH_CODES:
         return KafkaOperationError(
             f"authentication with {servers} failed while trying to {action} ({name})",

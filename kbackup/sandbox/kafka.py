@@ -90,8 +90,12 @@ BASE_PROPERTIES = {
     "log.retention.ms": "-1",
 }
 
-#: The SASL mechanisms a cluster with ``scram_users`` accepts.
+#: The SCRAM mechanisms a cluster with ``scram_users`` seeds its users under.
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+#: The SASL mechanisms a cluster with ``scram_users`` accepts: SCRAM, and PLAIN with the same users.
+SASL_MECHANISMS = (*SCRAM_MECHANISMS, "PLAIN")
+#: Password of the TLS listener's generated key store (a throwaway certificate on loopback).
+_KEYSTORE_PASSWORD = "sandbox-keystore"  # noqa: S105  (not a secret: a test certificate's store)
 
 LOG4J2_PROPERTIES = """status = error
 appender.file.type = File
@@ -119,11 +123,15 @@ class LocalKafkaCluster:
     extra_properties: dict[str, str] = field(default_factory=dict)
     heap: str = "512m"
     #: SCRAM users (name -> password). When set, the cluster also listens with SASL_PLAINTEXT
-    #: (SCRAM-SHA-256 and -512) on ``sasl_port``; the users are seeded when the storage is formatted.
-    #: The PLAINTEXT listener stays (inter-broker traffic, test set-up); clients under test use
-    #: :attr:`sasl_bootstrap_servers`.
+    #: (SCRAM-SHA-256 and -512, and PLAIN with the same users) on ``sasl_port``; the SCRAM users are
+    #: seeded when the storage is formatted. The PLAINTEXT listener stays (inter-broker traffic,
+    #: test set-up); clients under test use :attr:`sasl_bootstrap_servers`.
     scram_users: dict[str, str] = field(default_factory=dict)
     sasl_port: int = 0
+    #: When set, the cluster also listens with TLS (``SSL``) on ``ssl_port``, with a self-signed
+    #: certificate for 127.0.0.1 made by keytool; clients trust :attr:`tls_ca_file`.
+    tls: bool = False
+    ssl_port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -135,6 +143,21 @@ class LocalKafkaCluster:
         if not self.scram_users:
             raise SandboxError(f"local cluster {self.name} has no SASL listener (no scram_users)")
         return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        if not self.tls:
+            raise SandboxError(f"local cluster {self.name} has no TLS listener (tls is off)")
+        return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def tls_ca_file(self) -> Path:
+        """PEM of the TLS listener's self-signed certificate: the one CA a client needs to trust."""
+        return self.work_dir / "tls" / "ca.pem"
+
+    @property
+    def _keystore(self) -> Path:
+        return self.work_dir / "tls" / "broker.p12"
 
     @property
     def data_dir(self) -> Path:
@@ -157,27 +180,69 @@ class LocalKafkaCluster:
                 "log.dirs": str(self.data_dir),
             }
         )
+        client_listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
         if self.scram_users:
+            client_listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
             props.update(self._sasl_properties())
+        if self.tls:
+            client_listeners.append(f"SSL://127.0.0.1:{self.ssl_port}")
+            props.update(self._tls_properties())
+        if len(client_listeners) > 1:
+            props["listeners"] = ",".join(
+                [*client_listeners, f"CONTROLLER://127.0.0.1:{self.controller_port}"]
+            )
+            props["advertised.listeners"] = ",".join(client_listeners)
+            props["listener.security.protocol.map"] = ",".join(
+                [
+                    "CONTROLLER:PLAINTEXT",
+                    *(f"{name}:{name}" for name in (u.split(":")[0] for u in client_listeners)),
+                ]
+            )
         props.update(self.extra_properties)
         return props
 
     def _sasl_properties(self) -> dict[str, str]:
-        """A SASL_PLAINTEXT listener beside PLAINTEXT, authenticating with SCRAM-SHA-256/512."""
-        listener = f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
-        props = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener}",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-            "SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
-        }
+        """The SASL_PLAINTEXT listener: SCRAM-SHA-256/512 and PLAIN, the same users for each."""
+        props = {"sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS)}
         for mechanism in SCRAM_MECHANISMS:
             props[f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"] = (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             )
+        # PLAIN checks passwords against the JAAS entries (user_<name>="<password>").
+        plain_users = "".join(f' user_{user}="{password}"' for user, password in self.scram_users.items())
+        props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};"
+        )
         return props
+
+    def _tls_properties(self) -> dict[str, str]:
+        return {
+            "listener.name.ssl.ssl.keystore.location": str(self._keystore),
+            "listener.name.ssl.ssl.keystore.type": "PKCS12",
+            "listener.name.ssl.ssl.keystore.password": _KEYSTORE_PASSWORD,
+            "listener.name.ssl.ssl.key.password": _KEYSTORE_PASSWORD,
+        }
+
+    def make_certificate(self) -> None:
+        """A self-signed key and certificate for 127.0.0.1 (keytool, once), and its PEM for clients."""
+        if self._keystore.exists() and self.tls_ca_file.exists():
+            return
+        self._keystore.parent.mkdir(parents=True, exist_ok=True)
+        self._keystore.unlink(missing_ok=True)
+        store = ["-keystore", str(self._keystore), "-storetype", "PKCS12", "-storepass", _KEYSTORE_PASSWORD]
+        steps = [
+            ["-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-validity", "30",
+             "-dname", f"CN=kafka-backup sandbox {self.name}", "-ext", "SAN=IP:127.0.0.1,DNS:localhost",
+             "-keypass", _KEYSTORE_PASSWORD, *store],
+            ["-exportcert", "-rfc", "-alias", "broker", "-file", str(self.tls_ca_file), *store],
+        ]  # fmt: skip
+        for step in steps:
+            result = subprocess.run(["keytool", *step], capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise SandboxError(
+                    f"making the TLS certificate of local cluster {self.name} failed "
+                    f"(keytool {step[0]}):\n{(result.stdout + result.stderr)[-2000:]}"
+                )
 
     def _scram_format_arguments(self) -> list[str]:
         """``--add-scram`` arguments: every user under both mechanisms (KRaft stores them in metadata)."""
@@ -242,6 +307,9 @@ class LocalKafkaCluster:
             self.port, self.controller_port = free_port(), free_port()
         if self.scram_users and not self.sasl_port:
             self.sasl_port = free_port()
+        if self.tls:
+            self.ssl_port = self.ssl_port or free_port()
+            self.make_certificate()
         self._write_config()
         self.format_storage()
         stdout = (self.work_dir / "stdout.log").open("ab")

@@ -1,10 +1,12 @@
-"""SCRAM authentication on a real broker, and known secrets searched for in everything the commands write.
+"""SASL and TLS on a real broker, and known secrets searched for in everything the commands write.
 
-One extra single-node cluster (``scram_cluster``) listens with SASL_PLAINTEXT
-(SCRAM-SHA-256 and -512, the user seeded when its storage was formatted)
-beside a PLAINTEXT listener that only the test set-up uses. Every command
-under test reaches it through the SASL listener with the password from the
-environment (``${KB_TEST_SASL_PASSWORD}`` in the config file).
+One extra single-node cluster (``secure_cluster``) listens with SASL_PLAINTEXT
+(SCRAM-SHA-256 and -512, the user seeded when its storage was formatted, and
+PLAIN with the same user) and with TLS (a self-signed certificate for
+127.0.0.1), beside a PLAINTEXT listener that only the test set-up uses. Every
+command under test reaches it through the SASL or the TLS listener; SASL
+passwords come from the environment (``${KB_TEST_SASL_PASSWORD}`` in the
+config file).
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ ALL_SECRETS = (SASL_PASSWORD, SSL_KEY_PASSWORD, S3_SECRET_KEY, S3_ACCESS_KEY, WR
 
 
 @pytest.fixture(scope="module")
-def scram_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaCluster]:
+def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaCluster]:
     cluster = LocalKafkaCluster(
-        name="scram",
-        work_dir=tmp_path_factory.mktemp("scram-kafka"),
+        name="secure",
+        work_dir=tmp_path_factory.mktemp("secure-kafka"),
         libs=kafka_libs(),
         scram_users={SASL_USER: SASL_PASSWORD},
+        tls=True,
     )
     cluster.start(timeout=180)
     yield cluster
@@ -63,6 +66,17 @@ def sasl_connection(cluster: LocalKafkaCluster, mechanism: str, password: str) -
             "sasl_username": SASL_USER,
             "sasl_password": password,
         },
+    }
+
+
+def tls_connection(cluster: LocalKafkaCluster, ca_file: Path | None) -> dict[str, Any]:
+    security: dict[str, str] = {"security_protocol": "SSL"}
+    if ca_file is not None:
+        security["ssl_ca_location"] = str(ca_file)
+    return {
+        "bootstrap_servers": [cluster.ssl_bootstrap_servers],
+        "connect_timeout_secs": 6,
+        "security": security,
     }
 
 
@@ -85,13 +99,13 @@ def seed_topic(cluster: LocalKafkaCluster, topic: str, count: int) -> list[bytes
 
 
 def test_backup_and_restore_through_scram_with_password_from_environment(
-    scram_cluster: LocalKafkaCluster,
+    secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    values = seed_topic(scram_cluster, unique_name, 25)
+    values = seed_topic(secure_cluster, unique_name, 25)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
     config = write_config(
         tmp_path / "scram.yaml",
@@ -99,10 +113,10 @@ def test_backup_and_restore_through_scram_with_password_from_environment(
             "backup_id": "scram",
             # SHA-512 for the backup, SHA-256 for the restore: both mechanisms are exercised.
             "source": {
-                **sasl_connection(scram_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}"),
+                **sasl_connection(secure_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}"),
                 "topics": {"include": [unique_name]},
             },
-            "target": sasl_connection(scram_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}"),
+            "target": sasl_connection(secure_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}"),
             "storage": {"url": str(tmp_path / "store")},
             "backup": {"source_cluster_id": "scram-source"},
             "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
@@ -113,31 +127,108 @@ def test_backup_and_restore_through_scram_with_password_from_environment(
     assert json.loads(out)["records"] == 25
     code, out, err = cli(capsys, "restore", "-c", str(config), "--json")
     assert code == 0, err
-    restored = consume_all(scram_cluster, f"{unique_name}-restored")
+    restored = consume_all(secure_cluster, f"{unique_name}-restored")
     assert [record.value for record in restored] == values
     assert SASL_PASSWORD not in out + err
 
 
+def test_backup_over_sasl_plain_and_restore_over_tls(
+    secure_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = seed_topic(secure_cluster, unique_name, 25)
+    monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
+    config = write_config(
+        tmp_path / "plain-tls.yaml",
+        {
+            "backup_id": "plain-tls",
+            "source": {
+                **sasl_connection(secure_cluster, "PLAIN", "${KB_TEST_SASL_PASSWORD}"),
+                "topics": {"include": [unique_name]},
+            },
+            "target": tls_connection(secure_cluster, secure_cluster.tls_ca_file),
+            "storage": {"url": str(tmp_path / "store")},
+            "backup": {"source_cluster_id": "plain-source"},
+            "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
+        },
+    )
+    code, out, err = cli(capsys, "backup", "-c", str(config), "--json")
+    assert code == 0, err
+    assert json.loads(out)["records"] == 25
+    code, out, err = cli(capsys, "restore", "-c", str(config), "--json")
+    assert code == 0, err
+    restored = consume_all(secure_cluster, f"{unique_name}-restored")
+    assert [record.value for record in restored] == values
+    assert dict(restored[0].headers)["x-kafka-backup-offset"] == b"0"
+    assert SASL_PASSWORD not in out + err
+
+
+@pytest.mark.parametrize("command", ["backup", "restore"])
+def test_tls_without_the_brokers_ca_fails_clearly_and_changes_nothing(
+    command: str,
+    secure_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The certificate is self-signed: without ssl_ca_location the system's CAs do not vouch for it."""
+    seed_topic(secure_cluster, unique_name, 3)
+    store = tmp_path / "store"
+    trusted = tls_connection(secure_cluster, secure_cluster.tls_ca_file)
+    untrusted = tls_connection(secure_cluster, None)
+    document = {
+        "backup_id": "b",
+        "source": {**(trusted if command == "restore" else untrusted), "topics": {"include": [unique_name]}},
+        "target": untrusted,
+        "storage": {"url": str(store)},
+        "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
+    }
+    config = write_config(tmp_path / "tls.yaml", document)
+    if command == "restore":  # a real backup to restore, made over TLS with the CA
+        assert cli(capsys, "backup", "-c", str(config))[0] == 0
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    code, _, err = cli(capsys, command, "-c", str(config))
+    assert code == KafkaOperationError.exit_code, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"kafka-backup: error: TLS with {secure_cluster.ssl_bootstrap_servers} failed")
+    assert "certificate verify failed" in lines[0]
+    assert len(lines) == 2
+    assert lines[1].startswith("kafka-backup: next step: check security.ssl_ca_location")
+    after = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    assert after == before
+    assert f"{unique_name}-restored" not in admin(secure_cluster).list_topics(timeout=10).topics
+
+
 @pytest.mark.spark
-def test_spark_submit_script_maps_a_scram_target_from_a_config_file(
-    scram_cluster: LocalKafkaCluster,
+@pytest.mark.parametrize("listener", ["SCRAM", "TLS"])
+def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
+    listener: str,
+    secure_cluster: LocalKafkaCluster,
     spark: Any,
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """kbackup.mapping.submit -c: the target's SASL settings come from the file, the password from the env."""
+    """kbackup.mapping.submit -c: the target's SASL settings (the password from the env), or its TLS
+    CA file, come from the config; Spark's Java client reads the PEM as its trust store."""
     from kbackup.mapping import read_mapping
     from kbackup.mapping.submit import main as submit_main
 
-    seed_topic(scram_cluster, unique_name, 30)
+    seed_topic(secure_cluster, unique_name, 30)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
-    connection = sasl_connection(scram_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}")
+    connection = (
+        sasl_connection(secure_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}")
+        if listener == "SCRAM"
+        else tls_connection(secure_cluster, secure_cluster.tls_ca_file)
+    )
     config = write_config(
-        tmp_path / "scram.yaml",
+        tmp_path / "secured.yaml",
         {
-            "backup_id": "scram-map",
+            "backup_id": "secured-map",
             "source": {**connection, "topics": {"include": [unique_name]}},
             "target": connection,
             "storage": {"url": str(tmp_path / "store")},
@@ -161,16 +252,20 @@ def test_spark_submit_script_maps_a_scram_target_from_a_config_file(
     assert SASL_PASSWORD not in captured.out + captured.err + output.read_text()
 
 
-@pytest.mark.parametrize("command", ["backup", "restore"])
-def test_wrong_scram_password_fails_clearly_and_changes_nothing(
+@pytest.mark.parametrize(
+    ("command", "mechanism"),
+    [("backup", "SCRAM-SHA-512"), ("restore", "SCRAM-SHA-512"), ("backup", "PLAIN")],
+)
+def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
     command: str,
-    scram_cluster: LocalKafkaCluster,
+    mechanism: str,
+    secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seed_topic(scram_cluster, unique_name, 3)
+    seed_topic(secure_cluster, unique_name, 3)
     store = tmp_path / "store"
     if command == "restore":  # a real backup to restore, made with the right password
         monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
@@ -179,7 +274,7 @@ def test_wrong_scram_password_fails_clearly_and_changes_nothing(
             {
                 "backup_id": "b",
                 "source": {
-                    **sasl_connection(scram_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}"),
+                    **sasl_connection(secure_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}"),
                     "topics": {"include": [unique_name]},
                 },
                 "storage": {"url": str(store)},
@@ -188,7 +283,7 @@ def test_wrong_scram_password_fails_clearly_and_changes_nothing(
         assert cli(capsys, "backup", "-c", str(good))[0] == 0
     before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", WRONG_PASSWORD)
-    connection = sasl_connection(scram_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}")
+    connection = sasl_connection(secure_cluster, mechanism, "${KB_TEST_SASL_PASSWORD}")
     config = write_config(
         tmp_path / "wrong.yaml",
         {
@@ -203,7 +298,7 @@ def test_wrong_scram_password_fails_clearly_and_changes_nothing(
     assert code == KafkaOperationError.exit_code, err
     lines = err.strip().splitlines()
     assert lines[0].startswith(
-        f"kafka-backup: error: authentication with {scram_cluster.sasl_bootstrap_servers}"
+        f"kafka-backup: error: authentication with {secure_cluster.sasl_bootstrap_servers}"
     )
     assert "SASL_AUTHENTICATION_FAILED" in lines[0] or "_AUTHENTICATION" in lines[0]
     assert len(lines) == 2
@@ -213,7 +308,7 @@ def test_wrong_scram_password_fails_clearly_and_changes_nothing(
     # Nothing changed: no file in the storage folder, no restored topic on the cluster.
     after = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.name != "wrong.yaml")
     assert after == before
-    assert f"{unique_name}-restored" not in admin(scram_cluster).list_topics(timeout=10).topics
+    assert f"{unique_name}-restored" not in admin(secure_cluster).list_topics(timeout=10).topics
 
 
 # -- secrets never leak --------------------------------------------------------------------------
@@ -322,12 +417,12 @@ class LeakScenario:
 
 @pytest.fixture
 def leak_scenario(
-    scram_cluster: LocalKafkaCluster, s3_server: S3Server, unique_name: str, tmp_path: Path
+    secure_cluster: LocalKafkaCluster, s3_server: S3Server, unique_name: str, tmp_path: Path
 ) -> LeakScenario:
-    seed_topic(scram_cluster, unique_name, 40)
+    seed_topic(secure_cluster, unique_name, 40)
     group = f"{unique_name}-g"
-    commit_group(scram_cluster, group, {(unique_name, 0): 15})
-    return LeakScenario(scram_cluster, s3_server, unique_name, group, tmp_path)
+    commit_group(secure_cluster, group, {(unique_name, 0): 15})
+    return LeakScenario(secure_cluster, s3_server, unique_name, group, tmp_path)
 
 
 @pytest.mark.slow
