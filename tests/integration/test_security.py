@@ -98,60 +98,37 @@ def seed_topic(cluster: LocalKafkaCluster, topic: str, count: int) -> list[bytes
     return values
 
 
-def test_backup_and_restore_through_scram_with_password_from_environment(
+@pytest.mark.parametrize(
+    ("backup_via", "restore_via"),
+    [("SCRAM-SHA-512", "SCRAM-SHA-256"), ("PLAIN", "TLS")],
+    ids=["scram-512-then-256", "plain-then-tls"],
+)
+def test_backup_and_restore_through_secured_listeners(
+    backup_via: str,
+    restore_via: str,
     secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Each SASL mechanism with the password from the environment, and TLS trusting the sandbox's CA."""
+
+    def connection(via: str) -> dict[str, Any]:
+        if via == "TLS":
+            return tls_connection(secure_cluster, secure_cluster.tls_ca_file)
+        return sasl_connection(secure_cluster, via, "${KB_TEST_SASL_PASSWORD}")
+
     values = seed_topic(secure_cluster, unique_name, 25)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
     config = write_config(
-        tmp_path / "scram.yaml",
+        tmp_path / "secured.yaml",
         {
-            "backup_id": "scram",
-            # SHA-512 for the backup, SHA-256 for the restore: both mechanisms are exercised.
-            "source": {
-                **sasl_connection(secure_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}"),
-                "topics": {"include": [unique_name]},
-            },
-            "target": sasl_connection(secure_cluster, "SCRAM-SHA-256", "${KB_TEST_SASL_PASSWORD}"),
+            "backup_id": "secured",
+            "source": {**connection(backup_via), "topics": {"include": [unique_name]}},
+            "target": connection(restore_via),
             "storage": {"url": str(tmp_path / "store")},
-            "backup": {"source_cluster_id": "scram-source"},
-            "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
-        },
-    )
-    code, out, err = cli(capsys, "backup", "-c", str(config), "--json")
-    assert code == 0, err
-    assert json.loads(out)["records"] == 25
-    code, out, err = cli(capsys, "restore", "-c", str(config), "--json")
-    assert code == 0, err
-    restored = consume_all(secure_cluster, f"{unique_name}-restored")
-    assert [record.value for record in restored] == values
-    assert SASL_PASSWORD not in out + err
-
-
-def test_backup_over_sasl_plain_and_restore_over_tls(
-    secure_cluster: LocalKafkaCluster,
-    unique_name: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    values = seed_topic(secure_cluster, unique_name, 25)
-    monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
-    config = write_config(
-        tmp_path / "plain-tls.yaml",
-        {
-            "backup_id": "plain-tls",
-            "source": {
-                **sasl_connection(secure_cluster, "PLAIN", "${KB_TEST_SASL_PASSWORD}"),
-                "topics": {"include": [unique_name]},
-            },
-            "target": tls_connection(secure_cluster, secure_cluster.tls_ca_file),
-            "storage": {"url": str(tmp_path / "store")},
-            "backup": {"source_cluster_id": "plain-source"},
+            "backup": {"source_cluster_id": "secured-source"},
             "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
         },
     )
