@@ -60,7 +60,7 @@ def _fill_partition(bootstrap: str, topic: str, partition: int, count: int) -> N
     cluster, source_topic, source_partition = SOURCE_CLUSTER.encode(), b"orders", str(partition).encode()
     timestamp = b"1700000000000"
     for offset in range(count):
-        headers = [
+        headers: list[tuple[str, str | bytes | None]] = [
             ("x-kafka-backup-cluster", cluster),
             ("x-kafka-backup-topic", source_topic),
             ("x-kafka-backup-partition", source_partition),
@@ -81,7 +81,8 @@ def _fill_partition(bootstrap: str, topic: str, partition: int, count: int) -> N
 
 def fill(cluster: LocalKafkaCluster, topic: str, records: int, partitions: int) -> float:
     """Produce ``records`` restored records, one producer process per partition; returns seconds."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():

@@ -53,6 +53,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -378,7 +379,9 @@ def full_scan(
         started = time.monotonic()
         done = False
         while not done:
-            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+            # Any: the stubs type headers() as str values or a dict; it is a list of (str, bytes | None)
+            messages: list[Any] = consumer.consume(num_messages=10_000, timeout=1.0)
+            for message in messages:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:

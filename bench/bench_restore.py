@@ -30,7 +30,9 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from bench._restore_perf import (
@@ -69,24 +71,25 @@ def run_case(case: Case, bootstrap: str, root: Path, rounds: int) -> None:
     tag = f"{case.record_size}-{case.records}"
     for round_ in range(rounds):
         stamp = f"{tag}-{round_}-{int(time.time())}"
-        for name, run in (
-            ("ProducerPerformance", lambda s=stamp: _pp(bootstrap, f"pp-{s}", case)),
-            (TUNED_NAME, lambda s=stamp: _pp(bootstrap, f"ppt-{s}", case, TUNED)),
+        runs: tuple[tuple[str, Callable[[], Measured]], ...] = (
+            ("ProducerPerformance", partial(_pp, bootstrap, f"pp-{stamp}", case)),
+            (TUNED_NAME, partial(_pp, bootstrap, f"ppt-{stamp}", case, TUNED)),
             (
                 "restore idempotent",
-                lambda s=stamp: restore_cli(
-                    root, backup_id, bootstrap, topic="bench", target_topic=f"ri-{s}",
+                partial(
+                    restore_cli, root, backup_id, bootstrap, topic="bench", target_topic=f"ri-{stamp}",
                     exactly_once=False, record_size=case.record_size,
                 ),
             ),
             (
                 "restore exactly-once",
-                lambda s=stamp: restore_cli(
-                    root, backup_id, bootstrap, topic="bench", target_topic=f"re-{s}",
+                partial(
+                    restore_cli, root, backup_id, bootstrap, topic="bench", target_topic=f"re-{stamp}",
                     exactly_once=True, record_size=case.record_size,
                 ),
             ),
-        ):  # fmt: skip
+        )  # fmt: skip
+        for name, run in runs:
             measured = run()
             case.runs.setdefault(name, []).append(measured)
             print(

@@ -279,10 +279,13 @@ def _scenarios(
         members = [group for group in lag_groups if group.scenario == f"lag {bucket}"]
         rows.append(row(f"lag {bucket} (3 partitions)", members, _keys_of))
     for partition, rate in enumerate(MAIN_RATES):
+
+        def keys_of_partition(group: StudyGroup, p: int = partition) -> list[TargetKey]:
+            return [(MAIN, p)]
+
         rows.append(
-            row(f"{rate} records/ms (partition {partition}, all lags)", lag_groups,
-                lambda group, p=partition: [(MAIN, p)])
-        )  # fmt: skip
+            row(f"{rate} records/ms (partition {partition}, all lags)", lag_groups, keys_of_partition)
+        )
     for scenario in ("transaction markers and aborted records", "compaction holes", "skewed producer clocks"):
         rows.append(row(scenario, [group for group in groups if group.scenario == scenario], _keys_of))
     for bucket, _, _ in LAG_BUCKETS:

@@ -82,7 +82,9 @@ def test_stop_during_a_snapshot_run_commits_what_was_copied(
     cluster_records = consume_all(source_cluster, unique_name, [0, 1])
     for entry in first.partitions:
         expected = [
-            r for r in cluster_records if r.partition == entry.partition and r.offset < entry.end_offset
+            r
+            for r in cluster_records
+            if r.partition == entry.partition and r.consumed_offset < entry.end_offset
         ]
         assert [r for r in copied if r.partition == entry.partition] == expected
     assert sum(entry.end_offset for entry in first.partitions) < 400
@@ -168,9 +170,10 @@ def wait_for(
     deadline = time.monotonic() + timeout
     while not condition():
         if process is not None and process.poll() is not None:
+            assert process.stderr is not None
             raise AssertionError(
                 f"the backup exited ({process.returncode}) before {what}: {process.stderr.read()}"
-            )  # type: ignore[union-attr]
+            )
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
 

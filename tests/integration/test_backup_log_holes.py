@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
@@ -51,7 +53,7 @@ def test_compacted_topic_with_tombstones_after_cleaning(
     records += [Record(key=b"k1", value=None), Record(key=b"k3", value=None)]  # tombstones
     produce(source_cluster, unique_name, records)
     compacted = wait_for_compaction(source_cluster, unique_name, len(records))
-    offsets = [r.offset for r in compacted]
+    offsets = [r.consumed_offset for r in compacted]
     assert offsets != list(range(offsets[0], offsets[0] + len(offsets))), "expected holes after compaction"
     assert any(r.value is None for r in compacted), "tombstones are still in the log"
 
@@ -92,9 +94,10 @@ def wait_until_stable(cluster: LocalKafkaCluster, topic: str, timeout: float = 3
     client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     tp = TopicPartition(topic, 0)
     deadline = time.monotonic() + timeout
+    specs: Any = OffsetSpec  # its factory methods are untyped
     while True:
-        stable = client.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)
-        high = client.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_UNCOMMITTED)
+        stable = client.list_offsets({tp: specs.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)
+        high = client.list_offsets({tp: specs.latest()}, isolation_level=IsolationLevel.READ_UNCOMMITTED)
         stable_offset, high_offset = stable[tp].result(10).offset, high[tp].result(10).offset
         if stable_offset == high_offset:
             return int(stable_offset)

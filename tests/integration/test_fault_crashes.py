@@ -189,14 +189,14 @@ def test_three_phase_restore_killed_at_random_points_ends_exact(
         else KillPoint(after_seconds=round(chooser.uniform(0.5, 2.0), 2))
         for _ in range(chooser.randint(3, 4))
     ]
-    for point, repeats in [
+    for crash_at, repeats in [
         ("three-phase:after-restore", chooser.randint(2, 3)),
         ("three-phase:after-mapping", chooser.randint(2, 3)),
         ("three-phase:after-plan", chooser.randint(1, 2)),
         ("reset:after-first-group", 1),
         ("three-phase:verified", 1),
     ]:
-        points += [KillPoint(crash_at=point)] * repeats
+        points += [KillPoint(crash_at=crash_at)] * repeats
     outcomes: list[str] = []
     for point in points:
         outcome = run_and_kill(command, point, cwd=REPO)

@@ -61,7 +61,10 @@ def storage_section(
     s3_server: S3Server, proxy: FaultyProxy, prefix: str, retry_timeout_secs: float | None
 ) -> dict[str, Any]:
     """Through the proxy; ``retry_timeout_secs`` None keeps the default a user gets."""
-    section = {**s3_server.storage_settings(TEST_BUCKET, prefix), "endpoint_url": proxy.endpoint_url}
+    section: dict[str, Any] = {
+        **s3_server.storage_settings(TEST_BUCKET, prefix),
+        "endpoint_url": proxy.endpoint_url,
+    }
     if retry_timeout_secs is not None:
         section["retry_timeout_secs"] = retry_timeout_secs
     return section

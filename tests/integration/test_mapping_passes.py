@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from itertools import pairwise
+from typing import Any
 
 import pytest
 
@@ -41,8 +42,8 @@ def restores(target_cluster: LocalKafkaCluster) -> Restores:
 
 
 def test_first_pass_alone_maps_source_holes_and_repartitioning_exactly(
-    spark, target_cluster: LocalKafkaCluster, restores: Restores
-) -> None:  # type: ignore[no-untyped-def]
+    spark: Any, target_cluster: LocalKafkaCluster, restores: Restores
+) -> None:
     connection = target_cluster.connection()
     plan = plan_scan(connection, sorted(restores.first_pass))
     result = scan_ranges(spark, spark_kafka_options(connection), plan.partitions, restores.source_cluster)
@@ -64,8 +65,8 @@ def test_first_pass_alone_maps_source_holes_and_repartitioning_exactly(
 
 
 def test_equal_holes_send_only_their_partition_to_the_exact_path(
-    spark, target_cluster: LocalKafkaCluster, restores: Restores
-) -> None:  # type: ignore[no-untyped-def]
+    spark: Any, target_cluster: LocalKafkaCluster, restores: Restores
+) -> None:
     connection = target_cluster.connection()
     topics = sorted({**restores.first_pass, **restores.equal_holes})
     plan = plan_scan(connection, topics)

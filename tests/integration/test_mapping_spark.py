@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kbackup.cli.main import run
 from kbackup.core.errors import BackupIntegrityError
 from kbackup.core.progress import Progress
-from kbackup.mapping import OffsetMapping, build_offset_mapping, read_mapping
+from kbackup.mapping import OffsetMapping, OffsetRange, build_offset_mapping, read_mapping
 from kbackup.mapping.mapping_file import ScannedPartition
 from kbackup.mapping.settings import MappingSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster
@@ -73,8 +74,8 @@ def assert_exact(mapping: OffsetMapping, topics: RestoredTopics) -> None:
 
 
 def test_mapping_is_exact_for_every_kind_of_hole(
-    spark, target_cluster: LocalKafkaCluster, restored_topics: RestoredTopics
-) -> None:  # type: ignore[no-untyped-def]
+    spark: Any, target_cluster: LocalKafkaCluster, restored_topics: RestoredTopics
+) -> None:
     topics = restored_topics
     mapping = build_offset_mapping(
         target_cluster.connection(), source_cluster=topics.source_cluster, topics=topics.topics, spark=spark
@@ -84,7 +85,7 @@ def test_mapping_is_exact_for_every_kind_of_hole(
     assert mapping.stats.partitions == sum(topics.partitions.values())
 
     name = topics.topics[0].rsplit("-", 1)[0]
-    ranges = {r.target_topic: [] for r in mapping.ranges}
+    ranges: dict[str, list[OffsetRange]] = {r.target_topic: [] for r in mapping.ranges}
     for r in mapping.ranges:
         ranges[r.target_topic].append(r)
     # Source holes 10-11 and 21-24 split partition 0; the foreign record, the other cluster's
@@ -133,8 +134,11 @@ def test_mapping_is_exact_for_every_kind_of_hole(
 
 
 def test_mapping_is_the_same_when_partitions_are_split_across_spark_tasks(
-    spark, target_cluster: LocalKafkaCluster, restored_topics: RestoredTopics, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    spark: Any,
+    target_cluster: LocalKafkaCluster,
+    restored_topics: RestoredTopics,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     topics = restored_topics
     monkeypatch.setattr("kbackup.mapping.spark_progress.POLL_SECS", 0.05)
     with Progress(enabled=True) as progress:
@@ -159,8 +163,12 @@ def test_mapping_is_the_same_when_partitions_are_split_across_spark_tasks(
 
 
 def test_cli_writes_a_file_that_reads_back_and_prints_json_for_all_topics(
-    spark, target_cluster: LocalKafkaCluster, restored_topics: RestoredTopics, tmp_path: Path, capsys
-) -> None:  # type: ignore[no-untyped-def]
+    spark: Any,
+    target_cluster: LocalKafkaCluster,
+    restored_topics: RestoredTopics,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     topics = restored_topics
     path = tmp_path / "mapping.parquet"
     argv = [
@@ -191,8 +199,8 @@ def test_cli_writes_a_file_that_reads_back_and_prints_json_for_all_topics(
 
 
 def test_records_with_unreadable_origin_headers_fail_the_mapping(
-    spark, target_cluster: LocalKafkaCluster, unique_name: str
-) -> None:  # type: ignore[no-untyped-def]
+    spark: Any, target_cluster: LocalKafkaCluster, unique_name: str
+) -> None:
     topic = next(iter(mapping_restores.malformed(target_cluster, unique_name, "prod-x")))
     with pytest.raises(
         BackupIntegrityError, match=rf"1 record\(s\) of source cluster 'prod-x' .* {topic}\[0\] offset 3"

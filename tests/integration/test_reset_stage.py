@@ -139,6 +139,7 @@ def test_identity_restore_every_group_resumes_exactly(
             committed = {("orders", partition): offsets.get(partition, 0)}
             position = group_position(target_cluster, group, topic, partition)
             assert position == reference_position(records, committed), (group, partition)
+            assert position is not None
             outcome = measure(records, committed, position)
             assert (outcome.skipped, outcome.reprocessed) == (0, 0), (group, partition)
             assert rows[(group, partition)].rereads == 0
@@ -178,9 +179,9 @@ def test_repartitioned_restore_uses_the_mapping_and_counts_rereads(
     create_topic(target_cluster, topic, partitions=3)
     # Two source partitions spread over three target partitions, interleaved.
     batch = []
-    for index in range(30):
-        source_partition = index % 2
-        batch.append(Restored(index % 3, source_partition, 100 + index // 2))
+    for number in range(30):
+        source_partition = number % 2
+        batch.append(Restored(number % 3, source_partition, 100 + number // 2))
     write_restored(target_cluster, topic, "orders", SOURCE, [(batch, True)], transactional_id=f"r-{topic}")
     records = {q: restored_records(target_cluster, topic, q, SOURCE) for q in range(3)}
     index = mapping_index(item for q in range(3) for item in ranges_from_records(records[q], topic, q))
@@ -202,6 +203,7 @@ def test_repartitioned_restore_uses_the_mapping_and_counts_rereads(
         for q in range(3):
             position = group_position(target_cluster, group, topic, q)
             assert position == reference_position(records[q], committed)
+            assert position is not None
             outcome = measure(records[q], committed, position)
             row = next(
                 r for g in plan.groups if g.group_id == group for r in g.partitions if r.target_partition == q
@@ -276,10 +278,10 @@ def test_rewind_needs_permission(target_cluster: LocalKafkaCluster, unique_name:
 
 
 def test_repartitioned_restore_with_the_spark_mapping_file(
-    spark,
+    spark: Any,
     target_cluster: LocalKafkaCluster,
     unique_name: str,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
     from kbackup.mapping import build_offset_mapping, write_mapping
     from kbackup.reset.mapping_input import load_mapping_index
@@ -316,6 +318,7 @@ def test_repartitioned_restore_with_the_spark_mapping_file(
             row = next(
                 r for g in plan.groups if g.group_id == group for r in g.partitions if r.target_partition == q
             )
+            assert position is not None
             outcome = measure(records[q], committed, position)
             assert outcome.skipped == 0
             assert row.rereads == outcome.reprocessed
@@ -365,6 +368,7 @@ def test_repartitioned_restore_edge_cases_resume_without_loss(
         for q in range(3):
             position = group_position(target_cluster, group, topic, q)
             assert position == reference_position(records[q], committed), (group, q)
+            assert position is not None
             assert measure(records[q], committed, position).skipped == 0
     assert_groups_resume_without_loss(target_cluster, topic, groups, records, plan)
 

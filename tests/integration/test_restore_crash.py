@@ -154,16 +154,19 @@ def check_exactly_once(
             )
         else:
             assert sorted(found) == offsets, f"seed {seed}: source partition {partition}: duplicates or gaps"
-        for record in records:
-            key = (partition, record.offset)
-            assert payload[key] == (record.key, record.value, list(record.headers), record.timestamp), (
-                f"seed {seed}: {key}"
-            )
+        for backed_up in records:
+            key = (partition, backed_up.offset)
+            assert payload[key] == (
+                backed_up.key,
+                backed_up.value,
+                list(backed_up.headers),
+                backed_up.timestamp,
+            ), f"seed {seed}: {key}"
             if target_partitions != SOURCE_PARTITIONS:
                 want = (
-                    partition_for_key(record.key, target_partitions)
-                    if record.key is not None
-                    else partition_for_null_key(partition, record.offset, target_partitions)
+                    partition_for_key(backed_up.key, target_partitions)
+                    if backed_up.key is not None
+                    else partition_for_null_key(partition, backed_up.offset, target_partitions)
                 )
                 assert where[key] == want, f"seed {seed}: {key} in partition {where[key]}, not {want}"
     # Within each target partition, each source partition's records keep their order.

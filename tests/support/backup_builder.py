@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
 
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.layout import new_run_id

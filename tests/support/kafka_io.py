@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from kbackup.sandbox.kafka import LocalKafkaCluster
 
@@ -24,6 +26,12 @@ class Record:
     offset: int | None = None
     topic: str | None = None
     timestamp_type: int | None = None
+
+    @property
+    def consumed_offset(self) -> int:
+        """The offset of a record read from a cluster (a record to produce has none)."""
+        assert self.offset is not None, f"{self} was not read from a cluster: it has no offset"
+        return self.offset
 
 
 @dataclass
@@ -53,7 +61,7 @@ def produce(cluster: LocalKafkaCluster, topic: str, records: Iterable[Record], *
             errors.append(str(err))
 
     for record in records:
-        kwargs: dict[str, object] = {"key": record.key, "value": record.value, "on_delivery": on_delivery}
+        kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery}
         if record.headers:
             kwargs["headers"] = list(record.headers)
         if record.timestamp is not None:
@@ -104,7 +112,9 @@ def consume_all(
         while len(done) < len(partitions):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} took longer than {timeout}s")
-            message = consumer.poll(0.5)
+            message: Any = consumer.poll(
+                0.5
+            )  # Any: the stubs type headers() as str values or a dict; it is a list of (str, bytes | None)
             if message is None:
                 continue
             if message.error():

@@ -30,7 +30,9 @@ class Restored:
     source_offset: int
 
 
-def origin_headers(cluster: str, topic: str, partition: int, offset: int, timestamp: int = 0) -> tuple:
+def origin_headers(
+    cluster: str, topic: str, partition: int, offset: int, timestamp: int = 0
+) -> tuple[tuple[str, bytes], ...]:
     """The headers restore appends, values as ASCII decimal / UTF-8 text."""
     return (
         (f"{ORIGIN_PREFIX}cluster", cluster.encode()),

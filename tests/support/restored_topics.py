@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -109,7 +110,9 @@ def read_as_group(
         while len(done) < len(partitions):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"group {group} did not reach the end of {topic} within {timeout}s")
-            message = consumer.poll(0.5)
+            message: Any = consumer.poll(
+                0.5
+            )  # Any: the stubs type headers() as str values or a dict; it is a list of (str, bytes | None)
             if message is None:
                 continue
             error = message.error()

@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbackup.sandbox.kafka import free_port
 
@@ -54,7 +55,7 @@ class S3Server:
             self.process.wait(10)
         self.process = None
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self) -> Any:  # a boto3 S3 client (boto3 has no types here)
         import boto3
 
         return boto3.client(

@@ -18,7 +18,7 @@ def write(path: Path, data: dict[str, object]) -> Path:
     return path
 
 
-CONFIG = {
+CONFIG: dict[str, object] = {
     "backup_id": "nightly",
     "source": {
         "bootstrap_servers": ["kafka-1:9092"],

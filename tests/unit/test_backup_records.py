@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import Message
 
 from kbackup.backup.records import messages_to_batch
 from kbackup.format.schema import RECORD_SCHEMA
 
 
-def message(offset: int, **fields: object) -> Message:
-    defaults: dict[str, object] = {
+def message(offset: int, **fields: Any) -> Message:
+    defaults: dict[str, Any] = {
         "key": b"k",
         "value": b"v",
         "headers": None,

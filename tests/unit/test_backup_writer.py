@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -41,7 +42,7 @@ def batch(offsets: list[int], with_headers: bool = False) -> pa.RecordBatch:
     )
 
 
-def writer(storage: LocalStorage, tmp_path: Path, **limits: int) -> PartitionSegmentWriter:
+def writer(storage: LocalStorage, tmp_path: Path, **limits: Any) -> PartitionSegmentWriter:
     return PartitionSegmentWriter(
         storage, backup_id="b", run_id="r", source_cluster="src", topic="t", partition=0,
         limits=SegmentLimits(**limits), scratch_dir=tmp_path,

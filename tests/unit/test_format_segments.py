@@ -8,7 +8,14 @@ import pytest
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError
 from kbackup.format.catalog import BackupCatalog, commit_manifest
 from kbackup.format.layout import manifest_key, object_key
-from kbackup.format.manifest import Manifest, PartitionEntry, SourceInfo, parse_manifest, utc_now_iso
+from kbackup.format.manifest import (
+    Manifest,
+    PartitionEntry,
+    SegmentEntry,
+    SourceInfo,
+    parse_manifest,
+    utc_now_iso,
+)
 from kbackup.format.segments import (
     PartitionSegmentWriter,
     SegmentLimits,
@@ -17,9 +24,12 @@ from kbackup.format.segments import (
 )
 from kbackup.storage import LocalStorage
 
+#: One record as the tests write and read it: offset, timestamp, timestamp type, key, value, headers.
+Row = tuple[int, int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
 
 def write_records(
-    storage: LocalStorage, tmp_path: Path, records: list[tuple], limits: SegmentLimits, run_id: str = "run-a"
+    storage: LocalStorage, tmp_path: Path, records: list[Row], limits: SegmentLimits, run_id: str = "run-a"
 ) -> PartitionSegmentWriter:
     writer = PartitionSegmentWriter(
         storage,
@@ -37,7 +47,7 @@ def write_records(
     return writer
 
 
-def sample_records(count: int, start: int = 0, step: int = 1) -> list[tuple]:
+def sample_records(count: int, start: int = 0, step: int = 1) -> list[Row]:
     return [
         (
             start + i * step,
@@ -51,8 +61,8 @@ def sample_records(count: int, start: int = 0, step: int = 1) -> list[tuple]:
     ]
 
 
-def read_back(storage: LocalStorage, writer: PartitionSegmentWriter) -> list[tuple]:
-    rows = []
+def read_back(storage: LocalStorage, writer: PartitionSegmentWriter) -> list[Row]:
+    rows: list[Row] = []
     for entry in writer.segments:
         for batch in iter_segment_batches(storage, "b1", entry):
             for row in batch.to_pylist():
@@ -92,7 +102,9 @@ def test_segments_roll_at_record_limit(tmp_path: Path) -> None:
 
 def test_segments_roll_at_byte_limit_with_bounded_row_groups(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path / "store")
-    big = [(i, i, 0, b"k", bytes(200_000), []) for i in range(40)]  # 8 MB of incompressible-ish... zeros
+    big: list[Row] = [
+        (i, i, 0, b"k", bytes(200_000), []) for i in range(40)
+    ]  # 8 MB of incompressible-ish... zeros
     limits = SegmentLimits(max_bytes=50_000, row_group_bytes=600_000, compression="none")
     writer = write_records(storage, tmp_path, big, limits)
     assert len(writer.segments) >= 10
@@ -139,7 +151,7 @@ def test_damaged_segment_is_named(tmp_path: Path, damage: str) -> None:
 
 
 def make_manifest(
-    increment: int, run_id: str, previous: str | None, segments: list, **source: str
+    increment: int, run_id: str, previous: str | None, segments: list[SegmentEntry], **source: str
 ) -> Manifest:
     return Manifest(
         backup_id="b1",

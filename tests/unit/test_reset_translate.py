@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,9 +20,9 @@ from kbackup.reset.translate import (
 
 def restored(
     source_offsets: list[int], *, target_start: int = 0, target_gaps: list[int] | None = None
-) -> list:
+) -> list[RestoredRecord]:
     """Records of one source partition, in order, at increasing target offsets (optional gaps = markers)."""
-    records = []
+    records: list[RestoredRecord] = []
     target = target_start
     for index, origin in enumerate(source_offsets):
         records.append(RestoredRecord(target, "orders", 0, origin))
@@ -29,7 +30,7 @@ def restored(
     return records
 
 
-def probe_over(records: list[RestoredRecord]):  # type: ignore[no-untyped-def]
+def probe_over(records: list[RestoredRecord]) -> Callable[[int], RestoredRecord | None]:
     ordered = sorted(records)
     keys = [r.target_offset for r in ordered]
 
