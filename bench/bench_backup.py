@@ -95,79 +95,80 @@ def best_backup(results: list[BackupRunResult]) -> BackupRunResult:
     )
 
 
+def paired_ratios(consumers: list[ConsumerPerfResult], backups: list[BackupRunResult]) -> tuple[float, ...]:
+    """Backup / ConsumerPerformance records/s of each pair of runs made one after the other."""
+    return tuple((b.records / b.seconds) / c.records_per_sec for c, b in zip(consumers, backups, strict=True))
+
+
+def measure_variants(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    repeat: int,
+    work: Path,
+    variants: dict[str, dict[str, object]],
+) -> tuple[list[ConsumerPerfResult], dict[str, list[BackupRunResult]]]:
+    """Each round runs ConsumerPerformance, then a backup with each variant's settings, in an order
+    rotated between rounds so that a load change hits each variant alike."""
+    names = list(variants)
+    consumers: list[ConsumerPerfResult] = []
+    backups: dict[str, list[BackupRunResult]] = {name: [] for name in names}
+    for attempt in range(repeat):
+        consumers.append(consumer_perf(bootstrap, topic, records))
+        line = [f"  run {attempt + 1}: ConsumerPerformance {consumers[-1].records_per_sec:,.0f} rec/s"]
+        shift = attempt % len(names)
+        for name in names[shift:] + names[:shift]:
+            target = work / f"{topic}-{name}-{attempt}"
+            result = measured_backup(bootstrap, topic, target, "bench", **variants[name])
+            if result.records != records:
+                raise RuntimeError(f"backup ({name}) copied {result.records} records of {records}")
+            shutil.rmtree(target, ignore_errors=True)
+            backups[name].append(result)
+            line.append(
+                f"{name} {result.records / result.seconds:,.0f} rec/s "
+                f"(peak RSS {result.peak_rss_bytes / 2**20:,.0f} MiB)"
+            )
+        print(", ".join(line), flush=True)
+    return consumers, backups
+
+
 def measure(
     bootstrap: str, topic: str, records: int, repeat: int, work: Path, compression_level: int
 ) -> tuple[ConsumerPerfResult, BackupRunResult, tuple[float, ...]]:
-    consumers: list[ConsumerPerfResult] = []
-    backups: list[BackupRunResult] = []
-    for attempt in range(repeat):
-        consumers.append(consumer_perf(bootstrap, topic, records))
-        target = work / f"{topic}-{attempt}"
-        backups.append(
-            measured_backup(bootstrap, topic, target, "bench", compression_level=compression_level)
-        )
-        if backups[-1].records != records:
-            raise RuntimeError(f"backup copied {backups[-1].records} records of {records}")
-        shutil.rmtree(target, ignore_errors=True)
-        print(
-            f"  run {attempt + 1}: ConsumerPerformance {consumers[-1].records_per_sec:,.0f} rec/s, "
-            f"backup {backups[-1].records / backups[-1].seconds:,.0f} rec/s, "
-            f"peak RSS {backups[-1].peak_rss_bytes / 2**20:,.0f} MiB",
-            flush=True,
-        )
-    ratios = tuple(
-        (b.records / b.seconds) / c.records_per_sec for c, b in zip(consumers, backups, strict=True)
+    variants: dict[str, dict[str, object]] = {"backup": {"compression_level": compression_level}}
+    consumers, backups = measure_variants(bootstrap, topic, records, repeat, work, variants)
+    return (
+        best_consumer(consumers),
+        best_backup(backups["backup"]),
+        paired_ratios(consumers, backups["backup"]),
     )
-    return best_consumer(consumers), best_backup(backups), ratios
 
 
 @dataclass(frozen=True)
 class CodecRow:
-    compression: str
+    label: str
     records: int
     consumer: ConsumerPerfResult
     backup: BackupRunResult
     paired_ratios: tuple[float, ...]
-    zstd_level: int
-
-    @property
-    def label(self) -> str:
-        return f"zstd level {self.zstd_level}" if self.compression == "zstd" else self.compression
 
 
 def measure_codecs(
     bootstrap: str, topic: str, records: int, repeat: int, work: Path, codecs: list[str], zstd_level: int
 ) -> list[CodecRow]:
-    """The same topic backed up with each codec; each round runs ConsumerPerformance, then every
-    codec in a rotated order, so that a load change hits each codec alike."""
-    consumers: list[ConsumerPerfResult] = []
-    backups: dict[str, list[BackupRunResult]] = {codec: [] for codec in codecs}
-    for attempt in range(repeat):
-        consumers.append(consumer_perf(bootstrap, topic, records))
-        shift = attempt % len(codecs)
-        line = [f"  codecs run {attempt + 1}: ConsumerPerformance {consumers[-1].records_per_sec:,.0f} rec/s"]
-        for codec in codecs[shift:] + codecs[:shift]:
-            target = work / f"{topic}-{codec}-{attempt}"
-            settings: dict[str, object] = {"compression": codec}
-            if codec == "zstd":
-                settings["compression_level"] = zstd_level
-            result = measured_backup(bootstrap, topic, target, "bench", **settings)
-            if result.records != records:
-                raise RuntimeError(f"backup ({codec}) copied {result.records} records of {records}")
-            shutil.rmtree(target, ignore_errors=True)
-            backups[codec].append(result)
-            line.append(f"{codec} {result.records / result.seconds:,.0f}")
-        print(", ".join(line), flush=True)
+    """The same topic backed up with each codec, in paired rounds (see ``measure_variants``)."""
+    variants: dict[str, dict[str, object]] = {
+        codec: {"compression": codec, **({"compression_level": zstd_level} if codec == "zstd" else {})}
+        for codec in codecs
+    }
+    consumers, backups = measure_variants(bootstrap, topic, records, repeat, work, variants)
     return [
         CodecRow(
-            compression=codec,
+            label=f"zstd level {zstd_level}" if codec == "zstd" else codec,
             records=records,
             consumer=best_consumer(consumers),
             backup=best_backup(results),
-            paired_ratios=tuple(
-                (b.records / b.seconds) / c.records_per_sec for c, b in zip(consumers, results, strict=True)
-            ),
-            zstd_level=zstd_level,
+            paired_ratios=paired_ratios(consumers, results),
         )
         for codec, results in backups.items()
     ]

@@ -72,7 +72,6 @@ BASE_PROPERTIES = {
     "node.id": "1",
     "inter.broker.listener.name": "PLAINTEXT",
     "controller.listener.names": "CONTROLLER",
-    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "1",
     "transaction.state.log.replication.factor": "1",
@@ -171,33 +170,27 @@ class LocalKafkaCluster:
         return KafkaConnection.model_validate({"bootstrap_servers": [self.bootstrap_servers], **overrides})
 
     def _properties(self) -> dict[str, str]:
+        # Client listeners by protocol (each listener is named after its protocol).
+        ports = {"PLAINTEXT": self.port}
         props = dict(BASE_PROPERTIES)
+        if self.scram_users:
+            ports["SASL_PLAINTEXT"] = self.sasl_port
+            props.update(self._sasl_properties())
+        if self.tls:
+            ports["SSL"] = self.ssl_port
+            props.update(self._tls_properties())
+        client_listeners = [f"{name}://127.0.0.1:{port}" for name, port in ports.items()]
         props.update(
             {
                 "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "listeners": ",".join([*client_listeners, f"CONTROLLER://127.0.0.1:{self.controller_port}"]),
+                "advertised.listeners": ",".join(client_listeners),
+                "listener.security.protocol.map": ",".join(
+                    ["CONTROLLER:PLAINTEXT", *(f"{name}:{name}" for name in ports)]
+                ),
                 "log.dirs": str(self.data_dir),
             }
         )
-        client_listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
-        if self.scram_users:
-            client_listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
-            props.update(self._sasl_properties())
-        if self.tls:
-            client_listeners.append(f"SSL://127.0.0.1:{self.ssl_port}")
-            props.update(self._tls_properties())
-        if len(client_listeners) > 1:
-            props["listeners"] = ",".join(
-                [*client_listeners, f"CONTROLLER://127.0.0.1:{self.controller_port}"]
-            )
-            props["advertised.listeners"] = ",".join(client_listeners)
-            props["listener.security.protocol.map"] = ",".join(
-                [
-                    "CONTROLLER:PLAINTEXT",
-                    *(f"{name}:{name}" for name in (u.split(":")[0] for u in client_listeners)),
-                ]
-            )
         props.update(self.extra_properties)
         return props
 

@@ -80,6 +80,18 @@ def tls_connection(cluster: LocalKafkaCluster, ca_file: Path | None) -> dict[str
     }
 
 
+def secured_connection(cluster: LocalKafkaCluster, via: str) -> dict[str, Any]:
+    """``via``: a SASL mechanism (password from ``${KB_TEST_SASL_PASSWORD}``) or TLS with the sandbox's CA."""
+    if via == "TLS":
+        return tls_connection(cluster, cluster.tls_ca_file)
+    return sasl_connection(cluster, via, "${KB_TEST_SASL_PASSWORD}")
+
+
+def files_under(root: Path, *, leave_out: str = "") -> list[str]:
+    """Every path below ``root`` (relative): what a failing command must not have changed."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.name != leave_out)
+
+
 def write_config(path: Path, document: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
@@ -113,20 +125,17 @@ def test_backup_and_restore_through_secured_listeners(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each SASL mechanism with the password from the environment, and TLS trusting the sandbox's CA."""
-
-    def connection(via: str) -> dict[str, Any]:
-        if via == "TLS":
-            return tls_connection(secure_cluster, secure_cluster.tls_ca_file)
-        return sasl_connection(secure_cluster, via, "${KB_TEST_SASL_PASSWORD}")
-
     values = seed_topic(secure_cluster, unique_name, 25)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
     config = write_config(
         tmp_path / "secured.yaml",
         {
             "backup_id": "secured",
-            "source": {**connection(backup_via), "topics": {"include": [unique_name]}},
-            "target": connection(restore_via),
+            "source": {
+                **secured_connection(secure_cluster, backup_via),
+                "topics": {"include": [unique_name]},
+            },
+            "target": secured_connection(secure_cluster, restore_via),
             "storage": {"url": str(tmp_path / "store")},
             "backup": {"source_cluster_id": "secured-source"},
             "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
@@ -166,7 +175,7 @@ def test_tls_without_the_brokers_ca_fails_clearly_and_changes_nothing(
     config = write_config(tmp_path / "tls.yaml", document)
     if command == "restore":  # a real backup to restore, made over TLS with the CA
         assert cli(capsys, "backup", "-c", str(config))[0] == 0
-    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    before = files_under(tmp_path)
     code, _, err = cli(capsys, command, "-c", str(config))
     assert code == KafkaOperationError.exit_code, err
     lines = err.strip().splitlines()
@@ -174,7 +183,7 @@ def test_tls_without_the_brokers_ca_fails_clearly_and_changes_nothing(
     assert "certificate verify failed" in lines[0]
     assert len(lines) == 2
     assert lines[1].startswith("kafka-backup: next step: check security.ssl_ca_location")
-    after = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    after = files_under(tmp_path)
     assert after == before
     assert f"{unique_name}-restored" not in admin(secure_cluster).list_topics(timeout=10).topics
 
@@ -197,11 +206,7 @@ def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
 
     seed_topic(secure_cluster, unique_name, 30)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
-    connection = (
-        sasl_connection(secure_cluster, "SCRAM-SHA-512", "${KB_TEST_SASL_PASSWORD}")
-        if listener == "SCRAM"
-        else tls_connection(secure_cluster, secure_cluster.tls_ca_file)
-    )
+    connection = secured_connection(secure_cluster, "SCRAM-SHA-512" if listener == "SCRAM" else "TLS")
     config = write_config(
         tmp_path / "secured.yaml",
         {
@@ -258,7 +263,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
             },
         )
         assert cli(capsys, "backup", "-c", str(good))[0] == 0
-    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    before = files_under(tmp_path)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", WRONG_PASSWORD)
     connection = sasl_connection(secure_cluster, mechanism, "${KB_TEST_SASL_PASSWORD}")
     config = write_config(
@@ -283,7 +288,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
     assert WRONG_PASSWORD not in out + err
     assert SASL_PASSWORD not in out + err
     # Nothing changed: no file in the storage folder, no restored topic on the cluster.
-    after = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.name != "wrong.yaml")
+    after = files_under(tmp_path, leave_out="wrong.yaml")
     assert after == before
     assert f"{unique_name}-restored" not in admin(secure_cluster).list_topics(timeout=10).topics
 
