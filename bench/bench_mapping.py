@@ -242,7 +242,7 @@ def measure_size(
         flush=True,
     )
 
-    from kbackup.mapping import read_mapping, write_mapping
+    from kbackup.format.mapping_file import read_mapping, write_mapping
 
     mapping = read_mapping(json_file)
     assert mapping.records == records, "the mapping must cover every record"

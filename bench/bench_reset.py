@@ -60,8 +60,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from bench._perf import ConsumerPerfResult, consumer_perf, replace_section
 from bench._restore_perf import REPO, _run_measured
 from bench.bench_mapping import SOURCE_CLUSTER, fill
-from kbackup.core.kafka import KafkaClients
-from kbackup.core.origin import parse_origin
+from kbackup.core.kafka.clients import KafkaClients
 from kbackup.format.catalog import commit_manifest
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -73,8 +72,9 @@ from kbackup.format.manifest import (
     TopicEntry,
     utc_now_iso,
 )
+from kbackup.format.origin import parse_origin
+from kbackup.offsets.translate import search_position
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
-from kbackup.reset.translate import search_position
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.storage import LocalStorage

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 
 from bench.bench_mapping import SOURCE_CLUSTER, consumer_performance, fill, mapping_scan
+from kbackup.format.mapping_file import ScannedPartition
 from kbackup.mapping.job import exact_scan, first_pass, read_options, restored_records
-from kbackup.mapping.mapping_file import ScannedPartition
 from kbackup.mapping.spark_session import build_spark_session
 from kbackup.sandbox.kafka import local_clusters
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.search_shapes [--records N] [--searches S] [--seed K]
 
-The reset planner's search (``kbackup.reset.translate.search_position``)
+The reset planner's search (``kbackup.offsets.translate.search_position``)
 guesses where the answer is before it halves. How well it guesses depends on
 the holes in the restored partition, so this runs it over simulated
 partitions (the same in-memory probe as the unit tests: every probe answers
@@ -20,7 +20,7 @@ import math
 import random
 from collections.abc import Callable
 
-from kbackup.reset.translate import MAX_GUESSES, RestoredRecord, search_position
+from kbackup.offsets.translate import MAX_GUESSES, RestoredRecord, search_position
 
 Shape = Callable[[int, random.Random], tuple[int, int]]
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from kbackup.core.admin import open_admin
 from kbackup.core.config import KafkaConnection
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.admin import open_admin
+from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.types import TopicPartitionKey
 
 MAIN, SKEW, TXN, COMPACT = "acc-main", "acc-skew", "acc-txn", "acc-compact"
 #: Records per millisecond of each partition of ``acc-main``.
@@ -42,8 +43,6 @@ LAG_BUCKETS: tuple[tuple[str, int, int], ...] = (
 SKEW_BURST = 50
 SKEW_MS = 1_500
 
-SourceKey = tuple[str, int]
-
 
 @dataclass
 class StudyGroup:
@@ -51,9 +50,9 @@ class StudyGroup:
 
     group_id: str
     scenario: str
-    committed: dict[SourceKey, int]
+    committed: dict[TopicPartitionKey, int]
     #: For lag groups: the lag behind the head on each partition.
-    lags: dict[SourceKey, int] = field(default_factory=dict)
+    lags: dict[TopicPartitionKey, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,7 +61,7 @@ class SourceData:
     partition_counts: dict[str, int]
     groups: list[StudyGroup]
     #: Holes (offsets a read_committed reader does not see) found per partition of the hole topics.
-    holes: dict[SourceKey, int]
+    holes: dict[TopicPartitionKey, int]
     fill_seconds: float
 
 
@@ -210,7 +209,7 @@ def wait_for_compaction(connection: KafkaConnection, timeout: float = 120.0) -> 
             return holes
 
 
-def lag_groups(ends: dict[SourceKey, int], per_bucket: int, rng: random.Random) -> list[StudyGroup]:
+def lag_groups(ends: dict[TopicPartitionKey, int], per_bucket: int, rng: random.Random) -> list[StudyGroup]:
     groups = []
     for name, low, high in LAG_BUCKETS:
         for index in range(per_bucket):
@@ -223,7 +222,7 @@ def lag_groups(ends: dict[SourceKey, int], per_bucket: int, rng: random.Random) 
 def hole_groups(
     topic: str,
     partitions: int,
-    holes: dict[SourceKey, list[int]],
+    holes: dict[TopicPartitionKey, list[int]],
     count: int,
     scenario: str,
     rng: random.Random,

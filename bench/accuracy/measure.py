@@ -7,8 +7,8 @@ source offsets C on a target partition holding restored records R,
     skipped  = #{ r : o(r) >= C[p(r)], t(r) < P }
     re-read  = #{ r : o(r) <  C[p(r)], t(r) >= P }
 
-The same formulas as :func:`kbackup.reset.translate.reference_position` and
-:func:`~kbackup.reset.translate.measure`, vectorised with numpy because the
+The same formulas as :func:`kbackup.offsets.translate.reference_position` and
+:func:`~kbackup.offsets.translate.measure`, vectorised with numpy because the
 study judges a few thousand positions over millions of records
 (``tests/unit/test_accuracy_measure.py`` checks the two agree).
 """
@@ -20,10 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kbackup.app.drill_proof import read_restored
 from kbackup.core.config import KafkaConnection
-from kbackup.drill.verify import read_restored
-
-TargetKey = tuple[str, int]
+from kbackup.core.types import TopicPartitionKey
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,11 @@ class RestoredPartition:
 
 
 def read_restored_columns(
-    connection: KafkaConnection, partitions: Iterable[TargetKey], source_cluster: str, timeout: float = 1800.0
-) -> dict[TargetKey, RestoredPartition]:
+    connection: KafkaConnection,
+    partitions: Iterable[TopicPartitionKey],
+    source_cluster: str,
+    timeout: float = 1800.0,
+) -> dict[TopicPartitionKey, RestoredPartition]:
     """Every restored record (origin cluster = ``source_cluster``) of the partitions, read_committed."""
     restored = read_restored(connection, partitions, source_cluster, timeout=timeout)
     columns = {}

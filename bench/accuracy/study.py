@@ -32,9 +32,10 @@ from pathlib import Path
 
 from bench._perf import replace_section
 from bench.accuracy.data import LAG_BUCKETS, MAIN, MAIN_RATES, SourceData, StudyGroup, fill_source
-from bench.accuracy.measure import RestoredPartition, TargetKey, read_restored_columns
+from bench.accuracy.measure import RestoredPartition, read_restored_columns
 from bench.accuracy.translators import Positions, header_based, mirror_maker_2, timestamp_based
 from kbackup.core.config import KafkaConnection
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import local_clusters
 from kbackup.storage import open_storage
@@ -97,9 +98,9 @@ def _cli(*args: str, config: Mapping[str, object], work: Path) -> dict[str, obje
 
 
 def _judge(
-    restored: Mapping[TargetKey, RestoredPartition],
+    restored: Mapping[TopicPartitionKey, RestoredPartition],
     group: StudyGroup,
-    keys: list[TargetKey],
+    keys: list[TopicPartitionKey],
     positions: Positions,
 ) -> Judged:
     judged = Judged()
@@ -225,14 +226,14 @@ def run_study(
     return StudyResult(source=data, rows=rows, timings=timings, header_mismatches=mismatches)
 
 
-def _keys_of(group: StudyGroup) -> list[TargetKey]:
+def _keys_of(group: StudyGroup) -> list[TopicPartitionKey]:
     return sorted(group.committed)
 
 
 def _header_mismatches(
     groups: list[StudyGroup],
     lag_groups: list[StudyGroup],
-    restored: Mapping[TargetKey, RestoredPartition],
+    restored: Mapping[TopicPartitionKey, RestoredPartition],
     header: Positions,
 ) -> list[str]:
     found = []
@@ -251,10 +252,10 @@ def _header_mismatches(
 def _scenarios(
     groups: list[StudyGroup],
     lag_groups: list[StudyGroup],
-    restored: Mapping[TargetKey, RestoredPartition],
+    restored: Mapping[TopicPartitionKey, RestoredPartition],
     positions: Mapping[str, Positions],
 ) -> list[ScenarioRow]:
-    def row(name: str, members: list[StudyGroup], keys_of: Callable[[StudyGroup], list[TargetKey]],
+    def row(name: str, members: list[StudyGroup], keys_of: Callable[[StudyGroup], list[TopicPartitionKey]],
             methods: tuple[str, ...] = METHODS) -> ScenarioRow:  # fmt: skip
         keys = sorted({key for group in members for key in keys_of(group)})
         result = ScenarioRow(name, len(members), sum(len(restored[key]) for key in keys))
@@ -280,7 +281,7 @@ def _scenarios(
         rows.append(row(f"lag {bucket} (3 partitions)", members, _keys_of))
     for partition, rate in enumerate(MAIN_RATES):
 
-        def keys_of_partition(group: StudyGroup, p: int = partition) -> list[TargetKey]:
+        def keys_of_partition(group: StudyGroup, p: int = partition) -> list[TopicPartitionKey]:
             return [(MAIN, p)]
 
         rows.append(

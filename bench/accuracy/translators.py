@@ -21,13 +21,14 @@ from collections.abc import Mapping
 from confluent_kafka import TopicPartition
 
 from bench.accuracy.data import StudyGroup
-from bench.accuracy.measure import RestoredPartition, TargetKey
+from bench.accuracy.measure import RestoredPartition
 from bench.accuracy.mm2_model import DEFAULT_OFFSET_LAG_MAX, OffsetSyncStore, mirror
-from kbackup.core.admin import open_admin
 from kbackup.core.config import KafkaConnection
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.admin import open_admin
+from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup
-from kbackup.mapping.ranges import build_ranges
+from kbackup.offsets.ranges import build_ranges
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
 from kbackup.reset.sources import from_backup
 
@@ -42,12 +43,12 @@ def header_based(
     groups: list[StudyGroup],
     *,
     topic_mapping: Mapping[str, str] | None = None,
-    repartitioned: Mapping[TargetKey, RestoredPartition] | None = None,
+    repartitioned: Mapping[TopicPartitionKey, RestoredPartition] | None = None,
 ) -> tuple[Positions, float]:
     """The reset stage's plan for the groups; with a topic mapping, planned from the offset mapping.
 
     The mapping's ranges come from the project's range builder
-    (``kbackup.mapping.ranges.build_ranges``, what the Spark job runs per
+    (``kbackup.offsets.ranges.build_ranges``, what the Spark job runs per
     partition) over the restored records, so no Spark session is needed here.
     Returns the positions and the planning time in seconds.
     """
@@ -93,13 +94,13 @@ def _source_topic_of(target_topic: str, topic_mapping: Mapping[str, str]) -> str
 
 def mirror_maker_2(
     groups: list[StudyGroup],
-    restored: Mapping[TargetKey, RestoredPartition],
+    restored: Mapping[TopicPartitionKey, RestoredPartition],
     offset_lag_max: int = DEFAULT_OFFSET_LAG_MAX,
     *,
     topic_mapping: Mapping[str, str] | None = None,
 ) -> Positions:
     """MM2's checkpoints: each source partition p mirrored to target partition p (MM2 keeps partitioning)."""
-    stores: dict[TargetKey, OffsetSyncStore] = {}
+    stores: dict[TopicPartitionKey, OffsetSyncStore] = {}
     positions: Positions = {}
     for group in groups:
         for (topic, partition), committed in group.committed.items():

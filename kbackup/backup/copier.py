@@ -35,8 +35,9 @@ from kbackup.backup.writer_thread import WriterThread
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError
 from kbackup.core.faults import crash_point
-from kbackup.core.kafka import translate_kafka_error
+from kbackup.core.kafka.clients import translate_kafka_error
 from kbackup.core.logs import get_logger
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.layout import new_run_id
 from kbackup.format.manifest import PartitionEntry, SegmentEntry
 from kbackup.format.schema import RECORD_SCHEMA
@@ -45,7 +46,6 @@ from kbackup.storage import Storage
 
 log = get_logger("backup.copier")
 
-TopicPartitionKey = tuple[str, int]
 
 #: "No end fixed yet": a follow-mode increment before its checkpoint reads the end offsets.
 NO_END = sys.maxsize

@@ -16,10 +16,10 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kbackup.core.admin import CONCURRENT_GROUP_REQUESTS
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka import kafka_error_of, translate_kafka_error
+from kbackup.core.kafka.admin import CONCURRENT_GROUP_REQUESTS
+from kbackup.core.kafka.clients import kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.format.manifest import ConsumerGroupsSnapshot, GroupOffset, GroupSnapshot, utc_now_iso
 

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage
 from kbackup.format.layout import DATA_FOLDER, object_key
 from kbackup.format.manifest import Manifest, SegmentEntry
 from kbackup.format.segments import check_segment_contents
 from kbackup.storage import Storage
-
-TopicPartitionKey = tuple[str, int]
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})-[A-Za-z0-9._=+@,-]+\.parquet$")
 

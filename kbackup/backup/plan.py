@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from kbackup.backup.settings import TopicSelection
 from kbackup.core.errors import NotFoundError, PreconditionError
 from kbackup.core.logs import get_logger
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, PartitionCoverage
 
 log = get_logger("backup.plan")
 
-TopicPartition = tuple[str, int]
 
 #: Kafka's own topics (__consumer_offsets, __transaction_state, ...) start with this.
 INTERNAL_TOPIC_PREFIX = "__"
@@ -101,13 +101,13 @@ class PartitionPlan:
     end_offset: int | None
 
     @property
-    def key(self) -> TopicPartition:
+    def key(self) -> TopicPartitionKey:
         return (self.topic, self.partition)
 
 
 def plan_partitions(
-    partitions: Mapping[TopicPartition, tuple[int, int]],
-    coverage: Mapping[TopicPartition, PartitionCoverage],
+    partitions: Mapping[TopicPartitionKey, tuple[int, int]],
+    coverage: Mapping[TopicPartitionKey, PartitionCoverage],
 ) -> list[PartitionPlan]:
     """Start and end offsets per partition.
 

@@ -40,9 +40,10 @@ from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, NotFoundError
 from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
-from kbackup.core.kafka import KafkaClients, check_client_properties
+from kbackup.core.kafka.clients import KafkaClients, check_client_properties
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress, ProgressTask
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage, commit_manifest, merge_partition
 from kbackup.format.layout import check_backup_id
 from kbackup.format.manifest import (
@@ -58,7 +59,6 @@ from kbackup.storage import Storage, open_storage
 
 log = get_logger("backup")
 
-TopicPartitionKey = tuple[str, int]
 
 #: Consumer settings the run depends on (not overridable by source.properties).
 _REQUIRED_CONSUMER_PROPERTIES = ("enable.partition.eof", "isolation.level", "auto.offset.reset")

@@ -20,11 +20,9 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 from kbackup.backup.groups import snapshot_consumer_groups
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError
-from kbackup.core.kafka import KafkaClients, translate_kafka_error
+from kbackup.core.kafka.clients import KafkaClients, translate_kafka_error
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import ConsumerGroupsSnapshot, TopicEntry
-
-TopicPartitionKey = tuple[str, int]
-
 
 #: How long a topic whose metadata carries an error is asked about again before the run fails.
 METADATA_RETRY_SECS = 30.0

@@ -7,11 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kbackup import config as config_module
-from kbackup.backup.settings import SourceSettings
+from kbackup.app.overrides import backup_id_of, backup_job, storage_settings
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
-from kbackup.core.config import StorageSettings
-from kbackup.core.errors import BackupIntegrityError, ConfigError, InterruptedByUser, UsageError
+from kbackup.core.errors import BackupIntegrityError, InterruptedByUser
 from kbackup.core.progress import Progress
 from kbackup.storage import Storage, open_storage
 
@@ -22,76 +20,8 @@ PathOption = Annotated[
 BackupIdOption = Annotated[str | None, typer.Option("--backup-id", help="Name of the backup.")]
 
 
-def _validated(model: Any, data: dict[str, Any], what: str) -> Any:
-    from pydantic import ValidationError
-
-    from kbackup.core.config import format_validation_error
-
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, model, what)) from None
-
-
-def storage_settings(cfg: config_module.KBackupConfig, path: str | None) -> StorageSettings:
-    """The config's storage section, with ``--path`` replacing its location (S3 endpoint etc. kept)."""
-    if path is None:
-        return cfg.storage
-    data = cfg.storage.model_dump(exclude={"backend", "path", "bucket", "prefix"})
-    data["url"] = path
-    settings: StorageSettings = _validated(StorageSettings, data, "--path")
-    return settings
-
-
 def open_backup_storage(config_path: Any, path: str | None) -> Storage:
     return open_storage(storage_settings(load_config(config_path), path))
-
-
-def resolve_backup_id(cfg: config_module.KBackupConfig, backup_id: str | None) -> str:
-    chosen = backup_id or cfg.backup_id
-    if not chosen:
-        raise UsageError("no backup id: give --backup-id or set backup_id in the config file")
-    return chosen
-
-
-def build_backup_job(
-    cfg: config_module.KBackupConfig,
-    *,
-    bootstrap_servers: str | None = None,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    path: str | None = None,
-    backup_id: str | None = None,
-    source_cluster_id: str | None = None,
-    follow: bool = False,
-) -> Any:
-    """The config file's sections with the command-line flags applied on top (flags win)."""
-    from kbackup.backup.runner import BackupJob
-
-    if cfg.source is None and not bootstrap_servers:
-        raise UsageError("no source cluster: give --bootstrap-servers or a config file with a source section")
-    source_data: dict[str, Any] = cfg.source.model_dump() if cfg.source is not None else {}
-    if bootstrap_servers:
-        source_data["bootstrap_servers"] = bootstrap_servers
-    topics = dict(source_data.get("topics") or {})
-    if include:
-        topics["include"] = include
-    if exclude:
-        topics["exclude"] = exclude
-    source_data["topics"] = topics
-    source: SourceSettings = _validated(SourceSettings, source_data, "command line")
-    updates: dict[str, Any] = {}
-    if source_cluster_id:
-        updates["source_cluster_id"] = source_cluster_id
-    if follow:
-        updates["continuous"] = True
-    settings = cfg.backup.model_copy(update=updates) if updates else cfg.backup
-    return BackupJob(
-        backup_id=resolve_backup_id(cfg, backup_id),
-        source=source,
-        storage=storage_settings(cfg, path),
-        settings=settings,
-    )
 
 
 def backup(
@@ -120,7 +50,7 @@ def backup(
     from kbackup.backup.runner import run_backup, stop_on_signals
 
     json_mode(as_json)
-    job = build_backup_job(
+    job = backup_job(
         load_config(config),
         bootstrap_servers=bootstrap_servers,
         include=include,
@@ -201,7 +131,7 @@ def describe(
     json_mode(as_json)
     cfg = load_config(config)
     storage = open_storage(storage_settings(cfg, path))
-    info = describe_backup(storage, resolve_backup_id(cfg, backup_id))
+    info = describe_backup(storage, backup_id_of(cfg, backup_id))
     if as_json:
         print_json(info)
         return
@@ -253,7 +183,7 @@ def validate(
     json_mode(as_json)
     cfg = load_config(config)
     storage = open_storage(storage_settings(cfg, path))
-    report = validate_backup(storage, resolve_backup_id(cfg, backup_id), deep=deep)
+    report = validate_backup(storage, backup_id_of(cfg, backup_id), deep=deep)
     if as_json:
         print_json(report.to_dict())
         if not report.ok:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from kbackup.core.progress import disable_progress
 from kbackup.core.secrets import redact
 
@@ -43,3 +43,16 @@ def json_mode(enabled: bool) -> bool:
     if enabled:
         disable_progress()
     return enabled
+
+
+def pairs(values: list[str] | None, option: str, *, empty_values: bool = False) -> dict[str, str]:
+    """Repeated ``NAME=VALUE`` options as a mapping (a later name wins)."""
+    from kbackup.core.errors import UsageError
+
+    found: dict[str, str] = {}
+    for value in values or []:
+        name, sep, other = value.partition("=")
+        if not sep or not name or not (other or empty_values):
+            raise UsageError(f"{option} {value!r}: expected NAME=VALUE")
+        found[name] = other
+    return found

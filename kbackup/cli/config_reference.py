@@ -1,6 +1,6 @@
 """docs/configuration.md, generated from the config models: ``python -m kbackup.cli.config_reference``.
 
-Every key of every section comes from the pydantic models in ``kbackup.config``
+Every key of every section comes from the pydantic models in ``kbackup.app.config``
 and the stage packages (type, default, constraints and the field's
 ``description``), so the reference cannot drift from what the loader accepts;
 ``tests/unit/test_config_reference.py`` fails when the file is stale.
@@ -19,7 +19,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from kbackup.config import KBackupConfig
+from kbackup.app.config import KBackupConfig
 
 #: Which sections each command reads (the loader accepts all of them in any file).
 COMMAND_SECTIONS: list[tuple[str, str]] = [

@@ -33,13 +33,10 @@ def three_phase_restore(
         raise UsageError(
             "three-phase-restore needs --config (backup_id, storage, target, restore, offset_reset)"
         )
-    from kbackup.drill.three_phase import three_phase_restore as run_three_phase
+    from kbackup.app.overrides import with_state_dir
+    from kbackup.app.three_phase import three_phase_restore as run_three_phase
 
-    cfg = load_config(config)
-    if state_dir is not None:
-        cfg = cfg.model_copy(
-            update={"three_phase": cfg.three_phase.model_copy(update={"state_dir": str(state_dir)})}
-        )
+    cfg = with_state_dir(load_config(config), str(state_dir) if state_dir is not None else None)
     with Progress() as progress:
         summary = run_three_phase(cfg, progress=progress)
     if as_json:
@@ -70,7 +67,7 @@ def drill(
     """Disaster-recovery drill: back up, restore under a prefix, map, reset copies of the groups, then prove
     that no group skips a record. Exits 11 if any would."""
     json_mode(as_json)
-    from kbackup.drill.drill import run_drill, run_local_drill
+    from kbackup.app.drill import run_drill, run_local_drill
 
     with Progress() as progress:
         if local:

@@ -1,4 +1,4 @@
-"""``show-offset-mapping``."""
+"""``show-offset-mapping`` (also the spark-submit application: kbackup.cli.spark_submit)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,20 @@ from typing import Annotated
 
 import typer
 
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.app.overrides import mapping_inputs
+from kbackup.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    JsonOption,
+    json_mode,
+    load_config,
+    pairs,
+    print_json,
+)
 from kbackup.core.errors import UsageError
 from kbackup.core.progress import Progress
-from kbackup.mapping import build_offset_mapping, render, write_mapping
-from kbackup.mapping.build import mapping_inputs
-from kbackup.mapping.mapping_file import parse_format
+from kbackup.format.mapping_file import parse_format, render, write_mapping
+from kbackup.mapping import build_offset_mapping
 
 
 def show_offset_mapping(
@@ -42,29 +50,53 @@ def show_offset_mapping(
     spark_master: Annotated[
         str | None, typer.Option("--spark-master", help="Spark master URL (default: mapping.spark_master).")
     ] = None,
+    kafka_options: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kafka-option",
+            metavar="KEY=VALUE",
+            help="Java Kafka client property for Spark's Kafka source, e.g. "
+            "ssl.truststore.location=/ca.pem (repeatable; over mapping.kafka_options).",
+        ),
+    ] = None,
+    min_partitions: Annotated[
+        int | None,
+        typer.Option("--min-partitions", min=1, help="Spark's minPartitions: split large Kafka partitions."),
+    ] = None,
+    max_records_per_partition: Annotated[
+        int | None,
+        typer.Option("--max-records-per-partition", min=1, help="Spark's maxRecordsPerPartition."),
+    ] = None,
+    connect_timeout: Annotated[
+        float | None,
+        typer.Option("--connect-timeout", min=0.001, help="Seconds to reach the target (over the config's)."),
+    ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Scan restored topics' origin headers (a Spark job) into exact source-to-target offset ranges."""
     json_mode(as_json)
-    cfg = load_config(config)
-    connection, source = mapping_inputs(
-        cfg, bootstrap_servers=bootstrap_servers, source_cluster=source_cluster
-    )
     chosen_format = parse_format(output_format, output)
     if chosen_format == "parquet" and output is None:
         raise UsageError("the parquet format is binary: give --output FILE")
-    settings = cfg.mapping
-    if spark_master:
-        settings = settings.model_copy(update={"spark_master": spark_master})
-
+    inputs = mapping_inputs(
+        load_config(config),
+        bootstrap_servers=bootstrap_servers,
+        source_cluster=source_cluster,
+        spark_master=spark_master,
+        kafka_options=pairs(kafka_options, "--kafka-option", empty_values=True),
+        min_partitions=min_partitions,
+        max_records_per_partition=max_records_per_partition,
+        connect_timeout_secs=connect_timeout,
+    )
+    source = inputs.source_cluster
     with Progress() as progress:
         mapping = build_offset_mapping(
-            connection,
+            inputs.connection,
             source_cluster=source,
             topics=topic or [],
             all_topics=all_topics,
-            settings=settings,
+            settings=inputs.settings,
             progress=progress,
         )
     stats = mapping.stats

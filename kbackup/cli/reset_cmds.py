@@ -8,13 +8,14 @@ from typing import Annotated
 
 import typer
 
+from kbackup.app.config import KBackupConfig
+from kbackup.app.overrides import target_connection
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
-from kbackup.config import KBackupConfig
-from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.progress import Progress
-from kbackup.reset.executor import ExecuteResult, execute_plan, list_snapshots, read_snapshot, rollback
-from kbackup.reset.plan import ResetPlan, read_plan, render_plan_table
+from kbackup.format.reset_plan import ResetPlan, read_plan, render_plan_table
+from kbackup.format.rollback_snapshot import list_snapshots, read_snapshot
+from kbackup.reset.executor import ExecuteResult, execute_plan, rollback
 
 offset_reset_app = typer.Typer(
     help="Plan, review and execute consumer-group offset resets on the target cluster.",
@@ -25,20 +26,6 @@ SnapshotDirOption = Annotated[
     Path | None,
     typer.Option("--snapshot-dir", help="Folder of rollback snapshots (default: offset_reset.snapshot_dir)."),
 ]
-
-
-def _target(config: KBackupConfig, bootstrap_servers: str | None) -> KafkaConnection:
-    """The target connection: the config's target section, with --bootstrap-servers overriding its servers."""
-    if config.target is not None:
-        if bootstrap_servers:
-            return config.target.model_copy(
-                update={"bootstrap_servers": KafkaConnection.model_validate(
-                    {"bootstrap_servers": bootstrap_servers}).bootstrap_servers}
-            )  # fmt: skip
-        return config.target
-    if not bootstrap_servers:
-        raise UsageError("give --bootstrap-servers (or a config file with a 'target' section)")
-    return KafkaConnection.model_validate({"bootstrap_servers": bootstrap_servers})
 
 
 def _read_groups_file(path: Path) -> list[str]:
@@ -53,10 +40,10 @@ def _read_groups_file(path: Path) -> list[str]:
 
 
 def _make_plan(config: KBackupConfig, groups: list[str] | None) -> ResetPlan:
-    from kbackup.reset.service import plan_from_config
+    from kbackup.app.reset_request import plan_reset
 
     with Progress() as progress:
-        return plan_from_config(config, groups=groups, progress=progress)
+        return plan_reset(config, groups=groups, progress=progress)
 
 
 def _emit_plan(plan: ResetPlan, output: Path | None, as_json: bool) -> None:
@@ -131,7 +118,7 @@ def execute(
     json_mode(as_json)
     cfg = load_config(config)
     reviewed = read_plan(plan_file)
-    target = _target(cfg, bootstrap_servers)
+    target = target_connection(cfg, bootstrap_servers)
     folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)
     result = execute_plan(
         reviewed,
@@ -171,7 +158,7 @@ def offset_reset_bulk(
     reviewed = _make_plan(cfg, _read_groups_file(groups_file))
     if output is not None:
         output.write_bytes(reviewed.to_json_bytes())
-    assert cfg.target is not None  # plan_from_config checked it
+    assert cfg.target is not None  # plan_reset checked it
     result = execute_plan(
         reviewed,
         cfg.target,
@@ -219,5 +206,5 @@ def offset_rollback(
             )
         return
     chosen = read_snapshot(folder / f"{snapshot}.json")
-    changes = rollback(chosen, _target(cfg, bootstrap_servers), dry_run=dry_run)
+    changes = rollback(chosen, target_connection(cfg, bootstrap_servers), dry_run=dry_run)
     _emit_result(ExecuteResult(changes=changes, dry_run=dry_run), as_json)

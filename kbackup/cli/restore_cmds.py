@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
-from kbackup.core.config import KafkaConnection, StorageSettings, validate_config
+from kbackup.app.overrides import RestoreFlags, restore_inputs
+from kbackup.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    JsonOption,
+    json_mode,
+    load_config,
+    pairs,
+    print_json,
+)
 from kbackup.core.errors import UsageError
 from kbackup.core.progress import Progress
 from kbackup.restore import service
-from kbackup.restore.settings import RestoreSettings
-
-
-def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for value in values or []:
-        name, sep, other = value.partition("=")
-        if not sep or not name or not other:
-            raise UsageError(f"{option} {value!r}: expected NAME=VALUE")
-        pairs[name] = other
-    return pairs
 
 
 def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, int | None]]]:
@@ -115,29 +112,27 @@ def restore(
 ) -> None:
     """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers."""
     json_mode(as_json)
-    cfg = load_config(config)
-    settings = _settings(
-        cfg.restore,
-        topics=topics,
-        topic_mapping=_pairs(topic_mapping, "--topic-mapping"),
-        repartition=repartition,
-        target_partitions=_pairs(target_partitions, "--target-partitions"),
-        time_window_start=time_window_start,
-        time_window_end=time_window_end,
-        offset_ranges=_offset_ranges(offset_ranges),
-        exactly_once=exactly_once,
-        origin_headers=origin_headers,
-        create_topics=create_topics,
-        skip_checksums=skip_checksums,
+    inputs = restore_inputs(
+        load_config(config),
+        bootstrap_servers=bootstrap_servers,
+        path=path,
+        backup_id=backup_id,
+        flags=RestoreFlags(
+            topics=topics or [],
+            topic_mapping=pairs(topic_mapping, "--topic-mapping"),
+            repartition=repartition,
+            target_partitions=pairs(target_partitions, "--target-partitions"),
+            time_window_start=time_window_start,
+            time_window_end=time_window_end,
+            offset_ranges=_offset_ranges(offset_ranges),
+            exactly_once=exactly_once,
+            origin_headers=origin_headers,
+            create_topics=create_topics,
+            skip_checksums=skip_checksums,
+        ),
     )
-    target = cfg.target
-    if bootstrap_servers:
-        base = target.model_dump() if target is not None else {}
-        base["bootstrap_servers"] = bootstrap_servers
-        target = validate_config(base, KafkaConnection, "--bootstrap-servers")
-    storage: StorageSettings | str = path if path else cfg.storage
     job = service.prepare(
-        backup_id=backup_id or cfg.backup_id, storage=storage, target=target, settings=settings
+        backup_id=inputs.backup_id, storage=inputs.storage, target=inputs.target, settings=inputs.settings
     )
     if dry_run:
         report = service.dry_run(job)
@@ -151,45 +146,3 @@ def restore(
         print_json(summary.to_dict())
     else:
         typer.echo("\n".join(summary.lines()))
-
-
-def _settings(
-    base: RestoreSettings,
-    *,
-    topics: list[str] | None,
-    topic_mapping: dict[str, str],
-    repartition: bool | None,
-    target_partitions: dict[str, str],
-    time_window_start: str | None,
-    time_window_end: str | None,
-    offset_ranges: dict[str, dict[str, dict[str, int | None]]],
-    exactly_once: bool | None,
-    origin_headers: bool | None,
-    create_topics: bool | None,
-    skip_checksums: bool,
-) -> RestoreSettings:
-    """The config's restore section with the command line's options over it."""
-    data: dict[str, Any] = base.model_dump()
-    if topics:
-        data["topics"] = topics
-    if topic_mapping:
-        data["topic_mapping"] = {**data["topic_mapping"], **topic_mapping}
-    if repartition is not None:
-        data["repartition"] = repartition
-    if target_partitions:
-        data["target_partitions"] = {**data["target_partitions"], **target_partitions}
-    if time_window_start is not None:
-        data["time_window_start"] = time_window_start
-    if time_window_end is not None:
-        data["time_window_end"] = time_window_end
-    for topic, ranges in offset_ranges.items():
-        data["offset_ranges"].setdefault(topic, {}).update(ranges)
-    if exactly_once is not None:
-        data["exactly_once"] = exactly_once
-    if origin_headers is not None:
-        data["include_original_offset_header"] = origin_headers
-    if create_topics is not None:
-        data["create_topics"] = create_topics
-    if skip_checksums:
-        data["verify_checksums"] = False
-    return validate_config(data, RestoreSettings, "command line")

@@ -11,7 +11,7 @@ import typer
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import UsageError
-from kbackup.core.kafka import KafkaClients, check_client_properties
+from kbackup.core.kafka.clients import KafkaClients, check_client_properties
 from kbackup.storage import open_storage
 
 

@@ -4,7 +4,7 @@ The shapes shared by every stage live here: a Kafka connection (with any
 librdkafka property and secrets held as ``SecretStr``), object storage, and
 the loader that turns a YAML file into a model or a ``ConfigError`` naming
 the file, the key and what was expected. Each stage keeps its own section
-model in its own package; ``kbackup.config`` assembles the file's root.
+model in its own package; ``kbackup.app.config`` assembles the file's root.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError
 from kbackup.core.faults import crash_point
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.layout import (
     MANIFESTS_FOLDER,
     check_backup_id,
@@ -29,8 +30,6 @@ from kbackup.format.manifest import (
     parse_manifest,
 )
 from kbackup.storage import Storage
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass
@@ -80,8 +79,8 @@ class Backup:
                 return manifest.consumer_groups
         return None
 
-    def coverage(self) -> dict[TopicPartition, PartitionCoverage]:
-        result: dict[TopicPartition, PartitionCoverage] = {}
+    def coverage(self) -> dict[TopicPartitionKey, PartitionCoverage]:
+        result: dict[TopicPartitionKey, PartitionCoverage] = {}
         for manifest in self.manifests:
             for entry in manifest.partitions:
                 merge_partition(result, entry)
@@ -98,7 +97,7 @@ class Backup:
         return sum(segment.size_bytes for manifest in self.manifests for segment in manifest.segments)
 
 
-def merge_partition(result: dict[TopicPartition, PartitionCoverage], entry: PartitionEntry) -> None:
+def merge_partition(result: dict[TopicPartitionKey, PartitionCoverage], entry: PartitionEntry) -> None:
     key = (entry.topic, entry.partition)
     known = result.get(key)
     if known is None:

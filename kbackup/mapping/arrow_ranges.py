@@ -4,7 +4,7 @@ The exact path is the scan's second pass, for the target partitions whose
 first-pass groups (:mod:`kbackup.mapping.offset_groups`) cannot be read as
 runs; it used to be the whole scan.
 
-It computes exactly what :func:`kbackup.mapping.ranges.build_ranges` computes,
+It computes exactly what :func:`kbackup.offsets.ranges.build_ranges` computes,
 with vectorised Arrow kernels instead of a Python loop per record, so that a
 task keeps up with Spark's Kafka reader. This module imports only pyarrow:
 the job ships it to Spark's executors by value, so a Spark cluster needs

@@ -1,7 +1,7 @@
 """Building an offset mapping: find the target partitions and their offsets, run the Spark job, check.
 
-This is the library entry point behind ``show-offset-mapping``, the
-``spark-submit`` script and phase 2 of the three-phase restore.
+This is the library entry point behind ``show-offset-mapping`` (also run by spark-submit) and
+phase 2 of the three-phase restore. It takes its own settings, never the whole config.
 """
 
 from __future__ import annotations
@@ -19,46 +19,19 @@ from kbackup.core.errors import (
     NotFoundError,
     UsageError,
 )
-from kbackup.core.kafka import KafkaClients, translate_kafka_error
+from kbackup.core.kafka.clients import KafkaClients, translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
-from kbackup.mapping.mapping_file import OffsetMapping, ScannedPartition, ScanStats
+from kbackup.format.mapping_file import OffsetMapping, ScannedPartition, ScanStats
 from kbackup.mapping.settings import MappingSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from kbackup.config import KBackupConfig
 
 log = get_logger("mapping")
 
 CLIENT_ID = "kafka-backup-mapping"
-
-
-def mapping_inputs(
-    cfg: KBackupConfig,
-    *,
-    bootstrap_servers: str | None,
-    source_cluster: str | None,
-    connect_timeout_secs: float | None = None,
-) -> tuple[KafkaConnection, str]:
-    """The target to scan and the origin cluster id to keep: the command line's, else the config's.
-
-    Shared by ``kafka-backup show-offset-mapping`` and the spark-submit script.
-    """
-    if bootstrap_servers:
-        given: dict[str, Any] = {"bootstrap_servers": bootstrap_servers}
-        if connect_timeout_secs is not None:
-            given["connect_timeout_secs"] = connect_timeout_secs
-        connection = KafkaConnection.model_validate(given)
-    elif cfg.target is not None:
-        connection = cfg.target
-    else:
-        raise UsageError("give the target cluster: --bootstrap-servers, or a config with a target section")
-    source = source_cluster or cfg.offset_reset.source_cluster or cfg.backup.source_cluster_id
-    if not source:
-        raise UsageError("give --source-cluster: the origin cluster id the restored records carry")
-    return connection, source
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ the ranges:
    Kafka partition's records, in offset order, into ranges. Hole-free and
    ordinary restores never take this second pass.
 5. The driver joins pieces of one run that the exact path cut at batch or
-   task boundaries (:func:`kbackup.mapping.ranges.merge_touching`). The
+   task boundaries (:func:`kbackup.offsets.ranges.merge_touching`). The
    result does not depend on the order in which records arrive; order only
    keeps the number of pieces small, and the tasks report any record that
    came out of order.
@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kbackup.core.logs import get_logger
-from kbackup.core.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS
+from kbackup.format.mapping_file import ScannedPartition
+from kbackup.format.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS
 from kbackup.mapping import arrow_ranges
-from kbackup.mapping.mapping_file import ScannedPartition
 from kbackup.mapping.offset_groups import GROUPS_SCHEMA, GroupsRead, read_groups
-from kbackup.mapping.ranges import OffsetRange, merge_touching
+from kbackup.offsets.ranges import OffsetRange, merge_touching
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

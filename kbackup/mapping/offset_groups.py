@@ -6,7 +6,7 @@ source topic, source partition, target offset minus source offset) and
 returns each group's lowest and highest target offset and its record
 count, one row per group per Spark task. This module combines those rows
 across tasks and decides what they say, with pyarrow only and no Spark, so
-it is tested on its own against :func:`kbackup.mapping.ranges.build_ranges`.
+it is tested on its own against :func:`kbackup.offsets.ranges.build_ranges`.
 
 Why a group whose count equals its span (``high - low + 1``) is exactly one
 maximal run: target offsets within a partition are distinct, so ``count ==
@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kbackup.mapping.ranges import OffsetRange, TargetPartition
+from kbackup.core.types import TopicPartitionKey
+from kbackup.offsets.ranges import OffsetRange
 
 #: What the first pass returns: one row per (Spark task, group). The source
 #: columns and ``difference`` are null together for the group of malformed
@@ -64,7 +65,7 @@ class GroupsRead:
     #: Exact maximal runs of the target partitions that have no gappy group.
     ranges: list[OffsetRange]
     #: Target partitions with a gappy group: their ranges must come from the exact path.
-    gappy_targets: set[TargetPartition]
+    gappy_targets: set[TopicPartitionKey]
     #: Malformed restored records, and where the first of them is (target topic, partition, offset).
     malformed_records: int
     first_malformed: tuple[str, int, int] | None
@@ -96,7 +97,7 @@ def read_groups(task_groups: pa.Table) -> GroupsRead:
     )
 
 
-def _runs(readable: pa.Table, gappy_targets: set[TargetPartition]) -> Iterator[OffsetRange]:
+def _runs(readable: pa.Table, gappy_targets: set[TopicPartitionKey]) -> Iterator[OffsetRange]:
     for row in readable.to_pylist():
         if (row["topic"], row["partition"]) in gappy_targets:
             continue

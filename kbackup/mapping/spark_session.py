@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbackup.core.cache import cache_root
 from kbackup.core.errors import PreconditionError
 from kbackup.core.logs import get_logger
-from kbackup.sandbox.jars import cache_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,6 +146,12 @@ def _log_tail(log_path: Path, lines: int = 8) -> str:
     return "\n".join(line for line in text.splitlines()[-lines:] if line.strip())
 
 
+def started_by_spark_submit() -> bool:
+    """Whether this Python process is a driver that ``spark-submit`` started: PySpark then connects
+    to that JVM through the gateway port it was handed, instead of launching its own."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def build_spark_session(
     master: str = "local[2]",
     *,
@@ -153,12 +159,19 @@ def build_spark_session(
     jars: Sequence[str] = (),
     extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A SparkSession with the Kafka source; reuses the running one if there is one."""
+    """A SparkSession with the Kafka source; reuses the running one if there is one.
+
+    Inside ``spark-submit`` (the driver's JVM is already up), that JVM's settings stand: its
+    master, packages and resources are what the operator submitted with.
+    """
+    from pyspark.sql import SparkSession
+
+    if started_by_spark_submit():
+        log.info("running inside spark-submit: its master and packages apply")
+        return SparkSession.builder.appName(app_name).getOrCreate()
     # Executors must run the same interpreter (and so the same installed packages) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     builder = SparkSession.builder.appName(app_name)
     for key, value in spark_conf(master, jars=jars, extra_conf=extra_conf).items():
         builder = builder.config(key, value)

@@ -10,25 +10,26 @@ with the admin API (in parallel for many groups), and reads them back.
 
 from __future__ import annotations
 
-import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from kbackup.core.admin import Admin, open_admin
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError, VerificationError
+from kbackup.core.errors import PreconditionError, VerificationError
 from kbackup.core.faults import crash_point
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.admin import Admin, open_admin
+from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import utc_now_iso
-from kbackup.reset.plan import ResetPlan
-
-TopicPartitionKey = tuple[str, int]
-SNAPSHOT_FORMAT = "kafka-backup-offset-snapshot"
+from kbackup.format.reset_plan import ResetPlan
+from kbackup.format.rollback_snapshot import (
+    GroupSnapshotEntry,
+    OffsetSnapshot,
+    SnapshotOffset,
+    write_snapshot,
+)
 
 
 @dataclass(frozen=True)
@@ -49,35 +50,6 @@ class ExecuteResult:
     snapshot_id: str | None = None
     snapshot_path: str | None = None
     dry_run: bool = False
-
-
-class SnapshotModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SnapshotOffset(SnapshotModel):
-    topic: str
-    partition: int
-    offset: int
-
-
-class GroupSnapshotEntry(SnapshotModel):
-    group_id: str
-    #: Every committed offset of the group before execute (all topics), for an exact rollback.
-    offsets: list[SnapshotOffset]
-    #: The partitions execute changed.
-    changed: list[SnapshotOffset]
-
-
-class OffsetSnapshot(SnapshotModel):
-    format: str = SNAPSHOT_FORMAT
-    format_version: int = 1
-    snapshot_id: str
-    created_at: str
-    target_cluster_id: str | None
-    bootstrap_servers: list[str]
-    plan_created_at: str
-    groups: list[GroupSnapshotEntry]
 
 
 def _check_target(plan_cluster: str | None, admin: Admin, connection: KafkaConnection) -> None:
@@ -220,30 +192,6 @@ def _verify(admin: Admin, wanted_by_group: dict[str, dict[TopicPartitionKey, int
                 )
     if differences:
         raise VerificationError("offsets read back differ from the plan:\n  " + "\n  ".join(differences))
-
-
-def write_snapshot(snapshot: OffsetSnapshot, snapshot_dir: Path) -> Path:
-    snapshot_dir.mkdir(parents=True, exist_ok=True)
-    path = snapshot_dir / f"{snapshot.snapshot_id}.json"
-    path.write_text(json.dumps(snapshot.model_dump(mode="json"), indent=2) + "\n")
-    return path
-
-
-def list_snapshots(snapshot_dir: Path) -> list[OffsetSnapshot]:
-    if not snapshot_dir.is_dir():
-        return []
-    return sorted(
-        (read_snapshot(path) for path in snapshot_dir.glob("*.json")), key=lambda item: item.created_at
-    )
-
-
-def read_snapshot(path: Path) -> OffsetSnapshot:
-    try:
-        return OffsetSnapshot.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NotFoundError(f"rollback snapshot {path} not found") from None
-    except (OSError, ValidationError) as exc:
-        raise ConfigError(f"rollback snapshot {path} is not readable: {str(exc).splitlines()[0]}") from None
 
 
 def rollback(

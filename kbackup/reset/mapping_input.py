@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbackup.core.errors import PreconditionError
-from kbackup.mapping.mapping_file import read_mapping
+from kbackup.format.mapping_file import read_mapping
 from kbackup.reset.planner import MappingIndex, mapping_index
 
 

@@ -15,22 +15,22 @@ Method per target topic, chosen automatically under ``strategy: header-based``:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from confluent_kafka import Consumer
 
 from kbackup import __version__
-from kbackup.core.admin import Admin, PartitionRange, open_admin
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, KafkaOperationError, NotFoundError, PreconditionError
 from kbackup.core.gc_tuning import few_collections
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.admin import Admin, PartitionRange, open_admin
+from kbackup.core.kafka.clients import KafkaClients
 from kbackup.core.progress import Progress
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import utc_now_iso
-from kbackup.mapping.ranges import OffsetRange, PartitionIndex, index_by_target
-from kbackup.reset.plan import (
+from kbackup.format.reset_plan import (
     GroupReset,
     Method,
     OriginOffset,
@@ -39,16 +39,14 @@ from kbackup.reset.plan import (
     ResetPlan,
     TargetInfo,
 )
+from kbackup.offsets.ranges import OffsetRange, PartitionIndex, index_by_target
+from kbackup.offsets.translate import SearchResult, search_position
 from kbackup.reset.probe import PartitionProbe, learn_topic, probe_consumer_properties
 from kbackup.reset.settings import Strategy
-from kbackup.reset.sources import SourceOffsets
-from kbackup.reset.translate import SearchResult, search_position
+from kbackup.reset.sources import RecordTimestampLookup, SourceOffsets
 
-TargetPartitionKey = tuple[str, int]
 #: (target topic, target partition) -> the mapping's ranges in it.
-MappingIndex = dict[TargetPartitionKey, PartitionIndex]
-#: (source topic, partition, committed offset) -> timestamp of the first record at or after it, or None.
-RecordTimestampLookup = Callable[[str, int, int], int | None]
+MappingIndex = dict[TopicPartitionKey, PartitionIndex]
 
 
 @dataclass
@@ -83,11 +81,11 @@ class _Planner:
         self.clients = KafkaClients(request.target, client_id="kafka-backup-reset-probe")
         self.cluster_id = self.clients.cluster_info(self.admin.client).cluster_id
         self._consumer: Consumer | None = None
-        self._probes: dict[TargetPartitionKey, PartitionProbe] = {}
+        self._probes: dict[TopicPartitionKey, PartitionProbe] = {}
         #: Binary-search answers by (target partition, source topic, committed offset): groups
         #: committed at the same offset share one search.
-        self._searches: dict[tuple[TargetPartitionKey, str, int], SearchResult] = {}
-        self.ranges: dict[TargetPartitionKey, PartitionRange] = {}
+        self._searches: dict[tuple[TopicPartitionKey, str, int], SearchResult] = {}
+        self.ranges: dict[TopicPartitionKey, PartitionRange] = {}
         self.warnings: list[str] = []
 
     @property
@@ -100,7 +98,7 @@ class _Planner:
         if self._consumer is not None:
             self._consumer.close()
 
-    def probe(self, key: TargetPartitionKey) -> PartitionProbe:
+    def probe(self, key: TopicPartitionKey) -> PartitionProbe:
         if key not in self._probes:
             if not any(topic == key[0] for topic, _ in self._probes):
                 learn_topic(self.consumer, key[0], self.request.target)
@@ -197,7 +195,7 @@ class _Planner:
         assignment, the next records already prefetched) instead of jumping between partitions
         with a round trip each: planning for many groups reads each partition about once.
         """
-        wanted: dict[tuple[TargetPartitionKey, str, int], set[int]] = {}
+        wanted: dict[tuple[TopicPartitionKey, str, int], set[int]] = {}
         for group in groups:
             for topic in sorted({topic for topic, _ in self.request.source.groups[group]}):
                 target_topic = self.target_topic(topic)
@@ -218,7 +216,7 @@ class _Planner:
                 self.search(key, topic, partition, offset)
                 search_bar.advance()
 
-    def search(self, key: TargetPartitionKey, topic: str, partition: int, offset: int) -> SearchResult:
+    def search(self, key: TopicPartitionKey, topic: str, partition: int, offset: int) -> SearchResult:
         """Where source offset ``offset`` of ``topic``/``partition`` lands on the target (binary search)."""
         memo = (key, topic, offset)
         if memo not in self._searches:
@@ -265,7 +263,7 @@ class _Planner:
         return method, committed, partitions
 
     def plan_topic(
-        self, group: str, topic: str, target_count: int, current: dict[TargetPartitionKey, int]
+        self, group: str, topic: str, target_count: int, current: dict[TopicPartitionKey, int]
     ) -> list[PartitionReset]:
         method, committed, partitions = self.topic_inputs(group, topic, target_count)
         target_topic = self.target_topic(topic)
@@ -292,7 +290,7 @@ class _Planner:
         target_topic: str,
         partition: int,
         offset: int | None,
-        current: dict[TargetPartitionKey, int],
+        current: dict[TopicPartitionKey, int],
     ) -> PartitionReset:
         key = (target_topic, partition)
         span = self.ranges[key]
@@ -358,7 +356,7 @@ class _Planner:
         )
 
     def timestamp_position(
-        self, topic: str, partition: int, key: TargetPartitionKey, offset: int | None
+        self, topic: str, partition: int, key: TopicPartitionKey, offset: int | None
     ) -> int:
         if self.request.fixed_timestamp is not None:
             timestamp: int | None = self.request.fixed_timestamp
@@ -379,7 +377,7 @@ class _Planner:
         target_topic: str,
         partition: int,
         committed: dict[int, int],
-        current: dict[TargetPartitionKey, int],
+        current: dict[TopicPartitionKey, int],
     ) -> PartitionReset:
         if self.request.mapping is None:
             raise ConfigError("strategy: from-mapping needs offset_reset.mapping_file")

@@ -19,9 +19,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka import translate_kafka_error
-from kbackup.core.origin import parse_origin
-from kbackup.reset.translate import RestoredRecord
+from kbackup.core.kafka.clients import translate_kafka_error
+from kbackup.format.origin import parse_origin
+from kbackup.offsets.translate import RestoredRecord
 
 #: Bytes per probe fetch: enough for a few hundred small records, small enough to stay cheap.
 PROBE_FETCH_BYTES = 256 * 1024

@@ -1,17 +1,23 @@
-"""Where the groups' committed source offsets come from: a backup's snapshot, or the live source."""
+"""Where the groups' committed source offsets come from (a backup's snapshot, or the live source), and
+the record timestamps the timestamp strategy reads from a backup."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kbackup.core.admin import open_admin
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.kafka.admin import open_admin
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup
 from kbackup.format.manifest import utc_now_iso
-from kbackup.reset.plan import SourceOffsetsInfo
+from kbackup.format.reset_plan import SourceOffsetsInfo
+from kbackup.format.segments import iter_segment_batches
+from kbackup.storage import Storage
 
-SourcePartitionKey = tuple[str, int]
+#: (source topic, partition, committed offset) -> timestamp of the first record at or after it, or None.
+RecordTimestampLookup = Callable[[str, int, int], int | None]
 
 
 @dataclass
@@ -20,11 +26,11 @@ class SourceOffsets:
 
     info: SourceOffsetsInfo
     #: group -> {(source topic, partition): committed offset}
-    groups: dict[str, dict[SourcePartitionKey, int]]
+    groups: dict[str, dict[TopicPartitionKey, int]]
     #: Partition count of each source topic.
     partition_counts: dict[str, int]
     #: End of what the backup holds per source partition (exclusive); None when unknown (live, no backup).
-    backup_end: dict[SourcePartitionKey, int] | None = None
+    backup_end: dict[TopicPartitionKey, int] | None = None
     group_states: dict[str, str | None] = field(default_factory=dict)
 
 
@@ -79,3 +85,25 @@ def from_live_source(
         backup_end={key: item.end_offset for key, item in coverage.items()} if coverage is not None else None,
         group_states={group_id: state.state for group_id, state in admin.describe_groups(ids).items()},
     )
+
+
+def timestamps_from_backup(storage: Storage, backup: Backup) -> RecordTimestampLookup:
+    """The timestamp of the first backed-up record at or after a source offset (reads one segment)."""
+    coverage = backup.coverage()
+
+    def lookup(topic: str, partition: int, offset: int) -> int | None:
+        item = coverage.get((topic, partition))
+        if item is None:
+            return None
+        for segment in item.segments:
+            if segment.last_offset < offset:
+                continue
+            for batch in iter_segment_batches(storage, backup.backup_id, segment):
+                offsets = batch.column("offset").to_pylist()
+                timestamps = batch.column("timestamp").to_pylist()
+                for found, timestamp in zip(offsets, timestamps, strict=True):
+                    if found >= offset:
+                        return int(timestamp)
+        return None
+
+    return lookup

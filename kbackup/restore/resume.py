@@ -19,14 +19,14 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 
 from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka import KafkaClients, translate_kafka_error
+from kbackup.core.kafka.clients import KafkaClients, translate_kafka_error
 from kbackup.core.logs import get_logger
-from kbackup.core.origin import parse_origin
+from kbackup.core.types import TopicPartitionKey
+from kbackup.format.origin import parse_origin
 from kbackup.restore.plan import PartitionPlan
 
 log = get_logger("restore.resume")
 
-SourcePartition = tuple[str, int]
 FIRST_WINDOW = 500
 _NO_SUCH_PARTITION = {
     KafkaError.UNKNOWN_TOPIC_OR_PART,
@@ -39,11 +39,11 @@ _NO_SUCH_PARTITION = {
 class LandedRecords:
     """For each source partition: per target partition, the highest source offset found there."""
 
-    by_source: dict[SourcePartition, dict[int, int]] = field(default_factory=dict)
+    by_source: dict[TopicPartitionKey, dict[int, int]] = field(default_factory=dict)
     #: Target records read while looking.
     scanned: int = 0
 
-    def last_offsets(self, source: SourcePartition) -> dict[int, int]:
+    def last_offsets(self, source: TopicPartitionKey) -> dict[int, int]:
         return self.by_source.get(source, {})
 
 
@@ -92,7 +92,7 @@ def find_landed(
 
     ``missing_topics`` (the plan creates them) hold nothing and are not read.
     """
-    feeders: dict[tuple[str, int], set[SourcePartition]] = {}
+    feeders: dict[tuple[str, int], set[TopicPartitionKey]] = {}
     for plan in partitions:
         if plan.target_topic in missing_topics:
             continue
@@ -118,11 +118,11 @@ def find_landed(
                 raise translate_kafka_error(
                     exc, action=f"read the end offsets of {topic}", connection=connection
                 ) from None
-            found: dict[SourcePartition, int] = {}
+            found: dict[TopicPartitionKey, int] = {}
             window_end, size = high, FIRST_WINDOW
             while window_end > low and not wanted <= found.keys():
                 window_start = max(low, window_end - size)
-                seen: dict[SourcePartition, int] = {}
+                seen: dict[TopicPartitionKey, int] = {}
                 for _offset, headers in _read_window(
                     consumer, topic, partition, window_start, window_end, deadline
                 ):

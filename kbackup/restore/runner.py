@@ -37,27 +37,28 @@ from kbackup.core.errors import (
 )
 from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
-from kbackup.core.kafka import KafkaClients, kafka_error_of, translate_kafka_error
+from kbackup.core.kafka.clients import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
-from kbackup.core.origin import (
+from kbackup.core.progress import Progress
+from kbackup.core.types import TopicPartitionKey
+from kbackup.format.layout import object_key
+from kbackup.format.origin import (
     OFFSET_HEADER,
     ORIGIN_HEADER_PREFIX,
     TIMESTAMP_HEADER,
     partition_headers,
 )
-from kbackup.core.progress import Progress
-from kbackup.format.layout import object_key
-from kbackup.format.segments import open_segment
-from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
-from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
-from kbackup.restore.plan import PartitionPlan, RestorePlan
-from kbackup.restore.progress_store import (
+from kbackup.format.restore_progress import (
     PROGRESS_PARTITION,
     PartitionProgress,
     encode_progress,
     progress_key,
-    read_progress,
 )
+from kbackup.format.segments import open_segment
+from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
+from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
+from kbackup.restore.plan import PartitionPlan, RestorePlan
+from kbackup.restore.progress_store import read_progress
 from kbackup.restore.resume import find_landed
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.target import create_topics
@@ -65,7 +66,6 @@ from kbackup.storage import Storage
 
 log = get_logger("restore")
 
-SourcePartition = tuple[str, int]
 
 #: Producer settings for throughput; ``restore.producer_properties`` and the target's
 #: ``properties`` override them. Memory is bounded by the queue limits.
@@ -235,7 +235,7 @@ class PartitionState:
 class ResumePoint:
     """Where each source partition starts in this run, and what an earlier run did."""
 
-    states: dict[SourcePartition, PartitionState]
+    states: dict[TopicPartitionKey, PartitionState]
     resumed: bool
     #: Records restored by earlier runs (exactly-once progress), per source topic.
     earlier: dict[str, int]
@@ -315,7 +315,7 @@ def resume_point(
 
 
 def _topics_lost_since(
-    plan: RestorePlan, clients: KafkaClients, entries: dict[SourcePartition, PartitionProgress]
+    plan: RestorePlan, clients: KafkaClients, entries: dict[TopicPartitionKey, PartitionProgress]
 ) -> set[str]:
     """Target topics whose records the progress counts are gone: the topic was deleted since.
 
@@ -506,7 +506,7 @@ class Restorer:
         self.producer: Producer | None = None
         self.transactions = 0
         self._delivery_errors: list[str] = []
-        self._dirty: dict[SourcePartition, PartitionState] = {}
+        self._dirty: dict[TopicPartitionKey, PartitionState] = {}
         self._tx_records = 0
         self._tx_started = 0.0
         self._timestamps_not_kept = 0
@@ -709,7 +709,7 @@ class Restorer:
         assert self.producer is not None
         producer = self.producer
         transactional = self.mode == "exactly-once"
-        last_work_of: dict[SourcePartition, SegmentWork] = {}
+        last_work_of: dict[TopicPartitionKey, SegmentWork] = {}
         for item in work:
             last_work_of[(item.partition.source_topic, item.partition.source_partition)] = item
         if transactional:

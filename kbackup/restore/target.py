@@ -1,6 +1,6 @@
 """Looking at the target cluster before a restore, and creating the topics it needs.
 
-Everything here goes through :class:`kbackup.core.kafka.KafkaClients`, so an
+Everything here goes through :class:`kbackup.core.kafka.clients.KafkaClients`, so an
 unreachable target is a ``KafkaUnreachableError`` naming its servers.
 """
 
@@ -15,7 +15,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, PreconditionError
-from kbackup.core.kafka import KafkaClients, kafka_error_of, translate_kafka_error
+from kbackup.core.kafka.clients import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.logs import get_logger
 from kbackup.restore.plan import RestorePlan, TargetState
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbackup.core.cache import cache_root
 from kbackup.core.errors import KBackupError
 from kbackup.core.logs import get_logger
 
@@ -65,15 +65,6 @@ def kafka_artifacts(version: str = KAFKA_VERSION) -> list[MavenArtifact]:
         MavenArtifact("org.apache.kafka", "kafka-tools", version, transitive=False),
         MavenArtifact("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),
     ]
-
-
-def cache_root() -> Path:
-    """``$KBACKUP_CACHE_DIR``, else ``$XDG_CACHE_HOME/kafka-backup``, else ``~/.cache/kafka-backup``."""
-    explicit = os.environ.get("KBACKUP_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "kafka-backup"
 
 
 def _pom(artifacts: Sequence[MavenArtifact]) -> str:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kbackup.drill.local_data import fill_source
-from kbackup.drill.verify import verify_positions
+from kbackup.app.drill_data import fill_source
+from kbackup.app.drill_proof import verify_positions
+from kbackup.format.reset_plan import SourceOffsetsInfo
 from kbackup.reset.executor import execute_plan
-from kbackup.reset.plan import SourceOffsetsInfo
 from kbackup.reset.planner import PlanRequest, plan_offset_reset
 from kbackup.reset.sources import SourceOffsets
 from kbackup.sandbox.kafka import LocalKafkaCluster

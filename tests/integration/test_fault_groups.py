@@ -16,7 +16,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.core.errors import PreconditionError
-from kbackup.reset.executor import execute_plan, list_snapshots, rollback
+from kbackup.format.rollback_snapshot import list_snapshots
+from kbackup.reset.executor import execute_plan, rollback
 from kbackup.reset.planner import PlanRequest, plan_offset_reset
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.integration.test_reset_stage import fill_identity_restore, group_position, source_offsets

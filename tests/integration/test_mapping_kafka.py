@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kbackup.core.errors import NotFoundError
+from kbackup.format.mapping_file import ScannedPartition
 from kbackup.mapping import build, build_offset_mapping, plan_scan
-from kbackup.mapping.mapping_file import ScannedPartition
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support import mapping_restores
 from tests.support.kafka_io import create_topic

@@ -19,9 +19,10 @@ import pytest
 from kbackup.cli.main import run
 from kbackup.core.errors import BackupIntegrityError
 from kbackup.core.progress import Progress
-from kbackup.mapping import OffsetMapping, OffsetRange, build_offset_mapping, read_mapping
-from kbackup.mapping.mapping_file import ScannedPartition
+from kbackup.format.mapping_file import OffsetMapping, ScannedPartition, read_mapping
+from kbackup.mapping import build_offset_mapping
 from kbackup.mapping.settings import MappingSettings
+from kbackup.offsets.ranges import OffsetRange
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support import mapping_restores
 from tests.support.kafka_io import consume_all, end_offsets

@@ -10,8 +10,8 @@ import pytest
 
 from kbackup.cli.main import run
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError
-from kbackup.mapping.mapping_file import OffsetMapping, ScannedPartition, write_mapping
-from kbackup.mapping.ranges import OffsetRange
+from kbackup.format.mapping_file import OffsetMapping, ScannedPartition, write_mapping
+from kbackup.offsets.ranges import OffsetRange
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.integration.test_reset_cli import SOURCE, committed
 from tests.integration.test_reset_cli import setup as setup

@@ -11,14 +11,16 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.core.errors import PreconditionError
 from kbackup.core.progress import Progress
-from kbackup.reset.executor import execute_plan, list_snapshots, rollback
-from kbackup.reset.plan import ResetPlan, SourceOffsetsInfo, read_plan
+from kbackup.format.reset_plan import ResetPlan, SourceOffsetsInfo, read_plan
+from kbackup.format.rollback_snapshot import list_snapshots
+from kbackup.offsets.translate import RestoredRecord, measure
+from kbackup.reset.executor import execute_plan, rollback
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
 from kbackup.reset.probe import PartitionProbe
 from kbackup.reset.sources import SourceOffsets
-from kbackup.reset.translate import RestoredRecord, measure, ranges_from_records, reference_position
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import create_topic
+from tests.support.oracles import ranges_from_records, reference_position
 from tests.support.restored_topics import Restored, read_as_group, restored_records, write_restored
 
 SOURCE = "prod-east"
@@ -283,7 +285,8 @@ def test_repartitioned_restore_with_the_spark_mapping_file(
     unique_name: str,
     tmp_path: Path,
 ) -> None:
-    from kbackup.mapping import build_offset_mapping, write_mapping
+    from kbackup.format.mapping_file import write_mapping
+    from kbackup.mapping import build_offset_mapping
     from kbackup.reset.mapping_input import load_mapping_index
 
     topic = f"{unique_name}-orders"
@@ -378,8 +381,8 @@ def test_execute_reports_offsets_read_back_that_differ_from_the_plan(
 ) -> None:
     # Between execute's apply and its read-back another client may commit; here the group's
     # real committed offsets on the broker differ from what is "wanted", as they would then.
-    from kbackup.core.admin import open_admin
     from kbackup.core.errors import VerificationError
+    from kbackup.core.kafka.admin import open_admin
     from kbackup.reset.executor import _verify
 
     topic, group = f"{unique_name}-t", f"{unique_name}-g"

@@ -14,7 +14,6 @@ from kbackup.format.manifest import ConsumerGroupsSnapshot, GroupOffset, GroupSn
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
 from kbackup.reset.settings import Strategy
-from kbackup.reset.translate import ranges_from_records, reference_position
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage
 from tests.integration.test_reset_stage import (
@@ -25,6 +24,7 @@ from tests.integration.test_reset_stage import (
 )
 from tests.support.backup_builder import DEFAULT_TIMESTAMP, BackupBuilder, BackupRecord
 from tests.support.kafka_io import Record, create_topic, end_offsets, produce
+from tests.support.oracles import ranges_from_records, reference_position
 from tests.support.restored_topics import Restored, restored_records, write_restored
 
 

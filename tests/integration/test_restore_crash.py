@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kbackup.core.origin import parse_origin
+from kbackup.format.origin import parse_origin
 from kbackup.format.segments import SegmentLimits
 from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
 from kbackup.sandbox.kafka import LocalKafkaCluster

@@ -286,7 +286,7 @@ def test_log_append_time_target_is_warned_and_headers_keep_the_original_time(
     assert any(f"target topic {topic} uses LogAppendTime" in w for w in summary.warnings)
     restored = consume_all(target_cluster, topic)
     assert len(restored) == 20
-    from kbackup.core.origin import parse_origin
+    from kbackup.format.origin import parse_origin
 
     for record in restored:
         origin = parse_origin(record.headers)

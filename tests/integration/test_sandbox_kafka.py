@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.clients import KafkaClients
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 

@@ -199,10 +199,10 @@ def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """kbackup.mapping.submit -c: the target's SASL settings (the password from the env), or its TLS
+    """kbackup.cli.spark_submit -c: the target's SASL settings (the password from the env), or its TLS
     CA file, come from the config; Spark's Java client reads the PEM as its trust store."""
-    from kbackup.mapping import read_mapping
-    from kbackup.mapping.submit import main as submit_main
+    from kbackup.cli.spark_submit import main as submit_main
+    from kbackup.format.mapping_file import read_mapping
 
     seed_topic(secure_cluster, unique_name, 30)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kbackup.reset.translate import measure, reference_position
+from kbackup.offsets.translate import measure
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import take_backup
 from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.oracles import reference_position
 from tests.support.restored_topics import restored_records
 
 GROUPS = {"reader-a": {0: 40, 1: 0}, "reader-b": {0: 120, 1: 77}, "reader-c": {1: 150}}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kbackup.mapping.ranges import OffsetRange
+from kbackup.offsets.ranges import OffsetRange
 from tests.support.kafka_io import Record
 
 ORIGIN_PREFIX = "x-kafka-backup-"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.core.config import StorageSettings
-from kbackup.core.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS, parse_origin
+from kbackup.format.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS, parse_origin
 from kbackup.restore import service
 from kbackup.restore.runner import RestoreSummary
 from kbackup.restore.settings import RestoreSettings
@@ -31,7 +31,7 @@ def restore(
     """Plan and run a restore in this process."""
     job = service.prepare(
         backup_id=backup_id,
-        storage=str(storage) if isinstance(storage, Path) else storage,
+        storage=storage if isinstance(storage, StorageSettings) else StorageSettings(url=str(storage)),
         target=target.connection(),
         settings=RestoreSettings.model_validate(settings),
     )

@@ -13,8 +13,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kbackup.core.origin import Origin, origin_headers, parse_origin
-from kbackup.reset.translate import RestoredRecord
+from kbackup.format.origin import Origin, origin_headers, parse_origin
+from kbackup.offsets.translate import RestoredRecord
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import consume_all
 

@@ -1,4 +1,4 @@
-"""The accuracy study's vectorised truth agrees with the reference functions of kbackup.reset.translate."""
+"""The accuracy study's vectorised truth agrees with the reference functions of kbackup.offsets.translate."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from bench.accuracy.measure import RestoredPartition
 from bench.accuracy.study import Judged, ScenarioRow, StudyResult, failures
-from kbackup.reset.translate import RestoredRecord, measure, reference_position
+from kbackup.offsets.translate import RestoredRecord, measure
+from tests.support.oracles import reference_position
 
 
 @st.composite

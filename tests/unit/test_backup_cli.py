@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kbackup import config as config_module
-from kbackup.cli.backup_cmds import build_backup_job, storage_settings
+from kbackup.app import config as config_module
+from kbackup.app.overrides import backup_job, storage_settings
 from kbackup.cli.main import run
 from kbackup.core.errors import UsageError
 
@@ -38,10 +38,11 @@ def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> config_module.KBacku
 
 
 def test_config_alone_makes_the_job(cfg: config_module.KBackupConfig) -> None:
-    job = build_backup_job(cfg)
+    job = backup_job(cfg)
     assert job.backup_id == "nightly"
     assert job.source.bootstrap_servers == ["kafka-1:9092"]
     assert job.source.topics.include == ["orders"]
+    assert job.source.security.sasl_password is not None
     assert job.source.security.sasl_password.get_secret_value() == "hunter2-secret"
     assert job.settings.source_cluster_id == "prod"
     assert job.settings.continuous is False
@@ -49,7 +50,7 @@ def test_config_alone_makes_the_job(cfg: config_module.KBackupConfig) -> None:
 
 
 def test_flags_override_config_keys(cfg: config_module.KBackupConfig) -> None:
-    job = build_backup_job(
+    job = backup_job(
         cfg,
         bootstrap_servers="k1:1,k2:2",
         include=["payments.*"],
@@ -73,7 +74,7 @@ def test_flags_override_config_keys(cfg: config_module.KBackupConfig) -> None:
 
 
 def test_flags_alone_are_enough() -> None:
-    job = build_backup_job(config_module.KBackupConfig(), bootstrap_servers="k:9092", backup_id="b")
+    job = backup_job(config_module.KBackupConfig(), bootstrap_servers="k:9092", backup_id="b")
     assert job.source.topics.include == [".*"]
     assert job.storage.resolved_url() == "./kafka-backups"
 
@@ -88,9 +89,9 @@ def test_path_replaces_backend_keys(tmp_path: Path) -> None:
 
 def test_missing_source_or_backup_id_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="no source cluster"):
-        build_backup_job(config_module.KBackupConfig(), backup_id="b")
+        backup_job(config_module.KBackupConfig(), backup_id="b")
     with pytest.raises(UsageError, match="no backup id"):
-        build_backup_job(config_module.KBackupConfig(), bootstrap_servers="k:9092")
+        backup_job(config_module.KBackupConfig(), bootstrap_servers="k:9092")
 
 
 def test_cli_reports_usage_and_config_mistakes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

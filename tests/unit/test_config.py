@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import redact

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from kbackup.app.config import KBackupConfig
 from kbackup.cli.config_reference import render_config_reference
-from kbackup.config import KBackupConfig
 
 DOC = Path(__file__).parents[2] / "docs" / "configuration.md"
 

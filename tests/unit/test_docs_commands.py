@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from tests.support.cli_lines import CliLine, command_lines, parse_cli
 
 ROOT = Path(__file__).parents[2]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from tests.support.cli_lines import command_lines, config_paths, parse_cli
 
 ROOT = Path(__file__).parents[2]

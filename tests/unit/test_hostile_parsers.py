@@ -21,11 +21,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from kbackup.core.errors import EXIT_CODES, BackupIntegrityError, ConfigError, KBackupError
-from kbackup.mapping.mapping_file import OffsetMapping, ScannedPartition, read_mapping, write_mapping
-from kbackup.mapping.ranges import OffsetRange
-from kbackup.reset.plan import (
+from kbackup.format.mapping_file import OffsetMapping, ScannedPartition, read_mapping, write_mapping
+from kbackup.format.reset_plan import (
     GroupReset,
     PartitionOffsets,
     PartitionReset,
@@ -34,6 +33,7 @@ from kbackup.reset.plan import (
     TargetInfo,
     read_plan,
 )
+from kbackup.offsets.ranges import OffsetRange
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

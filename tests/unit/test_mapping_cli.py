@@ -90,29 +90,57 @@ def test_connection_security_becomes_java_client_options(tmp_path: Path) -> None
     assert options["kafka.client.rack"] == "r1"
 
 
-def test_spark_submit_script_parses_its_options() -> None:
-    from kbackup.mapping.submit import parser
+def test_spark_submit_entry_is_show_offset_mapping(capsys: pytest.CaptureFixture[str]) -> None:
+    """The spark-submit application parses with the CLI itself: the same options and --help."""
+    from kbackup.cli.spark_submit import main
 
-    options = parser().parse_args(
-        ["-b", "k:9092", "-t", "a", "-t", "b", "--source-cluster", "c", "--kafka-option", "x.y=1=2"]
+    assert main(["--help"]) == 0
+    shown = capsys.readouterr().out
+    for option in ("--all-topics", "--kafka-option", "--min-partitions", "--connect-timeout", "--config"):
+        assert option in shown
+    # Both --topic and --all-topics: refused before any network call, with the CLI's usage code.
+    code = main(["-b", NOWHERE, "-t", "a", "--all-topics", "--source-cluster", "c"])
+    assert code == UsageError.exit_code
+    assert "either --topic" in capsys.readouterr().err
+
+
+def test_kafka_options_from_the_command_line_go_over_the_config() -> None:
+    from kbackup.app.config import KBackupConfig
+    from kbackup.app.overrides import mapping_inputs
+
+    config = KBackupConfig.model_validate(
+        {
+            "target": {"bootstrap_servers": "k:9092", "connect_timeout_secs": 3},
+            "mapping": {"kafka_options": {"client.rack": "r1", "x.y": "old"}},
+        }
     )
-    assert options.topic == ["a", "b"]
-    assert options.kafka_option == [("x.y", "1=2")]
-    with pytest.raises(SystemExit):
-        parser().parse_args(["-b", "k:9092", "-t", "a", "--all-topics", "--source-cluster", "c"])
+    inputs = mapping_inputs(
+        config,
+        source_cluster="c",
+        kafka_options={"x.y": "1=2"},
+        min_partitions=4,
+        connect_timeout_secs=9,
+    )
+    assert inputs.settings.kafka_options == {"client.rack": "r1", "x.y": "1=2"}
+    assert inputs.settings.min_partitions == 4
+    assert inputs.connection.connect_timeout_secs == 9
+    argv = ["show-offset-mapping", "-b", NOWHERE, "-t", "a", "--source-cluster", "c", "--kafka-option", "x"]
+    assert run(argv) == UsageError.exit_code
 
 
 def test_spark_submit_script_reports_errors_as_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from kbackup.mapping.submit import main
+    from kbackup.cli.spark_submit import main
 
     code = main(["-b", NOWHERE, "-t", "a", "--source-cluster", "c", "--format", "parquet"])
     assert code == UsageError.exit_code
-    assert "give --output FILE" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("kafka-backup: error: ")
+    assert "give --output FILE" in err
 
 
 def test_spark_read_options_cover_exactly_the_planned_offsets_read_committed() -> None:
+    from kbackup.format.mapping_file import ScannedPartition
     from kbackup.mapping.job import read_options
-    from kbackup.mapping.mapping_file import ScannedPartition
 
     options = read_options(
         {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
-from kbackup.mapping.mapping_file import (
+from kbackup.format.mapping_file import (
     OffsetMapping,
     ScannedPartition,
     parse_format,
@@ -17,7 +17,7 @@ from kbackup.mapping.mapping_file import (
     render,
     write_mapping,
 )
-from kbackup.mapping.ranges import OffsetRange
+from kbackup.offsets.ranges import OffsetRange
 
 
 def sample_mapping() -> OffsetMapping:

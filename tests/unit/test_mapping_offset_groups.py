@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbackup.mapping.offset_groups import GROUPS_SCHEMA, read_groups
-from kbackup.mapping.ranges import merge_touching
+from kbackup.offsets.ranges import merge_touching
 from tests.support.mapping_oracle import Restored, brute_force_ranges
 from tests.unit.test_mapping_ranges import fold, restored_partitions
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbackup.mapping.arrow_ranges import INPUT_SCHEMA, scan_batches
-from kbackup.mapping.ranges import OffsetRange, PartitionIndex, build_ranges, merge_touching
+from kbackup.offsets.ranges import OffsetRange, PartitionIndex, build_ranges, merge_touching
 from tests.support.mapping_oracle import Restored, brute_force_position, brute_force_ranges
 
 

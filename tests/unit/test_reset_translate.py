@@ -9,13 +9,8 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbackup.reset.translate import (
-    MAX_GUESSES,
-    RestoredRecord,
-    measure,
-    reference_position,
-    search_position,
-)
+from kbackup.offsets.translate import MAX_GUESSES, RestoredRecord, measure, search_position
+from tests.support.oracles import reference_position
 
 
 def restored(
@@ -157,8 +152,8 @@ def test_search_equals_reference(
         assert (outcome.skipped, outcome.reprocessed) == (0, 0)
 
 
-from kbackup.mapping.ranges import index_by_target  # noqa: E402
-from kbackup.reset.translate import ranges_from_records  # noqa: E402
+from kbackup.offsets.ranges import index_by_target  # noqa: E402
+from tests.support.oracles import ranges_from_records  # noqa: E402
 
 
 @st.composite

@@ -10,7 +10,7 @@ import pytest
 from kbackup.cli.main import run
 from kbackup.cli.restore_cmds import _offset_ranges
 from kbackup.core.errors import ConfigError, NotFoundError, UsageError
-from kbackup.restore.progress_store import PartitionProgress, decode_progress, encode_progress, progress_key
+from kbackup.format.restore_progress import PartitionProgress, decode_progress, encode_progress, progress_key
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord
 

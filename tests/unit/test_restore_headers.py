@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbackup.core.origin import (
+from kbackup.format.origin import (
     ORIGIN_HEADERS,
     Origin,
     origin_headers,

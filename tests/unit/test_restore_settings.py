@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from kbackup.core.errors import ConfigError
 
 

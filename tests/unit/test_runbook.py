@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from tests.support.cli_lines import CliLine, command_lines, config_paths, parse_cli
 
 RUNBOOK = Path(__file__).parents[2] / "docs" / "runbook.md"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kbackup import config as config_module
+from kbackup.app import config as config_module
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.clients import KafkaClients
 from kbackup.core.secrets import redact, redact_properties
 
 

@@ -27,10 +27,8 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-#: (source topic, source partition)
-SourcePartition = tuple[str, int]
-#: (target topic, target partition)
-TargetPartition = tuple[str, int]
+from kbackup.core.types import TopicPartitionKey
+
 #: One restored record as the range builder sees it:
 #: (target offset, source topic, source partition, source offset).
 OriginRecord = tuple[int, str, int, int]
@@ -61,11 +59,11 @@ class OffsetRange:
         return self.target_end - self.target_start + 1
 
     @property
-    def source(self) -> SourcePartition:
+    def source(self) -> TopicPartitionKey:
         return (self.source_topic, self.source_partition)
 
     @property
-    def target(self) -> TargetPartition:
+    def target(self) -> TopicPartitionKey:
         return (self.target_topic, self.target_partition)
 
     def continues_with(self, other: OffsetRange) -> bool:
@@ -91,7 +89,7 @@ def build_ranges(
     the caller and raises ``ValueError``.
     """
     open_range: list[int] | None = None  # [source_start, source_end, target_start, target_end]
-    open_source: SourcePartition = ("", -1)
+    open_source: TopicPartitionKey = ("", -1)
     for target_offset, source_topic, source_partition, source_offset in records:
         if open_range is not None:
             if target_offset <= open_range[3]:
@@ -115,7 +113,7 @@ def build_ranges(
 
 
 def _range(
-    source: SourcePartition, target_topic: str, target_partition: int, bounds: list[int]
+    source: TopicPartitionKey, target_topic: str, target_partition: int, bounds: list[int]
 ) -> OffsetRange:
     return OffsetRange(source[0], source[1], target_topic, target_partition, *bounds)
 
@@ -188,14 +186,14 @@ class PartitionIndex:
     is checked, which is still exact.
     """
 
-    def __init__(self, target: TargetPartition, ranges: Iterable[OffsetRange]) -> None:
+    def __init__(self, target: TopicPartitionKey, ranges: Iterable[OffsetRange]) -> None:
         self.target = target
-        self.by_source: dict[SourcePartition, list[OffsetRange]] = {}
+        self.by_source: dict[TopicPartitionKey, list[OffsetRange]] = {}
         for item in sorted(ranges, key=target_order):
             if item.target != target:
                 raise ValueError(f"range {item} is not in {target[0]}[{target[1]}]")
             self.by_source.setdefault(item.source, []).append(item)
-        self._source_ends: dict[SourcePartition, list[int] | None] = {}
+        self._source_ends: dict[TopicPartitionKey, list[int] | None] = {}
         for source, items in self.by_source.items():
             ends = [item.source_end for item in items]
             rising = all(a.source_end < b.source_start for a, b in pairwise(items))
@@ -204,7 +202,7 @@ class PartitionIndex:
             (item.target_end + 1 for items in self.by_source.values() for item in items), default=0
         )
 
-    def _first_at_or_after(self, source: SourcePartition, committed: int) -> tuple[int, int] | None:
+    def _first_at_or_after(self, source: TopicPartitionKey, committed: int) -> tuple[int, int] | None:
         """(target offset, source offset) of the first record of ``source`` at or after ``committed``."""
         items = self.by_source.get(source, [])
         ends = self._source_ends.get(source)
@@ -220,7 +218,7 @@ class PartitionIndex:
                 best = (item.target_start + step, item.source_start + step)
         return best
 
-    def position_of_source(self, source: SourcePartition, committed: int) -> TargetPosition:
+    def position_of_source(self, source: TopicPartitionKey, committed: int) -> TargetPosition:
         """The position for one source partition alone, ignoring the others in this partition."""
         found = self._first_at_or_after(source, committed)
         offset = self.end if found is None else found[0]
@@ -234,7 +232,7 @@ class PartitionIndex:
         )
 
     def position(
-        self, committed: Mapping[SourcePartition, int], sources: Collection[SourcePartition] | None = None
+        self, committed: Mapping[TopicPartitionKey, int], sources: Collection[TopicPartitionKey] | None = None
     ) -> TargetPosition:
         """The target position for a group with these committed source offsets.
 
@@ -279,9 +277,9 @@ def _count_unprocessed_before(item: OffsetRange, committed: int, position: int) 
     return max(0, last - first_unprocessed_target + 1)
 
 
-def index_by_target(ranges: Sequence[OffsetRange]) -> dict[TargetPartition, PartitionIndex]:
+def index_by_target(ranges: Sequence[OffsetRange]) -> dict[TopicPartitionKey, PartitionIndex]:
     """A look-up index per target partition."""
-    grouped: dict[TargetPartition, list[OffsetRange]] = {}
+    grouped: dict[TopicPartitionKey, list[OffsetRange]] = {}
     for item in ranges:
         grouped.setdefault(item.target, []).append(item)
     return {target: PartitionIndex(target, items) for target, items in grouped.items()}

@@ -1,10 +1,8 @@
 """Offset translation, as ``shared/reference/offset-translation.md`` defines it. Pure functions.
 
-Three things live here:
+Two things live here (the reference's formula itself, computed by brute force, is a test
+oracle: ``tests/support/oracles.py``):
 
-- :func:`reference_position`: the definition of the correct target position
-  for a group on one target partition, computed by brute force from the
-  restored records. Tests and the accuracy study use it as the oracle.
 - :func:`measure`: how many records a position skips (data loss) or makes
   the group re-read.
 - :func:`search_position`: the header-based translation without a scan. When
@@ -14,7 +12,7 @@ Three things live here:
   that reads one record per probe: about log2(n) small fetches.
 
 Positions from a mapping's ranges (repartitioned restores) are
-:meth:`kbackup.mapping.ranges.PartitionIndex.position`.
+:meth:`kbackup.offsets.ranges.PartitionIndex.position`.
 """
 
 from __future__ import annotations
@@ -22,9 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from kbackup.mapping.ranges import OffsetRange, build_ranges
-
-SourcePartition = tuple[str, int]
+from kbackup.core.types import TopicPartitionKey
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -37,35 +33,8 @@ class RestoredRecord:
     source_offset: int
 
     @property
-    def source(self) -> SourcePartition:
+    def source(self) -> TopicPartitionKey:
         return (self.source_topic, self.source_partition)
-
-
-def reference_position(
-    records: Iterable[RestoredRecord], committed: Mapping[SourcePartition, int]
-) -> int | None:
-    """The target position of a group on one target partition (the reference's formula).
-
-    ``records`` are the restored records of one target partition (any order).
-    ``committed[(T, p)]`` is the group's committed source offset C on (T, p);
-    a source partition missing from ``committed`` counts as "nothing
-    processed" (C = 0): every record of it must be consumed.
-
-        position = min { t(r) : o(r) >= C[T(r), p(r)] }, or max { t(r) } + 1 if no such r.
-
-    None when the partition holds no restored record at all.
-    """
-    first_unprocessed: int | None = None
-    last_target: int | None = None
-    for record in records:
-        last_target = record.target_offset if last_target is None else max(last_target, record.target_offset)
-        if record.source_offset >= committed.get(record.source, 0) and (
-            first_unprocessed is None or record.target_offset < first_unprocessed
-        ):
-            first_unprocessed = record.target_offset
-    if first_unprocessed is not None:
-        return first_unprocessed
-    return None if last_target is None else last_target + 1
 
 
 @dataclass(frozen=True)
@@ -79,7 +48,7 @@ class Measurement:
 
 
 def measure(
-    records: Iterable[RestoredRecord], committed: Mapping[SourcePartition, int], position: int
+    records: Iterable[RestoredRecord], committed: Mapping[TopicPartitionKey, int], position: int
 ) -> Measurement:
     skipped = reprocessed = 0
     for record in records:
@@ -207,16 +176,3 @@ def last_record_before(probe: Probe, start: int, end: int) -> _LastRecord:
             best = record
             low = record.target_offset + 1
     return _LastRecord(record=best, probes=probes)
-
-
-def ranges_from_records(
-    records: Iterable[RestoredRecord], target_topic: str, target_partition: int
-) -> list[OffsetRange]:
-    """One target partition's restored records (any order) as mapping ranges. Used as an oracle."""
-    return list(
-        build_ranges(
-            target_topic,
-            target_partition,
-            ((r.target_offset, r.source_topic, r.source_partition, r.source_offset) for r in sorted(records)),
-        )
-    )

@@ -3,7 +3,7 @@ and prove that no group would skip a record it had not processed on the source.
 
 ``run_drill`` works on any two clusters (CI pipelines run it on a schedule);
 ``run_local_drill`` starts two throwaway local clusters, fills the source with
-realistic data (see :mod:`kbackup.drill.local_data`) and runs the same drill.
+realistic data (see :mod:`kbackup.app.drill_data`) and runs the same drill.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kbackup.app.config import KBackupConfig
+from kbackup.app.drill_proof import Verification, verify_positions
+from kbackup.app.settings import DrillSettings, ThreePhaseSettings
+from kbackup.app.three_phase import ThreePhaseSummary, job_backup, three_phase_restore
 from kbackup.backup.settings import SourceSettings, TopicSelection
-from kbackup.config import KBackupConfig
-from kbackup.core.admin import open_admin
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import ConfigError
+from kbackup.core.kafka.admin import open_admin
 from kbackup.core.progress import Progress
-from kbackup.drill.settings import DrillSettings, ThreePhaseSettings
-from kbackup.drill.three_phase import ThreePhaseSummary, job_backup, three_phase_restore
-from kbackup.drill.verify import Verification, verify_positions
 from kbackup.format.manifest import utc_now_iso
 from kbackup.reset.settings import OffsetResetSettings
 
@@ -207,7 +207,7 @@ def run_local_drill(
     *, report_path: Path, records_per_partition: int = 2_000, progress: Progress | None = None
 ) -> DrillReport:
     """Two throwaway local clusters, realistic data, the full drill on local-folder storage."""
-    from kbackup.drill.local_data import fill_source
+    from kbackup.app.drill_data import fill_source
     from kbackup.sandbox.kafka import local_clusters
 
     with (

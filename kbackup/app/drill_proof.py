@@ -15,15 +15,13 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from kbackup.core.admin import open_admin
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka import KafkaClients
-from kbackup.core.origin import parse_origin
-from kbackup.reset.translate import RestoredRecord, measure
-
-SourcePartitionKey = tuple[str, int]
-TargetPartitionKey = tuple[str, int]
+from kbackup.core.kafka.admin import open_admin
+from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.types import TopicPartitionKey
+from kbackup.format.origin import parse_origin
+from kbackup.offsets.translate import RestoredRecord, measure
 
 
 @dataclass(frozen=True)
@@ -62,15 +60,15 @@ class Verification:
 
 def read_restored(
     connection: KafkaConnection,
-    partitions: Iterable[TargetPartitionKey],
+    partitions: Iterable[TopicPartitionKey],
     source_cluster: str,
     timeout: float = 300.0,
-) -> dict[TargetPartitionKey, list[RestoredRecord]]:
+) -> dict[TopicPartitionKey, list[RestoredRecord]]:
     """Every restored record (origin cluster = ``source_cluster``) of the given target partitions."""
     keys = sorted(set(partitions))
     admin = open_admin(connection)
     ranges = admin.partition_ranges(keys)
-    result: dict[TargetPartitionKey, list[RestoredRecord]] = {key: [] for key in keys}
+    result: dict[TopicPartitionKey, list[RestoredRecord]] = {key: [] for key in keys}
     pending = {key for key in keys if ranges[key].log_end > ranges[key].log_start}
     if not pending:
         return result
@@ -109,8 +107,8 @@ def verify_positions(
     connection: KafkaConnection,
     *,
     source_cluster: str,
-    groups: Mapping[str, Mapping[SourcePartitionKey, int]],
-    target_partitions_of: Mapping[str, list[TargetPartitionKey]],
+    groups: Mapping[str, Mapping[TopicPartitionKey, int]],
+    target_partitions_of: Mapping[str, list[TopicPartitionKey]],
 ) -> Verification:
     """Judge every group's committed position on the target.
 

@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from kbackup.core.admin import open_admin
 from kbackup.core.config import KafkaConnection
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.admin import open_admin
+from kbackup.core.kafka.clients import KafkaClients
 from kbackup.core.logs import get_logger
+from kbackup.core.types import TopicPartitionKey
 
 log = get_logger("drill.data")
-
-SourcePartitionKey = tuple[str, int]
 
 
 @dataclass
@@ -38,7 +37,7 @@ class DrillData:
 
     topics: dict[str, int] = field(default_factory=dict)
     #: group -> {(topic, partition): committed offset}
-    groups: dict[str, dict[SourcePartitionKey, int]] = field(default_factory=dict)
+    groups: dict[str, dict[TopicPartitionKey, int]] = field(default_factory=dict)
     #: Groups that exist on the source but never committed an offset.
     never_committed: list[str] = field(default_factory=list)
     records_written: int = 0
@@ -71,7 +70,7 @@ def _visible_offsets(connection: KafkaConnection, topic: str, partition: int) ->
     return offsets
 
 
-def _commit(connection: KafkaConnection, group: str, offsets: dict[SourcePartitionKey, int]) -> None:
+def _commit(connection: KafkaConnection, group: str, offsets: dict[TopicPartitionKey, int]) -> None:
     consumer = KafkaClients(connection, client_id=f"drill-{group}").consumer(group_id=group)
     try:
         consumer.commit(
@@ -190,7 +189,7 @@ def _commit_groups(connection: KafkaConnection, data: DrillData, prefix: str, rn
     orders, clicks, customers, payments = (
         f"{prefix}{name}" for name in ("orders", "clicks", "customers", "payments")
     )
-    plans: dict[str, dict[SourcePartitionKey, int]] = {
+    plans: dict[str, dict[TopicPartitionKey, int]] = {
         # Fully caught up on everything it reads.
         f"{prefix}analytics": {
             (t, p): ends[(t, p)].log_end for t in (orders, clicks) for p in range(data.topics[t])

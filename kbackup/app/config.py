@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.backup.settings import BackupSettings, SourceSettings
 from kbackup.core.config import StorageSettings, StrictModel, load_config
-from kbackup.drill.settings import DrillSettings, ThreePhaseSettings
 from kbackup.mapping.settings import MappingSettings
 from kbackup.reset.settings import OffsetResetSettings
 from kbackup.restore.settings import RestoreSettings, TargetSettings

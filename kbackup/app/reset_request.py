@@ -1,18 +1,24 @@
-"""From a config file to a reset plan, and the timestamp lookups the timestamp strategy needs."""
+"""From a config file to a reset plan: the one place a reset request is assembled.
+
+``offset-reset plan``, ``offset-reset-bulk``, the three-phase restore and the drill all plan through
+:func:`plan_reset`, so each ``offset_reset`` setting (strategy, offset, timestamp, timeout, live
+source offsets, topic mapping, uncommitted partitions) means the same thing in every command.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kbackup.config import KBackupConfig
+from kbackup.app.config import KBackupConfig
+from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.clients import KafkaClients
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
-from kbackup.format.segments import iter_segment_batches
-from kbackup.reset.plan import ResetPlan
-from kbackup.reset.planner import MappingIndex, PlanRequest, RecordTimestampLookup, plan_offset_reset
-from kbackup.reset.sources import SourceOffsets, from_backup, from_live_source
+from kbackup.format.reset_plan import ResetPlan
+from kbackup.reset.mapping_input import load_mapping_index
+from kbackup.reset.planner import MappingIndex, PlanRequest, plan_offset_reset
+from kbackup.reset.sources import SourceOffsets, from_backup, from_live_source, timestamps_from_backup
 from kbackup.storage import Storage, open_storage
 
 
@@ -46,44 +52,25 @@ def source_offsets_for(
     return from_backup(backup, storage.url), backup, storage
 
 
-def timestamps_from_backup(storage: Storage, backup: Backup) -> RecordTimestampLookup:
-    """The timestamp of the first backed-up record at or after a source offset (reads one segment)."""
-    coverage = backup.coverage()
-
-    def lookup(topic: str, partition: int, offset: int) -> int | None:
-        item = coverage.get((topic, partition))
-        if item is None:
-            return None
-        for segment in item.segments:
-            if segment.last_offset < offset:
-                continue
-            for batch in iter_segment_batches(storage, backup.backup_id, segment):
-                offsets = batch.column("offset").to_pylist()
-                timestamps = batch.column("timestamp").to_pylist()
-                for found, timestamp in zip(offsets, timestamps, strict=True):
-                    if found >= offset:
-                        return int(timestamp)
-        return None
-
-    return lookup
-
-
-def plan_from_config(
+def reset_request(
     config: KBackupConfig,
     *,
     groups: list[str] | None = None,
     mapping: MappingIndex | None = None,
-    progress: Progress | None = None,
-) -> ResetPlan:
-    if config.target is None:
-        raise ConfigError("a 'target' section (the cluster the groups move to) is required")
+    group_prefix: str = "",
+) -> PlanRequest:
+    """The reset stage's request for this config.
+
+    ``groups`` (the command line's) replace ``offset_reset.groups``; ``mapping`` (the three-phase
+    restore's own scan) replaces ``offset_reset.mapping_file``; the target group of source group
+    G is ``group_prefix + G``.
+    """
+    target = require_target(config)
     settings = config.offset_reset
     chosen_groups = groups if groups else settings.groups
     source, backup, storage = source_offsets_for(config, chosen_groups)
     if mapping is None and settings.mapping_file:
-        from kbackup.reset.mapping_input import load_mapping_index
-
-        target_cluster_id = KafkaClients(config.target).cluster_info().cluster_id
+        target_cluster_id = KafkaClients(target).cluster_info().cluster_id
         mapping = load_mapping_index(
             Path(settings.mapping_file), source.info.source_cluster, target_cluster_id
         )
@@ -98,20 +85,37 @@ def plan_from_config(
         and backup is not None
         else None
     )
-    return plan_offset_reset(
-        PlanRequest(
-            target=config.target,
-            source=source,
-            strategy=settings.strategy,
-            groups=chosen_groups,
-            topic_mapping=topic_mapping,
-            mapping=mapping,
-            scan_all_partitions=settings.scan_all_partitions,
-            fixed_offset=settings.offset,
-            fixed_timestamp=settings.timestamp,
-            record_timestamp=record_timestamp,
-            timeout_secs=settings.timeout_secs,
-            uncommitted=settings.uncommitted_partitions,
-        ),
-        progress=progress,
+    return PlanRequest(
+        target=target,
+        source=source,
+        strategy=settings.strategy,
+        groups=chosen_groups,
+        topic_mapping=topic_mapping,
+        mapping=mapping,
+        scan_all_partitions=settings.scan_all_partitions,
+        fixed_offset=settings.offset,
+        fixed_timestamp=settings.timestamp,
+        record_timestamp=record_timestamp,
+        timeout_secs=settings.timeout_secs,
+        uncommitted=settings.uncommitted_partitions,
+        group_prefix=group_prefix,
     )
+
+
+def plan_reset(
+    config: KBackupConfig,
+    *,
+    groups: list[str] | None = None,
+    mapping: MappingIndex | None = None,
+    group_prefix: str = "",
+    progress: Progress | None = None,
+) -> ResetPlan:
+    """Plan the groups' new offsets on the target (reads both sides; changes nothing)."""
+    request = reset_request(config, groups=groups, mapping=mapping, group_prefix=group_prefix)
+    return plan_offset_reset(request, progress=progress)
+
+
+def require_target(config: KBackupConfig) -> KafkaConnection:
+    if config.target is None:
+        raise ConfigError("a 'target' section (the cluster the groups move to) is required")
+    return config.target

@@ -1,4 +1,4 @@
-"""Admin requests kafka-backup makes, on top of :class:`kbackup.core.kafka.KafkaClients`.
+"""Admin requests kafka-backup makes, on top of :class:`kbackup.core.kafka.clients.KafkaClients`.
 
 Each function waits for its futures and turns Kafka errors into project
 errors that keep Kafka's error code and name the group or topic involved.
@@ -16,15 +16,15 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError, NotFoundError
-from kbackup.core.kafka import translate_kafka_error
+from kbackup.core.kafka.clients import translate_kafka_error
 from kbackup.core.retry import call_with_retries
+from kbackup.core.types import TopicPartitionKey
 
 Result = TypeVar("Result")
 
 #: Group requests in flight at once (Kafka's group APIs take a single group per request);
 #: also the backup's group snapshot.
 CONCURRENT_GROUP_REQUESTS = 50
-TopicPartitionKey = tuple[str, int]
 
 #: Group states in which a group has members that would overwrite or reject new offsets.
 ACTIVE_GROUP_STATES = {
@@ -228,6 +228,6 @@ class Admin:
 
 
 def open_admin(connection: KafkaConnection) -> Admin:
-    from kbackup.core.kafka import KafkaClients
+    from kbackup.core.kafka.clients import KafkaClients
 
     return Admin(KafkaClients(connection).admin(), connection)

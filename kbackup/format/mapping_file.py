@@ -43,11 +43,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
-from kbackup.mapping.ranges import (
+from kbackup.core.types import TopicPartitionKey
+from kbackup.offsets.ranges import (
     OffsetRange,
     PartitionIndex,
-    SourcePartition,
-    TargetPartition,
     TargetPosition,
     index_by_target,
     target_order,
@@ -116,7 +115,7 @@ class OffsetMapping:
     # -- what the reset stage asks ------------------------------------------------------------
 
     @cached_property
-    def _index(self) -> dict[TargetPartition, PartitionIndex]:
+    def _index(self) -> dict[TopicPartitionKey, PartitionIndex]:
         return index_by_target(self.ranges)
 
     @property
@@ -131,7 +130,7 @@ class OffsetMapping:
                 return item.end_offset
         return None
 
-    def target_partitions_of(self, source_topics: Iterable[str]) -> list[TargetPartition]:
+    def target_partitions_of(self, source_topics: Iterable[str]) -> list[TopicPartitionKey]:
         """The target partitions holding restored records of any of these source topics."""
         wanted = set(source_topics)
         return sorted({item.target for item in self.ranges if item.source_topic in wanted})
@@ -148,7 +147,7 @@ class OffsetMapping:
         return max(ends) if ends else None
 
     def target_position(
-        self, target_topic: str, target_partition: int, committed: Mapping[SourcePartition, int]
+        self, target_topic: str, target_partition: int, committed: Mapping[TopicPartitionKey, int]
     ) -> TargetPosition | None:
         """Where a group with these committed source offsets resumes in one target partition.
 
@@ -163,8 +162,8 @@ class OffsetMapping:
         return None if index is None else index.position(committed)
 
     def target_positions(
-        self, committed: Mapping[SourcePartition, int]
-    ) -> dict[TargetPartition, TargetPosition]:
+        self, committed: Mapping[TopicPartitionKey, int]
+    ) -> dict[TopicPartitionKey, TargetPosition]:
         """:meth:`target_position` for every target partition holding records of the committed topics."""
         topics = {topic for topic, _ in committed}
         positions = {}

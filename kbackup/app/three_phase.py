@@ -17,19 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbackup.config import KBackupConfig
-from kbackup.core.admin import open_admin
+from kbackup.app.config import KBackupConfig
+from kbackup.app.reset_request import plan_reset
 from kbackup.core.errors import ConfigError, VerificationError
 from kbackup.core.faults import crash_point
-from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.admin import open_admin
+from kbackup.core.kafka.clients import KafkaClients
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
-from kbackup.format.manifest import utc_now_iso
+from kbackup.format.reset_plan import ResetPlan
+from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
-from kbackup.reset.plan import ResetPlan
-from kbackup.reset.planner import MappingIndex, PlanRequest, plan_offset_reset
+from kbackup.reset.planner import MappingIndex
 from kbackup.reset.probe import PartitionProbe, learn_topic, probe_consumer_properties
-from kbackup.reset.sources import from_backup
 
 log = get_logger("three-phase")
 
@@ -67,37 +67,6 @@ class ThreePhaseSummary:
                 phase.name: {"seconds": round(phase.seconds, 3), **phase.details} for phase in self.phases
             },
         }
-
-
-class StateFile:
-    """The recorded phases of one three-phase restore, written atomically after each phase."""
-
-    def __init__(self, path: Path, run_key: str) -> None:
-        self.path = path
-        self.run_key = run_key
-        self.data: dict[str, Any] = {"run_key": run_key, "phases": {}}
-        if path.exists():
-            try:
-                loaded = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ConfigError(
-                    f"three-phase state file {path} is damaged: {exc}",
-                    hint="remove it to start the three-phase restore from phase 1 (the restore itself still "
-                    "continues from its progress on the target)",
-                ) from None
-            if loaded.get("run_key") == run_key:
-                self.data = loaded
-
-    def done(self, phase: str) -> dict[str, Any] | None:
-        result: dict[str, Any] | None = self.data["phases"].get(phase)
-        return result
-
-    def record(self, phase: str, seconds: float, details: dict[str, Any]) -> None:
-        self.data["phases"][phase] = {"finished_at": utc_now_iso(), "seconds": seconds, **details}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = self.path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(self.data, indent=2) + "\n")
-        scratch.replace(self.path)
 
 
 def run_key_of(config: KBackupConfig, target_cluster_id: str | None) -> str:
@@ -159,7 +128,6 @@ def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = No
     crash_point("three-phase:after-restore")
 
     backup = job_backup(config)
-    topic_mapping = config.restore.topic_mapping
     target_topics = selected_target_topics(config, backup)
 
     # Phase 2: the exact source-to-target ranges (Spark).
@@ -176,19 +144,10 @@ def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = No
     plan_path = state_dir / f"{run_key}-reset-plan.json"
     if not phase_done("reset"):
         started = time.monotonic()
-        index = load_index(mapping_path, backup.source_cluster)
-        plan = plan_offset_reset(
-            PlanRequest(
-                target=target,
-                source=from_backup(backup, config.storage.resolved_url()),
-                strategy=config.offset_reset.strategy,
-                groups=config.offset_reset.groups,
-                topic_mapping=topic_mapping,
-                mapping=index,
-                scan_all_partitions=config.offset_reset.scan_all_partitions,
-                uncommitted=config.offset_reset.uncommitted_partitions,
-                group_prefix=config.three_phase.group_prefix,
-            ),
+        plan = plan_reset(
+            config,
+            mapping=load_index(mapping_path, backup.source_cluster),
+            group_prefix=config.three_phase.group_prefix,
             progress=progress,
         )
         plan_path.write_bytes(plan.to_json_bytes())
@@ -242,7 +201,8 @@ def build_mapping_phase(
     needed = config.three_phase.build_mapping == "always" or repartitioned(config, backup, target_topics)
     if not needed:
         return {"built": False, "reason": "no topic was repartitioned"}
-    from kbackup.mapping import build_offset_mapping, write_mapping
+    from kbackup.format.mapping_file import write_mapping
+    from kbackup.mapping import build_offset_mapping
 
     assert config.target is not None
     mapping = build_offset_mapping(

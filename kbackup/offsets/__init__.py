@@ -1,0 +1,1 @@
+"""Offset ranges and translation: pure functions, no Kafka, no Spark, no storage."""
