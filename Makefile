@@ -14,10 +14,8 @@ help: ## Show the targets
 demo: install jars ## Run the main job: a full local disaster-recovery drill on two throwaway clusters
 	$(BIN)/kafka-backup drill --local --report drill-report.json
 
-test: install jars ## Run the whole test suite (lint, types, unit and integration tests)
-	$(BIN)/ruff check kbackup tests bench
-	$(BIN)/ruff format --check kbackup tests bench
-	$(BIN)/mypy
+test: install jars ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
+	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest
 
 test-unit: install ## Unit tests only: no Kafka, no S3, no Spark
@@ -26,10 +24,11 @@ test-unit: install ## Unit tests only: no Kafka, no S3, no Spark
 test-integration: install jars ## Integration tests: real Kafka clusters, moto's S3 server, Spark
 	$(BIN)/pytest -m integration
 
-lint: install ## ruff and mypy
+lint: install ## ruff (with the banned-api rule), mypy strict and the import-layer contracts
 	$(BIN)/ruff check kbackup tests bench
 	$(BIN)/ruff format --check kbackup tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 system-deps: ## Java 17 and Maven (Debian packages), if missing
 	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
