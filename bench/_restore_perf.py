@@ -20,10 +20,9 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kbackup.format.segments import SegmentLimits
+from bench._synthetic_backup import GeneratedRecord, write_synthetic_backup
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 REPO = Path(__file__).resolve().parents[1]
 #: ProducerPerformance's payload alphabet (random upper-case letters).
@@ -77,25 +76,23 @@ def build_backup(
 ) -> int:
     """A backup of ``records`` null-key records of ``record_size`` bytes; its size on storage."""
     storage = LocalStorage(root)
-    builder = BackupBuilder(
-        storage, backup_id, source_cluster="bench-source", scratch_dir=scratch, limits=SegmentLimits()
-    )
-    builder.topic(topic, partitions)
     payloads = letter_payloads(record_size)
     now = int(time.time() * 1000)
     per_partition = records // partitions
 
-    def generate(partition: int) -> Iterator[BackupRecord]:
+    def generate(partition: int) -> Iterator[GeneratedRecord]:
         for i in range(per_partition):
-            yield BackupRecord(
-                offset=i,
-                value=payloads[(i * partitions + partition) % len(payloads)],
-                timestamp=now - 60_000 + i // 100,
-            )
+            yield i, now - 60_000 + i // 100, payloads[(i * partitions + partition) % len(payloads)]
 
-    for partition in range(partitions):
-        builder.partition(topic, partition, generate(partition))
-    builder.commit()
+    write_synthetic_backup(
+        storage,
+        backup_id,
+        topic=topic,
+        partitions=partitions,
+        records_of=generate,
+        source_cluster="bench-source",
+        scratch_dir=scratch,
+    )
     return sum(info.size for info in storage.list(f"{backup_id}/"))
 
 

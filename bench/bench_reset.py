@@ -60,7 +60,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from bench._perf import ConsumerPerfResult, consumer_perf, replace_section
 from bench._restore_perf import REPO, _run_measured
 from bench.bench_mapping import SOURCE_CLUSTER, fill
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import KafkaClients, PartitionReader
 from kbackup.format.catalog import commit_manifest
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -342,19 +342,21 @@ def binary_search_once(
 ) -> SearchRun:
     """One search as the planner makes it, with a new consumer and an empty probe cache."""
     received = ReceivedBytes()
-    consumer = KafkaClients(cluster.connection(), client_id="bench-reset-probe").consumer(
-        properties={**probe_consumer_properties(), "statistics.interval.ms": 100, "stats_cb": received}
+    clients = KafkaClients(cluster.connection(), client_id="bench-reset-probe")
+    reader = PartitionReader(
+        clients,
+        properties={**probe_consumer_properties(), "statistics.interval.ms": 100, "stats_cb": received},
     )
     try:
         probe = PartitionProbe(
-            consumer, topic=topic, partition=0, source_cluster=SOURCE_CLUSTER, end_offset=end
+            reader, topic=topic, partition=0, source_cluster=SOURCE_CLUSTER, end_offset=end
         )
         started = time.monotonic()
         result = search_position(lambda t: probe.first_at_or_after(t, SOURCE_TOPIC, 0), 0, end, committed)
         seconds = time.monotonic() - started
-        received_bytes = received.settle(consumer)
+        received_bytes = received.settle(reader.consumer)
     finally:
-        consumer.close()
+        reader.close()
     return SearchRun(label, committed, result.position, result.probes, probe.fetches, received_bytes, seconds)
 
 

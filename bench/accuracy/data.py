@@ -24,8 +24,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from kbackup.core.config import KafkaConnection
-from kbackup.core.kafka.admin import open_admin
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import KafkaClients, open_admin
 from kbackup.core.types import TopicPartitionKey
 
 MAIN, SKEW, TXN, COMPACT = "acc-main", "acc-skew", "acc-txn", "acc-compact"

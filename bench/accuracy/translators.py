@@ -24,8 +24,7 @@ from bench.accuracy.data import StudyGroup
 from bench.accuracy.measure import RestoredPartition
 from bench.accuracy.mm2_model import DEFAULT_OFFSET_LAG_MAX, OffsetSyncStore, mirror
 from kbackup.core.config import KafkaConnection
-from kbackup.core.kafka.admin import open_admin
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import KafkaClients, open_admin
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup
 from kbackup.offsets.ranges import build_ranges

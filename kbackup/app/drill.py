@@ -24,7 +24,7 @@ from kbackup.app.three_phase import ThreePhaseSummary, job_backup, three_phase_r
 from kbackup.backup.settings import SourceSettings, TopicSelection
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import ConfigError
-from kbackup.core.kafka.admin import open_admin
+from kbackup.core.kafka import open_admin
 from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
 from kbackup.reset.settings import OffsetResetSettings

@@ -19,12 +19,8 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
 from kbackup.core.config import KafkaConnection
-from kbackup.core.kafka.admin import open_admin
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import KafkaClients, PartitionReader, TopicSpec, open_admin
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 
@@ -46,38 +42,17 @@ class DrillData:
 def _visible_offsets(connection: KafkaConnection, topic: str, partition: int) -> list[int]:
     """Offsets of the records a read_committed consumer sees (holes are markers, aborted or compacted)."""
     clients = KafkaClients(connection, client_id="kafka-backup-drill-data")
-    consumer = clients.consumer(
-        properties={"isolation.level": "read_committed", "enable.partition.eof": True}
-    )
-    _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    offsets: list[int] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                break  # end of partition
-            offset = message.offset()
-            if offset is not None:
-                offsets.append(offset)
-            if offset is not None and offset >= end - 1:
-                break
-    finally:
-        consumer.close()
-    return offsets
+    with PartitionReader(clients) as reader:
+        return [
+            offset
+            for batch in reader.batches(topic, partition, 0, timeout_secs=60)
+            for offset in (message.offset() for message in batch)
+            if offset is not None
+        ]
 
 
 def _commit(connection: KafkaConnection, group: str, offsets: dict[TopicPartitionKey, int]) -> None:
-    consumer = KafkaClients(connection, client_id=f"drill-{group}").consumer(group_id=group)
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-        )
-    finally:
-        consumer.close()
+    open_admin(connection, client_id=f"drill-{group}").alter_offsets(group, offsets)
 
 
 def _holes(offsets: list[int]) -> list[int]:
@@ -92,24 +67,19 @@ def fill_source(
     admin = open_admin(connection)
     topics = {f"{prefix}orders": 3, f"{prefix}clicks": 2, f"{prefix}customers": 1, f"{prefix}payments": 2}
     compacted = f"{prefix}customers"
-    new_topics = [
-        NewTopic(
-            name,
-            count,
-            1,
-            config={
-                "cleanup.policy": "compact",
-                "segment.ms": "100",
-                "min.cleanable.dirty.ratio": "0.01",
-                "min.compaction.lag.ms": "0",
-            }
-            if name == compacted
-            else {},
-        )
+    compaction = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0",
+    }
+    specs = [
+        TopicSpec(name, count, 1, configs=compaction if name == compacted else {})
         for name, count in topics.items()
     ]
-    for future in admin.client.create_topics(new_topics).values():
-        future.result(30)
+    for refused in admin.create_topics(specs).values():
+        if refused is not None:
+            raise refused.error
     data = DrillData(topics=topics)
     base = KafkaClients(connection, client_id="kafka-backup-drill-data").producer(**{"linger.ms": 20})
     started = int(time.time() * 1000) - 3_600_000  # recent: real clusters' retention must not delete them

@@ -13,12 +13,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, TopicPartition
-
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka.admin import open_admin
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.origin import parse_origin
 from kbackup.offsets.translate import RestoredRecord, measure
@@ -66,40 +62,31 @@ def read_restored(
 ) -> dict[TopicPartitionKey, list[RestoredRecord]]:
     """Every restored record (origin cluster = ``source_cluster``) of the given target partitions."""
     keys = sorted(set(partitions))
-    admin = open_admin(connection)
-    ranges = admin.partition_ranges(keys)
+    ranges = open_admin(connection).partition_ranges(keys)
     result: dict[TopicPartitionKey, list[RestoredRecord]] = {key: [] for key in keys}
-    pending = {key for key in keys if ranges[key].log_end > ranges[key].log_start}
-    if not pending:
-        return result
-    consumer = KafkaClients(connection, client_id="kafka-backup-drill-verify").consumer(
-        properties={"isolation.level": "read_committed", "enable.partition.eof": True}
-    )
-    consumer.assign([TopicPartition(t, p, ranges[(t, p)].log_start) for t, p in sorted(pending)])
     deadline = time.monotonic() + timeout
-    try:
-        while pending:
-            if time.monotonic() > deadline:
-                raise KafkaOperationError(f"reading the restored partitions took longer than {timeout:g}s")
-            for message in consumer.consume(num_messages=5000, timeout=0.5):
-                key = (message.topic() or "", message.partition() or 0)
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(key)
-                        continue
-                    raise KafkaOperationError(f"reading {key[0]}/{key[1]} failed: {error.str()}")
-                offset = message.offset()
-                if offset is None:
-                    continue
-                headers = message.headers()
-                origin = parse_origin(headers if isinstance(headers, list) else None)
-                if origin is not None and origin.cluster == source_cluster:
-                    result[key].append(RestoredRecord(offset, origin.topic, origin.partition, origin.offset))
-                if offset >= ranges[key].log_end - 1:
-                    pending.discard(key)
-    finally:
-        consumer.close()
+    clients = KafkaClients(connection, client_id="kafka-backup-drill-verify")
+    with PartitionReader(clients) as reader:
+        for key in keys:
+            span = ranges[key]
+            if span.log_end <= span.log_start:
+                continue
+            for batch in reader.batches(
+                key[0],
+                key[1],
+                span.log_start,
+                span.log_end,
+                timeout_secs=max(0.0, deadline - time.monotonic()),
+            ):
+                for message in batch:
+                    headers = message.headers()
+                    origin = parse_origin(headers if isinstance(headers, list) else None)
+                    if origin is not None and origin.cluster == source_cluster:
+                        offset = message.offset()
+                        assert offset is not None  # the reader hands over records only
+                        result[key].append(
+                            RestoredRecord(offset, origin.topic, origin.partition, origin.offset)
+                        )
     return result
 
 

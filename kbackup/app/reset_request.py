@@ -12,7 +12,7 @@ from pathlib import Path
 from kbackup.app.config import KBackupConfig
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import open_admin
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.reset_plan import ResetPlan
@@ -70,7 +70,7 @@ def reset_request(
     chosen_groups = groups if groups else settings.groups
     source, backup, storage = source_offsets_for(config, chosen_groups)
     if mapping is None and settings.mapping_file:
-        target_cluster_id = KafkaClients(target).cluster_info().cluster_id
+        target_cluster_id = open_admin(target).cluster_id()
         mapping = load_mapping_index(
             Path(settings.mapping_file), source.info.source_cluster, target_cluster_id
         )

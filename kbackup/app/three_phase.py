@@ -21,15 +21,14 @@ from kbackup.app.config import KBackupConfig
 from kbackup.app.reset_request import plan_reset
 from kbackup.core.errors import ConfigError, VerificationError
 from kbackup.core.faults import crash_point
-from kbackup.core.kafka.admin import open_admin
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import ResetPlan
 from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.planner import MappingIndex
-from kbackup.reset.probe import PartitionProbe, learn_topic, probe_consumer_properties
+from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 
 log = get_logger("three-phase")
 
@@ -91,7 +90,7 @@ def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = No
     from kbackup.restore import service as restore_service
 
     target = config.target
-    cluster_id = KafkaClients(target).cluster_info().cluster_id
+    cluster_id = open_admin(target).cluster_id()
     run_key = run_key_of(config, cluster_id)
     state_dir = Path(config.three_phase.state_dir)
     state = StateFile(state_dir / f"{run_key}.json", run_key)
@@ -249,13 +248,13 @@ def verify_plan_applied(config: KBackupConfig, plan: ResetPlan) -> dict[str, Any
     admin = open_admin(config.target)
     clients = KafkaClients(config.target, client_id="kafka-backup-verify")
     # The planner's probe settings (read_committed, no read-ahead, no long polls at the end).
-    consumer = clients.consumer(properties=probe_consumer_properties())
+    reader = PartitionReader(clients, properties=probe_consumer_properties())
     problems: list[str] = []
     checked = 0
     ends = {(item.topic, item.partition): item.log_end for item in plan.target_partitions}
     try:
         for topic in sorted({topic for topic, _ in ends}):
-            learn_topic(consumer, topic, config.target)
+            reader.learn_topic(topic)
         for group in plan.groups:
             committed = admin.committed_offsets(group.group_id)
             for row in group.partitions:
@@ -269,7 +268,7 @@ def verify_plan_applied(config: KBackupConfig, plan: ResetPlan) -> dict[str, Any
                 if row.expected_origin is None:
                     continue
                 probe = PartitionProbe(
-                    consumer,
+                    reader,
                     topic=key[0],
                     partition=key[1],
                     source_cluster=plan.source.source_cluster,
@@ -288,7 +287,7 @@ def verify_plan_applied(config: KBackupConfig, plan: ResetPlan) -> dict[str, Any
                         f"{row.expected_origin.topic}/{row.expected_origin.partition}@{row.expected_origin.offset}"
                     )
     finally:
-        consumer.close()
+        reader.close()
     if problems:
         raise VerificationError("three-phase restore verification failed:\n  " + "\n  ".join(problems))
     return {"positions_checked": checked, "problems": 0}

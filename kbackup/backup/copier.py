@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.records import messages_to_batch
@@ -35,7 +34,14 @@ from kbackup.backup.writer_thread import WriterThread
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError
 from kbackup.core.faults import crash_point
-from kbackup.core.kafka.clients import translate_kafka_error
+from kbackup.core.kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+    translate_kafka_error,
+)
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.layout import new_run_id

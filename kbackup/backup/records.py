@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Message
 
+from kbackup.core.kafka import Message
 from kbackup.format.schema import RECORD_SCHEMA
 
 _HEADERS_TYPE: pa.ListType = RECORD_SCHEMA.field("headers").type

@@ -35,12 +35,12 @@ from kbackup.backup.plan import (
     select_topics,
 )
 from kbackup.backup.settings import BackupSettings, SourceSettings
-from kbackup.backup.source import ClusterMetadata, SourceCluster
+from kbackup.backup.source import SourceCluster
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, NotFoundError
 from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
-from kbackup.core.kafka.clients import KafkaClients, check_client_properties
+from kbackup.core.kafka import ClusterMetadata, KafkaClients, check_client_properties
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress, ProgressTask
 from kbackup.core.types import TopicPartitionKey

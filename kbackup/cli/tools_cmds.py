@@ -11,7 +11,7 @@ import typer
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import UsageError
-from kbackup.core.kafka.clients import KafkaClients, check_client_properties
+from kbackup.core.kafka import check_client_properties, open_admin
 from kbackup.storage import open_storage
 
 
@@ -39,11 +39,11 @@ def check(
         check_client_properties(connection)
     report: dict[str, Any] = {}
     for role, connection in clusters.items():
-        info = KafkaClients(connection).cluster_info()
+        info = open_admin(connection).metadata()
         report[role] = {
             "bootstrap_servers": connection.bootstrap_servers,
             "cluster_id": info.cluster_id,
-            "brokers": info.broker_count,
+            "brokers": len(info.brokers),
             "topics": len(info.topics),
         }
     storage = open_storage(cfg.storage)

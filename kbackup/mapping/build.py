@@ -19,7 +19,7 @@ from kbackup.core.errors import (
     NotFoundError,
     UsageError,
 )
-from kbackup.core.kafka.clients import KafkaClients, translate_kafka_error
+from kbackup.core.kafka import Admin, KafkaClients
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.format.mapping_file import OffsetMapping, ScannedPartition, ScanStats
@@ -58,9 +58,8 @@ def plan_scan(
     """
     if all_topics == bool(topics):
         raise UsageError("give either --topic (one or more) or --all-topics")
-    clients = KafkaClients(connection, client_id=CLIENT_ID)
-    admin = clients.admin()
-    metadata = clients.list_topics(admin, action="read the topic list")
+    admin = Admin(KafkaClients(connection, client_id=CLIENT_ID))
+    metadata = admin.metadata(action="read the topic list")
     if all_topics:
         names = sorted(name for name in metadata.topics if not name.startswith("__"))
     else:
@@ -71,37 +70,15 @@ def plan_scan(
                 f"topic(s) {', '.join(missing)} not found on {','.join(connection.bootstrap_servers)}",
                 hint="check the names; a renamed restore writes to the target topic name",
             )
-    partitions = [(name, p) for name in names for p in sorted(metadata.topics[name].partitions)]
-    starts = _list_offsets(admin, partitions, "earliest", connection)
-    ends = _list_offsets(admin, partitions, "latest", connection)
+    partitions = [(name, p) for name in names for p in range(metadata.topics[name].partitions)]
+    ranges = admin.partition_ranges(partitions)
     return ScanPlan(
         target_cluster_id=metadata.cluster_id,
         partitions=[
-            ScannedPartition(topic, p, starts[(topic, p)], ends[(topic, p)]) for topic, p in partitions
+            ScannedPartition(topic, p, ranges[(topic, p)].log_start, ranges[(topic, p)].log_end)
+            for topic, p in partitions
         ],
     )
-
-
-def _list_offsets(
-    admin: Any, partitions: Sequence[tuple[str, int]], which: str, connection: KafkaConnection
-) -> dict[tuple[str, int], int]:
-    if not partitions:
-        return {}
-    from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-    spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    request = {TopicPartition(topic, p): spec for topic, p in partitions}
-    timeout = connection.connect_timeout_secs
-    try:
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
-        )
-        return {(tp.topic, tp.partition): future.result(timeout + 5).offset for tp, future in futures.items()}
-    except Exception as exc:
-        raise translate_kafka_error(
-            exc, action=f"read the {which} offsets of {len(partitions)} partition(s)", connection=connection
-        ) from None
 
 
 def build_offset_mapping(

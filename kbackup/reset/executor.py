@@ -19,8 +19,7 @@ from pathlib import Path
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import PreconditionError, VerificationError
 from kbackup.core.faults import crash_point
-from kbackup.core.kafka.admin import Admin, open_admin
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import Admin, open_admin
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import utc_now_iso
 from kbackup.format.reset_plan import ResetPlan
@@ -53,7 +52,7 @@ class ExecuteResult:
 
 
 def _check_target(plan_cluster: str | None, admin: Admin, connection: KafkaConnection) -> None:
-    actual = KafkaClients(connection).cluster_info(admin.client).cluster_id
+    actual = admin.cluster_id()
     if plan_cluster != actual:
         raise PreconditionError(
             f"the plan was made for cluster {plan_cluster}, but {','.join(connection.bootstrap_servers)} "

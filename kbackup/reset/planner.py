@@ -19,14 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from confluent_kafka import Consumer
-
 from kbackup import __version__
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, KafkaOperationError, NotFoundError, PreconditionError
 from kbackup.core.gc_tuning import few_collections
-from kbackup.core.kafka.admin import Admin, PartitionRange, open_admin
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import Admin, KafkaClients, PartitionRange, PartitionReader, open_admin
 from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import utc_now_iso
@@ -41,7 +38,7 @@ from kbackup.format.reset_plan import (
 )
 from kbackup.offsets.ranges import OffsetRange, PartitionIndex, index_by_target
 from kbackup.offsets.translate import SearchResult, search_position
-from kbackup.reset.probe import PartitionProbe, learn_topic, probe_consumer_properties
+from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 from kbackup.reset.settings import Strategy
 from kbackup.reset.sources import RecordTimestampLookup, SourceOffsets
 
@@ -79,8 +76,8 @@ class _Planner:
         self.progress = progress or Progress(enabled=False)
         self.admin: Admin = open_admin(request.target)
         self.clients = KafkaClients(request.target, client_id="kafka-backup-reset-probe")
-        self.cluster_id = self.clients.cluster_info(self.admin.client).cluster_id
-        self._consumer: Consumer | None = None
+        self.cluster_id = self.admin.cluster_id()
+        self._reader: PartitionReader | None = None
         self._probes: dict[TopicPartitionKey, PartitionProbe] = {}
         #: Binary-search answers by (target partition, source topic, committed offset): groups
         #: committed at the same offset share one search.
@@ -89,21 +86,21 @@ class _Planner:
         self.warnings: list[str] = []
 
     @property
-    def consumer(self) -> Consumer:
-        if self._consumer is None:
-            self._consumer = self.clients.consumer(properties=probe_consumer_properties())
-        return self._consumer
+    def reader(self) -> PartitionReader:
+        if self._reader is None:
+            self._reader = PartitionReader(self.clients, properties=probe_consumer_properties())
+        return self._reader
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
+        if self._reader is not None:
+            self._reader.close()
 
     def probe(self, key: TopicPartitionKey) -> PartitionProbe:
         if key not in self._probes:
             if not any(topic == key[0] for topic, _ in self._probes):
-                learn_topic(self.consumer, key[0], self.request.target)
+                self.reader.learn_topic(key[0])
             self._probes[key] = PartitionProbe(
-                self.consumer,
+                self.reader,
                 topic=key[0],
                 partition=key[1],
                 source_cluster=self.request.source.info.source_cluster,

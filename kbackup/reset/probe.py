@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import bisect
 import sys
-import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-
-from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka.clients import translate_kafka_error
+from kbackup.core.kafka import Message, PartitionReader
 from kbackup.format.origin import parse_origin
 from kbackup.offsets.translate import RestoredRecord
 
@@ -53,18 +48,6 @@ def probe_consumer_properties() -> dict[str, object]:
     }
 
 
-def learn_topic(consumer: Consumer, topic: str, connection: KafkaConnection) -> None:
-    """Have the probe consumer learn ``topic``'s leaders before its first probe there: assigned a
-    partition of a topic it has no metadata for, librdkafka waits for its next metadata refresh,
-    0.5-1 s a topic (most of the drill's reset phase before this)."""
-    try:
-        consumer.list_topics(topic, timeout=connection.connect_timeout_secs)
-    except KafkaException as exc:
-        raise translate_kafka_error(
-            exc, action=f"read the metadata of {topic}", connection=connection
-        ) from None
-
-
 def _target_offset(record: RestoredRecord) -> int:
     return record.target_offset
 
@@ -83,7 +66,7 @@ class PartitionProbe:
 
     def __init__(
         self,
-        consumer: Consumer,
+        reader: PartitionReader,
         *,
         topic: str,
         partition: int,
@@ -91,7 +74,7 @@ class PartitionProbe:
         end_offset: int,
         timeout_secs: float = 30.0,
     ) -> None:
-        self.consumer = consumer
+        self.reader = reader
         self.topic = topic
         self.partition = partition
         self.source_cluster = source_cluster
@@ -142,57 +125,29 @@ class PartitionProbe:
         return self._spans[index] if index >= 0 else None
 
     def _fetch(self, offset: int) -> _KnownSpan:
+        """One fetch's worth of records from ``offset`` on (the reader keeps the partition assigned,
+        so a fetch that continues where the last one stopped costs no new round trip)."""
         self.fetches += 1
-        if not self._continues_at(offset):
-            self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
-        deadline = time.monotonic() + self.timeout_secs
         span = _KnownSpan(start=offset, stop=offset)
-        while True:
-            # consume() waits its whole timeout unless num_messages arrive, and one fetch brings
-            # fewer than PROBE_BATCH_RECORDS: waiting for one record returns as soon as the fetch
-            # is in, and its other records are queued by then (librdkafka queues a fetch's records
-            # at once), so a second call without waiting takes them, to remember for later probes.
-            messages = self.consumer.consume(num_messages=1, timeout=0.1)
-            if messages:
-                messages += self.consumer.consume(num_messages=PROBE_BATCH_RECORDS - 1, timeout=0)
-            if self._take(messages, span, offset) or span.stop > offset:
-                return self._remember(span)
-            if time.monotonic() > deadline:
-                raise KafkaOperationError(
-                    f"no record arrived from {self.topic}/{self.partition} at offset {offset} "
-                    f"within {self.timeout_secs:g}s (end offset {self.end_offset})",
-                    retryable=True,
-                )
+        for batch in self.reader.batches(
+            self.topic,
+            self.partition,
+            offset,
+            self.end_offset,
+            timeout_secs=self.timeout_secs,
+            batch_records=PROBE_BATCH_RECORDS,
+        ):
+            self._take(batch, span)
+            break
+        # Nothing (more) below the end: the span reaches it.
+        span.stop = self.end_offset if self.reader.at_partition_end else max(span.stop, self.reader.reached)
+        return self._remember(span)
 
-    def _continues_at(self, offset: int) -> bool:
-        """The consumer already reads this partition and its next record is at ``offset``: the
-        records are (being) prefetched, and assigning again would drop them and cost a round trip."""
-        here = TopicPartition(self.topic, self.partition)
-        assignment = self.consumer.assignment()
-        if [(tp.topic, tp.partition) for tp in assignment] != [(self.topic, self.partition)]:
-            return False
-        return bool(self.consumer.position([here])[0].offset == offset)
-
-    def _take(self, messages: list[Message], span: _KnownSpan, offset: int) -> bool:
-        """Add ``messages`` to ``span``; True when the span reaches the end of the partition."""
+    def _take(self, messages: list[Message], span: _KnownSpan) -> None:
         for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    span.stop = max(span.stop, self.end_offset)
-                    return True
-                raise KafkaOperationError(
-                    f"reading {self.topic}/{self.partition} at offset {offset} failed: {error.str()}",
-                    code=error.code(),
-                    code_name=error.name(),
-                    retryable=bool(error.retriable()),
-                )
             message_offset = message.offset()
             if message_offset is None:
-                continue  # only events without a position have no offset; none is expected here
-            if message_offset >= self.end_offset:
-                span.stop = self.end_offset
-                return True
+                continue
             headers = message.headers()
             origin = parse_origin(headers if isinstance(headers, list) else None)
             if origin is not None and origin.cluster == self.source_cluster:
@@ -202,7 +157,6 @@ class PartitionProbe:
                     RestoredRecord(message_offset, sys.intern(origin.topic), origin.partition, origin.offset)
                 )
             span.stop = message_offset + 1
-        return False
 
     def _remember(self, span: _KnownSpan) -> _KnownSpan:
         if span.stop > span.start:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import BackupIntegrityError
-from kbackup.core.kafka.admin import open_admin
+from kbackup.core.kafka import open_admin
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup
 from kbackup.format.manifest import utc_now_iso

@@ -6,15 +6,12 @@ value per key: every source partition's committed progress of one restore id.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Any
-
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka.clients import KafkaClients, translate_kafka_error
+from kbackup.core.kafka import Admin, KafkaClients, PartitionReader
 from kbackup.core.logs import get_logger
+from kbackup.core.types import TopicPartitionKey
 from kbackup.format.restore_progress import PROGRESS_PARTITION, PartitionProgress, decode_progress
 
 log = get_logger("restore.progress")
@@ -24,7 +21,7 @@ log = get_logger("restore.progress")
 class ProgressRead:
     """The committed progress of one restore."""
 
-    entries: dict[tuple[str, int], PartitionProgress]
+    entries: dict[TopicPartitionKey, PartitionProgress]
     #: Records of the progress partition not yet decided (an open transaction; dry runs only).
     undecided: int = 0
 
@@ -48,68 +45,40 @@ def read_progress(
     reports how many records are not.
     """
     prefix = f"{restore_id}/".encode()
-    partition = TopicPartition(topic, PROGRESS_PARTITION)
-    connection = clients.connection
-    uncommitted_props: dict[str, Any] = {"isolation.level": "read_uncommitted"}
-    uncommitted = clients.consumer(**uncommitted_props)
-    try:
-        low, high = uncommitted.get_watermark_offsets(partition, timeout=connection.connect_timeout_secs)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the end of {topic}", connection=connection) from None
-    finally:
-        uncommitted.close()
-    entries: dict[tuple[str, int], PartitionProgress] = {}
+    key = (topic, PROGRESS_PARTITION)
+    span = Admin(clients).partition_ranges([key], read_committed=False)[key]
+    low, high = span.log_start, span.log_end
+    entries: dict[TopicPartitionKey, PartitionProgress] = {}
     if high <= low:
         return ProgressRead(entries)
-    committed_props: dict[str, Any] = {
-        "isolation.level": "read_committed",
-        "enable.partition.eof": True,
-        "fetch.max.bytes": 8 * 1024 * 1024,
-    }
-    consumer = clients.consumer(**committed_props)
-    deadline = time.monotonic() + timeout
-    reached = low
-    try:
-        consumer.assign([TopicPartition(topic, PROGRESS_PARTITION, low)])
-        while True:
-            if time.monotonic() > deadline:
-                if not wait_for_open_transactions:
-                    return ProgressRead(entries, undecided=max(0, high - reached))
-                raise KafkaOperationError(
-                    f"the restore progress in {topic} on {','.join(connection.bootstrap_servers)} could "
-                    f"not be read to its end within {timeout:g}s: offsets {reached}..{high} are held by an "
-                    "open transaction (another restore running, or one killed less than its "
-                    "transaction.timeout.ms ago)",
-                    hint="wait a minute for the broker to abort a dead transaction",
-                    retryable=True,
-                )
-            message = consumer.poll(0.2 if wait_for_open_transactions else 0.1)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    reached = max(reached, message.offset() or 0)
-                    if reached >= high:
-                        break
-                    if not wait_for_open_transactions:
-                        deadline = min(deadline, time.monotonic() + 1.0)
+    with PartitionReader(clients, properties={"fetch.max.bytes": 8 * 1024 * 1024}) as reader:
+        for batch in reader.batches(
+            topic,
+            PROGRESS_PARTITION,
+            low,
+            high,
+            timeout_secs=timeout,
+            # Waiting: read on past the last stable offset while an open transaction holds it.
+            stop_at_partition_end=not wait_for_open_transactions,
+            raise_on_timeout=False,
+        ):
+            for message in batch:
+                found, value = message.key(), message.value()
+                if found is None or not found.startswith(prefix) or value is None:
                     continue
-                raise translate_kafka_error(
-                    KafkaException(error), action=f"read {topic}", connection=connection
-                )
-            reached = max(reached, (message.offset() or 0) + 1)
-            key = message.key()
-            value = message.value()
-            if key is None or not key.startswith(prefix) or value is None:
-                if reached >= high:
-                    break
-                continue
-            decoded = decode_progress(value)
-            if decoded is not None:
-                entries[(decoded.source_topic, decoded.source_partition)] = decoded
-            if reached >= high:
-                break
-    finally:
-        consumer.close()
-    return ProgressRead(entries)
+                decoded = decode_progress(value)
+                if decoded is not None:
+                    entries[(decoded.source_topic, decoded.source_partition)] = decoded
+        reached = reader.reached
+    if reached >= high:
+        return ProgressRead(entries)
+    if not wait_for_open_transactions:
+        return ProgressRead(entries, undecided=high - reached)
+    raise KafkaOperationError(
+        f"the restore progress in {topic} on {','.join(clients.connection.bootstrap_servers)} could "
+        f"not be read to its end within {timeout:g}s: offsets {reached}..{high} are held by an "
+        "open transaction (another restore running, or one killed less than its "
+        "transaction.timeout.ms ago)",
+        hint="wait a minute for the broker to abort a dead transaction",
+        retryable=True,
+    )

@@ -12,14 +12,9 @@ found there has landed, every later one has not. Limits: docs/restore.md.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
-
-from kbackup.core.errors import KafkaOperationError
-from kbackup.core.kafka.clients import KafkaClients, translate_kafka_error
+from kbackup.core.kafka import Admin, KafkaClients, PartitionReader
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.origin import parse_origin
@@ -28,11 +23,6 @@ from kbackup.restore.plan import PartitionPlan
 log = get_logger("restore.resume")
 
 FIRST_WINDOW = 500
-_NO_SUCH_PARTITION = {
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError._UNKNOWN_TOPIC,
-}
 
 
 @dataclass
@@ -45,39 +35,6 @@ class LandedRecords:
 
     def last_offsets(self, source: TopicPartitionKey) -> dict[int, int]:
         return self.by_source.get(source, {})
-
-
-def _read_window(
-    consumer: object,
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    deadline: float,
-) -> Iterable[tuple[int, list[tuple[str, bytes | None]] | None]]:
-    """(offset, headers) of the committed records in ``[start, end)``."""
-    consumer.assign([TopicPartition(topic, partition, start)])  # type: ignore[attr-defined]
-    while True:
-        if time.monotonic() > deadline:
-            raise KafkaOperationError(
-                f"reading the end of {topic}/{partition} to find where the restore stopped took too long",
-                hint="raise restore.timeout_secs",
-                retryable=True,
-            )
-        message = consumer.poll(0.2)  # type: ignore[attr-defined]
-        if message is None:
-            continue
-        error = message.error()
-        if error is not None:
-            if error.code() == KafkaError._PARTITION_EOF:
-                return
-            raise KafkaOperationError(f"reading {topic}/{partition} failed: {error.name()}: {error.str()}")
-        offset = message.offset()
-        if offset >= end:
-            return
-        yield offset, message.headers()
-        if offset >= end - 1:
-            return
 
 
 def find_landed(
@@ -101,38 +58,37 @@ def find_landed(
                 (plan.source_topic, plan.source_partition)
             )
     landed = LandedRecords()
-    connection = clients.connection
-    props: dict[str, Any] = {"isolation.level": "read_committed", "enable.partition.eof": True}
-    consumer = clients.consumer(**props)
+    # Partitions not created yet hold nothing: they are left out of the answer.
+    admin = Admin(clients)
+    ends = admin.list_offsets(feeders, "latest", read_committed=False, missing_ok=True)
+    starts = admin.list_offsets(ends, "earliest", read_committed=False, missing_ok=True)
     deadline = time.monotonic() + timeout
-    try:
+    with PartitionReader(clients) as reader:
         for (topic, partition), wanted in sorted(feeders.items()):
-            try:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=connection.connect_timeout_secs
-                )
-            except Exception as exc:
-                error = getattr(exc, "args", [None])[0]
-                if isinstance(error, KafkaError) and error.code() in _NO_SUCH_PARTITION:
-                    continue  # not created yet: nothing landed
-                raise translate_kafka_error(
-                    exc, action=f"read the end offsets of {topic}", connection=connection
-                ) from None
+            if (topic, partition) not in ends or (topic, partition) not in starts:
+                continue
+            low, high = starts[(topic, partition)], ends[(topic, partition)]
             found: dict[TopicPartitionKey, int] = {}
             window_end, size = high, FIRST_WINDOW
             while window_end > low and not wanted <= found.keys():
                 window_start = max(low, window_end - size)
                 seen: dict[TopicPartitionKey, int] = {}
-                for _offset, headers in _read_window(
-                    consumer, topic, partition, window_start, window_end, deadline
+                for batch in reader.batches(
+                    topic,
+                    partition,
+                    window_start,
+                    window_end,
+                    timeout_secs=max(0.0, deadline - time.monotonic()),
                 ):
-                    landed.scanned += 1
-                    origin = parse_origin(headers)
-                    if origin is None or origin.cluster != source_cluster:
-                        continue
-                    source = (origin.topic, origin.partition)
-                    if source in wanted:
-                        seen[source] = max(seen.get(source, -1), origin.offset)
+                    landed.scanned += len(batch)
+                    for message in batch:
+                        headers = message.headers()
+                        origin = parse_origin(headers if isinstance(headers, list) else None)
+                        if origin is None or origin.cluster != source_cluster:
+                            continue
+                        source = (origin.topic, origin.partition)
+                        if source in wanted:
+                            seen[source] = max(seen.get(source, -1), origin.offset)
                 for source, offset in seen.items():
                     if source not in found:
                         found[source] = offset
@@ -146,6 +102,4 @@ def find_landed(
                 found,
                 window_end,
             )
-    finally:
-        consumer.close()
     return landed

@@ -25,7 +25,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from kbackup.core.errors import (
     BackupIntegrityError,
@@ -37,7 +36,15 @@ from kbackup.core.errors import (
 )
 from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
-from kbackup.core.kafka.clients import KafkaClients, kafka_error_of, translate_kafka_error
+from kbackup.core.kafka import (
+    Admin,
+    KafkaClients,
+    KafkaError,
+    KafkaException,
+    Producer,
+    kafka_error_of,
+    translate_kafka_error,
+)
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
@@ -329,29 +336,17 @@ def _topics_lost_since(
     counts = {topic.target_topic: topic.target_partitions for topic in plan.topics}
     creating = {topic.target_topic for topic in plan.topics if topic.create}
     lost: set[str] = set()
-    props: dict[str, Any] = {"isolation.level": "read_uncommitted"}
-    consumer = clients.consumer(**props)
-    try:
-        for topic, records in committed.items():
-            if records == 0 or topic not in counts:
-                continue
-            if topic in creating:
-                lost.add(topic)
-                continue
-            ends = 0
-            for partition in range(counts[topic]):
-                try:
-                    ends += consumer.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=clients.connection.connect_timeout_secs
-                    )[1]
-                except KafkaException as exc:
-                    raise translate_kafka_error(
-                        exc, action=f"read the end offsets of {topic}", connection=clients.connection
-                    ) from None
-            if ends < records:
-                lost.add(topic)
-    finally:
-        consumer.close()
+    kept = {topic: records for topic, records in committed.items() if records and topic in counts}
+    lost.update(topic for topic in kept if topic in creating)
+    # Records in open transactions count too: every one of them took an offset.
+    ends = Admin(clients).list_offsets(
+        [(topic, q) for topic in kept if topic not in creating for q in range(counts[topic])],
+        "latest",
+        read_committed=False,
+    )
+    for topic, records in kept.items():
+        if topic not in creating and sum(end for (name, _), end in ends.items() if name == topic) < records:
+            lost.add(topic)
     return lost
 
 
@@ -645,32 +640,29 @@ class Restorer:
         mapping stage, a check) read the restored topics at once.
         """
         partitions = [
-            TopicPartition(topic, q)
+            (topic, q)
             for topic in topics
             for q in range(next(t.target_partitions for t in self.plan.topics if t.target_topic == topic))
         ]
-        ends_props: dict[str, Any] = {"isolation.level": "read_uncommitted"}
-        stable_props: dict[str, Any] = {"isolation.level": "read_committed"}
-        ends_reader = self.clients.consumer(**ends_props)
-        stable_reader = self.clients.consumer(**stable_props)
-        timeout = self.clients.connection.connect_timeout_secs
+        admin = Admin(self.clients)
         deadline = time.monotonic() + self.settings.timeout_secs
         try:
-            for partition in partitions:
-                end = ends_reader.get_watermark_offsets(partition, timeout=timeout)[1]
-                while stable_reader.get_watermark_offsets(partition, timeout=timeout)[1] < end:
-                    if time.monotonic() > deadline:
-                        self.warnings.append(
-                            f"{partition.topic}/{partition.partition}: committed records were not yet "
-                            f"readable with read_committed after {self.settings.timeout_secs:g}s"
-                        )
-                        return
+            ends = admin.list_offsets(partitions, "latest", read_committed=False)
+            pending = sorted(partitions)
+            while pending:
+                stable = admin.list_offsets(pending, "latest", read_committed=True)
+                pending = [key for key in pending if stable[key] < ends[key]]
+                if pending and time.monotonic() > deadline:
+                    topic, partition = pending[0]
+                    self.warnings.append(
+                        f"{topic}/{partition}: committed records were not yet "
+                        f"readable with read_committed after {self.settings.timeout_secs:g}s"
+                    )
+                    return
+                if pending:
                     time.sleep(0.05)
-        except KafkaException as exc:
+        except KBackupError as exc:
             log.warning("could not check that the restored records are readable: %s", exc)
-        finally:
-            ends_reader.close()
-            stable_reader.close()
 
     def _verify(self, work: list[SegmentWork]) -> dict[str, int]:
         bar_total = len(work)

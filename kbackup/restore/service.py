@@ -13,7 +13,7 @@ from typing import Any
 
 from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import ConfigError
-from kbackup.core.kafka.clients import KafkaClients, check_client_properties
+from kbackup.core.kafka import KafkaClients, check_client_properties
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id

@@ -1,21 +1,15 @@
 """Looking at the target cluster before a restore, and creating the topics it needs.
 
-Everything here goes through :class:`kbackup.core.kafka.clients.KafkaClients`, so an
-unreachable target is a ``KafkaUnreachableError`` naming its servers.
+Everything here goes through :class:`kbackup.core.kafka.Admin`, so an unreachable target is a
+``KafkaUnreachableError`` naming its servers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.cimpl import NewTopic
-
-from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, PreconditionError
-from kbackup.core.kafka.clients import KafkaClients, kafka_error_of, translate_kafka_error
+from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, PreconditionError
+from kbackup.core.kafka import Admin, ConfigValue, KafkaClients, TopicSpec
 from kbackup.core.logs import get_logger
 from kbackup.restore.plan import RestorePlan, TargetState
 
@@ -24,19 +18,17 @@ log = get_logger("restore.target")
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
-def _describe_configs(admin: AdminClient, resource: ConfigResource, timeout: float) -> dict[str, Any] | None:
+def _configs_or_none(read: Callable[[], dict[str, ConfigValue]], what: str) -> dict[str, ConfigValue] | None:
     try:
-        future = admin.describe_configs([resource], request_timeout=timeout)[resource]
-        entries: dict[str, Any] = future.result(timeout)
-        return entries
-    except Exception as exc:  # an ACL may forbid it: then the plan says what it could not check
-        log.info("describing the configs of %s failed: %s", resource, exc)
+        return read()
+    except KBackupError as exc:  # an ACL may forbid it: then the plan says what it could not check
+        log.info("describing the configs of %s failed: %s", what, exc)
         return None
 
 
-def _int_config(configs: dict[str, Any], name: str) -> int | None:
+def _int_config(configs: dict[str, ConfigValue], name: str) -> int | None:
     entry = configs.get(name)
-    value = getattr(entry, "value", None)
+    value = entry.value if entry is not None else None
     if value is None:
         return None
     try:
@@ -48,30 +40,31 @@ def _int_config(configs: dict[str, Any], name: str) -> int | None:
 def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
     """Metadata of the target, the timestamp type of the given existing topics, transaction support."""
     connection = clients.connection
-    admin = clients.admin()
-    timeout = connection.connect_timeout_secs
-    metadata = clients.list_topics(admin)
+    admin = Admin(clients)
+    metadata = admin.metadata()
     if not metadata.brokers:
         raise KafkaUnreachableError(
             f"no broker of {','.join(connection.bootstrap_servers)} is available (metadata lists none)",
             hint="check that the target cluster is up",
         )
-    counts = {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+    counts = metadata.partition_counts()
     timestamp_types: dict[str, str] = {}
     retention: dict[str, int] = {}
     for name in sorted(set(topics)):
         if name in counts:
-            configs = _describe_configs(admin, ConfigResource(ConfigResource.Type.TOPIC, name), timeout)
-            if configs is None:
+            found = _configs_or_none(lambda name=name: admin.topic_configs([name])[name], f"topic {name}")  # type: ignore[misc]
+            if found is None:
                 continue
+            configs = found
             if "message.timestamp.type" in configs:
                 timestamp_types[name] = str(configs["message.timestamp.type"].value)
-            policy = str(getattr(configs.get("cleanup.policy"), "value", "delete"))
+            cleanup = configs.get("cleanup.policy")
+            policy = str(cleanup.value if cleanup is not None else "delete")
             value = _int_config(configs, "retention.ms")
             if "delete" in policy and value is not None:
                 retention[name] = value
-    broker_id = str(min(metadata.brokers))
-    broker = _describe_configs(admin, ConfigResource(ConfigResource.Type.BROKER, broker_id), timeout)
+    broker_id = min(metadata.brokers)
+    broker = _configs_or_none(lambda: admin.broker_configs(broker_id), f"broker {broker_id}")
     default_type = "CreateTime"
     default_retention = 7 * 24 * 3600 * 1000
     possible, note = True, None
@@ -87,9 +80,10 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
                 break
         if "log.message.timestamp.type" in broker:
             default_type = str(broker["log.message.timestamp.type"].value)
-        factor = broker.get("transaction.state.log.replication.factor")
-        needed = int(factor.value) if factor is not None and str(factor.value).isdigit() else 1
-        if TRANSACTION_STATE_TOPIC not in metadata.topics and needed > len(metadata.brokers):
+        factor = _int_config(broker, "transaction.state.log.replication.factor")
+        needed = factor if factor is not None and factor >= 0 else 1
+        exists = TRANSACTION_STATE_TOPIC in counts or TRANSACTION_STATE_TOPIC in metadata.unavailable
+        if not exists and needed > len(metadata.brokers):
             possible = False
             note = (
                 f"the target's transaction.state.log.replication.factor is {needed} but it has "
@@ -109,20 +103,20 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
     )
 
 
-def _new_topics(plan: RestorePlan, progress_topic: bool) -> list[NewTopic]:
+def _new_topics(plan: RestorePlan, progress_topic: bool) -> list[TopicSpec]:
     replicas = plan.replication_factor or -1  # -1: the broker's default.replication.factor
     topics = [
-        NewTopic(topic.target_topic, topic.target_partitions, replicas, config=dict(topic.configs))
+        TopicSpec(topic.target_topic, topic.target_partitions, replicas, configs=dict(topic.configs))
         for topic in plan.topics
         if topic.create
     ]
     if progress_topic:
         topics.append(
-            NewTopic(
+            TopicSpec(
                 plan.progress_topic,
                 1,
                 replicas,
-                config={"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
+                configs={"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
             )
         )
     return topics
@@ -138,40 +132,30 @@ def create_topics(
     new = _new_topics(plan, progress_topic)
     if not new:
         return []
-    connection = clients.connection
-    admin = clients.admin()
-    timeout = connection.connect_timeout_secs
+    admin = Admin(clients)
     created: list[str] = []
-    try:
-        futures = admin.create_topics(new, request_timeout=timeout, validate_only=validate_only)
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, action="create topics", connection=connection) from None
-    for name, future in futures.items():
-        try:
-            future.result(timeout * 2)
+    for name, refused in admin.create_topics(new, validate_only=validate_only).items():
+        if refused is None:
             created.append(name)
-        except KafkaException as exc:
-            error = kafka_error_of(exc)
-            if error is not None and error.name() == "TOPIC_ALREADY_EXISTS":
-                if not validate_only:
-                    _check_existing(admin, name, plan, timeout)
-                continue
-            if error is not None and error.name() in ("INVALID_CONFIG", "POLICY_VIOLATION"):
-                raise PreconditionError(
-                    f"the target refuses to create topic {name!r}: {error.str()}",
-                    hint="list the offending config in restore.exclude_topic_configs, or set "
-                    "restore.copy_topic_configs: false",
-                ) from None
-            raise translate_kafka_error(exc, action=f"create topic {name}", connection=connection) from None
+        elif refused.code_name == "TOPIC_ALREADY_EXISTS":
+            if not validate_only:
+                _check_existing(admin, name, plan)
+        elif refused.code_name in ("INVALID_CONFIG", "POLICY_VIOLATION"):
+            raise PreconditionError(
+                f"the target refuses to create topic {name!r}: {refused.reason}",
+                hint="list the offending config in restore.exclude_topic_configs, or set "
+                "restore.copy_topic_configs: false",
+            )
+        else:
+            raise refused.error
     return created
 
 
-def _check_existing(admin: AdminClient, name: str, plan: RestorePlan, timeout: float) -> None:
+def _check_existing(admin: Admin, name: str, plan: RestorePlan) -> None:
     wanted = next((t.target_partitions for t in plan.topics if t.target_topic == name), None)
     if wanted is None:
         return
-    metadata = admin.list_topics(topic=name, timeout=timeout)
-    found = len(metadata.topics[name].partitions)
+    found = admin.partition_counts([name])[name]
     if found != wanted:
         raise KafkaOperationError(
             f"topic {name} was created by someone else while the restore started, with {found} "

@@ -17,15 +17,14 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError
+from kbackup.core.kafka import wait_until_answering
 from kbackup.core.logs import get_logger
 from kbackup.sandbox.jars import classpath, kafka_libs
 
@@ -318,25 +317,18 @@ class LocalKafkaCluster:
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Wait until a metadata request answers with a broker; raise with the log tail if the JVM died."""
-        from confluent_kafka.admin import AdminClient
 
-        probe_conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "logger": log}
-        admin = AdminClient(probe_conf)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is None or self.process.poll() is not None:
+        def alive() -> bool:
+            return self.process is not None and self.process.poll() is None
+
+        if not wait_until_answering(self.connection(), timeout_secs=timeout, alive=alive):
+            if not alive():
                 raise SandboxError(
                     f"local Kafka cluster {self.name} exited during start-up:\n{self.log_tail()}",
                 )
-            try:
-                metadata = admin.list_topics(timeout=2)
-                if metadata.brokers:
-                    return
-            except Exception:
-                time.sleep(0.2)
-        raise SandboxError(
-            f"local Kafka cluster {self.name} did not answer within {timeout:g}s:\n{self.log_tail()}"
-        )
+            raise SandboxError(
+                f"local Kafka cluster {self.name} did not answer within {timeout:g}s:\n{self.log_tail()}"
+            )
 
     def start(self, timeout: float = 90.0) -> LocalKafkaCluster:
         self.launch()

@@ -382,7 +382,7 @@ def test_execute_reports_offsets_read_back_that_differ_from_the_plan(
     # Between execute's apply and its read-back another client may commit; here the group's
     # real committed offsets on the broker differ from what is "wanted", as they would then.
     from kbackup.core.errors import VerificationError
-    from kbackup.core.kafka.admin import open_admin
+    from kbackup.core.kafka import open_admin
     from kbackup.reset.executor import _verify
 
     topic, group = f"{unique_name}-t", f"{unique_name}-g"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import open_admin
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 
@@ -49,8 +49,8 @@ def test_produce_and_consume_on_target(target_cluster: LocalKafkaCluster, unique
 def test_clusters_are_independent(
     source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster
 ) -> None:
-    source_info = KafkaClients(source_cluster.connection()).cluster_info()
-    target_info = KafkaClients(target_cluster.connection()).cluster_info()
+    source_info = open_admin(source_cluster.connection()).metadata()
+    target_info = open_admin(target_cluster.connection()).metadata()
     assert source_info.cluster_id == source_cluster.cluster_id
     assert target_info.cluster_id == target_cluster.cluster_id
     assert source_info.cluster_id != target_info.cluster_id

@@ -6,7 +6,6 @@ import logging
 
 import pytest
 
-from kbackup.backup.groups import kafka_state_name
 from kbackup.backup.plan import (
     check_missing_topics,
     check_same_source,
@@ -17,9 +16,9 @@ from kbackup.backup.plan import (
 )
 from kbackup.backup.runner import BackupJob, BackupRun, uncovered_group_offsets
 from kbackup.backup.settings import BackupSettings, SourceSettings, TopicSelection
-from kbackup.backup.source import ClusterMetadata, TopicMetadata
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError
+from kbackup.core.kafka import ClusterMetadata, TopicMetadata, kafka_state_name
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,

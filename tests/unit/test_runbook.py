@@ -80,14 +80,34 @@ def test_recovery_does_not_need_the_lost_cluster(tmp_path: Path, monkeypatch: py
     assert recover.restore.include_original_offset_header
 
 
-def test_every_plan_executed_was_written_before() -> None:
+def plans_executed(lines: list[CliLine]) -> list[tuple[str, str, bool]]:
+    """(where, plan file, written before) of every ``--plan`` the commands pass, in order."""
     written: set[str] = set()
-    for line in runbook_commands():
+    executed: list[tuple[str, str, bool]] = []
+    for line in lines:
         args = line.args
         for flag, value in itertools.pairwise(args):
             if flag == "--plan":
-                assert value in written, (
-                    f"{line.where}: --plan {value} was never written by offset-reset plan"
-                )
+                executed.append((line.where, value, value in written))
             if flag in ("--output", "-o") and args[:2] == ["offset-reset", "plan"]:
                 written.add(value)
+    return executed
+
+
+def test_every_plan_executed_was_written_before() -> None:
+    executed = plans_executed(runbook_commands())
+    # The review-then-execute step is the runbook's point: a runbook without it must fail here.
+    assert executed, "the runbook never runs offset-reset execute --plan"
+    for where, plan, written in executed:
+        assert written, f"{where}: --plan {plan} was never written by offset-reset plan"
+
+
+def test_the_plan_check_fails_without_the_plan_lines() -> None:
+    """The check above can fail: the runbook's commands without their --plan lines have no plan
+    executed, and a plan executed before it is written is caught."""
+    lines = runbook_commands()
+    without_plans = [line for line in lines if "--plan" not in line.args]
+    assert plans_executed(lines)
+    assert not plans_executed(without_plans)
+    executes = [line for line in lines if "--plan" in line.args]
+    assert not all(written for _, _, written in plans_executed(executes))

@@ -9,7 +9,7 @@ import pytest
 from kbackup.app import config as config_module
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError
-from kbackup.core.kafka.clients import KafkaClients
+from kbackup.core.kafka import KafkaClients
 from kbackup.core.secrets import redact, redact_properties
 
 

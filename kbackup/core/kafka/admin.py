@@ -1,22 +1,39 @@
-"""Admin requests kafka-backup makes, on top of :class:`kbackup.core.kafka.clients.KafkaClients`.
+"""Every admin request kafka-backup makes, on top of :class:`kbackup.core.kafka.clients.KafkaClients`.
 
-Each function waits for its futures and turns Kafka errors into project
-errors that keep Kafka's error code and name the group or topic involved.
+One class for all of them, so that offsets, configs, metadata and consumer-group requests are
+made in one way: each waits for its futures with a timeout, retries what Kafka says may work
+later (a coordinator loading, a leader moving) with backoff for up to ``retry_secs``, and turns
+every failure into a project error that keeps Kafka's error code and names the topic, partition
+or group asked about. Results are plain values (dataclasses, dicts), never client objects.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    OffsetSpec,
+)
 
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import KBackupError, NotFoundError
-from kbackup.core.kafka.clients import translate_kafka_error
+from kbackup.core.errors import KafkaOperationError, KBackupError, NotFoundError
+from kbackup.core.kafka.clients import KafkaClients, kafka_error_of, translate_kafka_error
 from kbackup.core.retry import call_with_retries
 from kbackup.core.types import TopicPartitionKey
 
@@ -34,12 +51,86 @@ ACTIVE_GROUP_STATES = {
     "ASSIGNING",
     "RECONCILING",
 }
+#: Answers of a broker that just started (or moved a group coordinator), for a few seconds.
+COORDINATOR_BUSY_CODES = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+}
+#: Answers that mean the topic or partition does not exist (yet).
+NO_SUCH_PARTITION_CODES = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+}
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    partitions: int
+    replication_factor: int
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """What one metadata request said about a cluster."""
+
+    cluster_id: str | None
+    #: Topics the cluster listed without an error.
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    #: Topics the cluster listed with an error (no leader yet, ...), and the error.
+    unavailable: dict[str, str] = field(default_factory=dict)
+    brokers: tuple[int, ...] = ()
+
+    def partition_counts(self) -> dict[str, int]:
+        return {name: topic.partitions for name, topic in self.topics.items()}
 
 
 @dataclass(frozen=True)
 class PartitionRange:
     log_start: int
     log_end: int
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    value: str | None
+    #: Set on the topic itself (not a broker or cluster default).
+    set_on_topic: bool
+    sensitive: bool
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic to create."""
+
+    name: str
+    partitions: int
+    #: -1: the broker's ``default.replication.factor``.
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicRefused:
+    """Why the broker did not create a topic."""
+
+    #: Kafka's error name: TOPIC_ALREADY_EXISTS, INVALID_CONFIG, POLICY_VIOLATION, ...
+    code_name: str | None
+    #: The broker's own words.
+    reason: str
+    #: The failure as a project error, to raise when the caller has nothing better to say.
+    error: KBackupError
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,87 +146,72 @@ class GroupDescription:
         return bool(self.members) or self.state in ACTIVE_GROUP_STATES
 
 
+def kafka_state_name(state: Any) -> str | None:
+    """A group state as Kafka names it: ``PREPARING_REBALANCING`` becomes ``PreparingRebalance``."""
+    if state is None:
+        return None
+    name = str(getattr(state, "name", state))
+    words = {"REBALANCING": "REBALANCE"}
+    return "".join(words.get(part, part).capitalize() for part in name.split("_"))
+
+
 class Admin:
     """The admin requests of one cluster, with errors that name what was asked for."""
 
-    def __init__(self, client: AdminClient, connection: KafkaConnection, *, retry_secs: float = 30.0) -> None:
-        self.client = client
-        self.connection = connection
-        self.timeout = connection.connect_timeout_secs
+    def __init__(
+        self, clients: KafkaClients, *, request_timeout: float | None = None, retry_secs: float = 30.0
+    ) -> None:
+        self.clients = clients
+        self.connection: KafkaConnection = clients.connection
+        self.client: AdminClient = clients.admin()
+        #: Seconds one request may take (the connection's connect timeout unless given).
+        self.timeout = (
+            request_timeout if request_timeout is not None else self.connection.connect_timeout_secs
+        )
         self.retry_secs = retry_secs
 
+    @property
+    def servers(self) -> str:
+        return ",".join(self.connection.bootstrap_servers)
+
+    # -- waiting ----------------------------------------------------------------------------------
+
+    def _result(self, future: Future[Result], action: str) -> Result:
+        try:
+            return future.result(timeout=max(self.timeout, 30.0))
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, action=action, connection=self.connection) from None
+        except TimeoutError:
+            raise translate_kafka_error(
+                TimeoutError(f"no answer within {self.timeout:g}s"), action=action, connection=self.connection
+            ) from None
+
+    def _retried(self, attempt: Callable[[], Result]) -> Result:
+        return call_with_retries(
+            attempt, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0
+        )
+
     def _wait(self, issue: Callable[[], Future[Result]], action: str) -> Result:
-        """Send a request and wait for it; retry retriable Kafka errors (a coordinator still
-        loading, a leader moving) with backoff for up to ``retry_secs``."""
+        """Send a request and wait for it, again while Kafka says retrying may help."""
 
         def once() -> Result:
             try:
-                return issue().result(timeout=max(self.timeout, 30.0))
+                future = issue()
             except KafkaException as exc:
                 raise translate_kafka_error(exc, action=action, connection=self.connection) from None
-            except TimeoutError:
-                raise translate_kafka_error(
-                    TimeoutError(f"no answer within {self.timeout:g}s"),
-                    action=action,
-                    connection=self.connection,
-                ) from None
+            return self._result(future, action)
 
-        return call_with_retries(once, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0)
+        return self._retried(once)
 
-    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
-        """Partition count of each topic; NotFoundError naming the topics that do not exist."""
-        wanted = sorted(set(topics))
-        try:
-            metadata = self.client.list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            raise translate_kafka_error(exc, action="list topics", connection=self.connection) from None
-        missing = [topic for topic in wanted if topic not in metadata.topics]
-        if missing:
-            raise NotFoundError(
-                f"topic(s) {', '.join(missing)} do not exist on "
-                f"{','.join(self.connection.bootstrap_servers)}",
-                hint="restore the topics first, or fix the topic mapping",
-            )
-        return {topic: len(metadata.topics[topic].partitions) for topic in wanted}
-
-    def partition_ranges(
-        self, partitions: Iterable[TopicPartitionKey]
-    ) -> dict[TopicPartitionKey, PartitionRange]:
-        """Log start and (last stable) end offset of each partition."""
-        keys = sorted(set(partitions))
-        if not keys:
-            return {}
-        starts = self._list_offsets({key: OffsetSpec.earliest() for key in keys})  # type: ignore[no-untyped-call]
-        ends = self._list_offsets({key: OffsetSpec.latest() for key in keys})  # type: ignore[no-untyped-call]
-        return {key: PartitionRange(log_start=starts[key], log_end=ends[key]) for key in keys}
-
-    def offsets_for_times(self, requests: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
-        """The earliest offset whose timestamp is >= the given ms, per partition (-1: none, i.e. the end)."""
-        return self._list_offsets({key: OffsetSpec.for_timestamp(ts) for key, ts in requests.items()})
-
-    def _list_offsets(self, specs: Mapping[TopicPartitionKey, Any]) -> dict[TopicPartitionKey, int]:
-        if not specs:
-            return {}
-        result = {}
-        for (topic, partition), spec in specs.items():
-            tp = TopicPartition(topic, partition)
-            info = self._wait(
-                lambda tp=tp, spec=spec: self.client.list_offsets(  # type: ignore[misc]
-                    {tp: spec}, isolation_level=IsolationLevel.READ_COMMITTED
-                )[tp],
-                f"list offsets of {topic}/{partition}",
-            )
-            result[(topic, partition)] = int(info.offset)
-        return result
-
-    def _wait_each(
+    def _each(
         self, keys: Iterable[str], issue: Callable[[str], Future[Result]], action: Callable[[str], str]
-    ) -> dict[str, Result]:
-        """One request per key, up to CONCURRENT_GROUP_REQUESTS in flight (Kafka's group APIs answer one
-        group per request, and waiting for each in turn made planning for 1,000 groups slow).
-        A request that fails is sent again alone, with ``_wait``'s retries and error."""
+    ) -> dict[str, Result | KBackupError]:
+        """One request per key, up to CONCURRENT_GROUP_REQUESTS in flight (Kafka's group APIs answer
+        one group per request, and waiting for each in turn made planning for 1,000 groups slow).
+        A request that fails is sent again alone with ``_wait``'s retries; what still fails is
+        returned as the error for that key."""
         ordered = sorted(set(keys))
-        results: dict[str, Result] = {}
+        results: dict[str, Result | KBackupError] = {}
         for begin in range(0, len(ordered), CONCURRENT_GROUP_REQUESTS):
             pending: dict[str, Future[Result] | None] = {}
             for key in ordered[begin : begin + CONCURRENT_GROUP_REQUESTS]:
@@ -150,26 +226,274 @@ class Admin:
                         continue
                 except (KafkaException, TimeoutError):
                     pass
-                results[key] = self._wait(lambda key=key: issue(key), action(key))  # type: ignore[misc]
+                try:
+                    results[key] = self._wait(lambda key=key: issue(key), action(key))  # type: ignore[misc]
+                except KBackupError as error:
+                    results[key] = error
         return results
 
-    def committed_offsets(self, group_id: str) -> dict[TopicPartitionKey, int]:
-        """Every committed offset of a group (empty if the group has none or does not exist)."""
-        return self.committed_offsets_of([group_id])[group_id]
+    @staticmethod
+    def _raise_first(results: Mapping[str, Result | KBackupError]) -> dict[str, Result]:
+        for value in results.values():
+            if isinstance(value, KBackupError):
+                raise value
+        return dict(results)  # type: ignore[arg-type]
 
-    def committed_offsets_of(self, group_ids: Iterable[str]) -> dict[str, dict[TopicPartitionKey, int]]:
-        """Every committed offset of each group (empty if a group has none or does not exist)."""
-        answers = self._wait_each(
-            group_ids,
-            lambda group_id: self.client.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group_id)]
-            )[group_id],
-            lambda group_id: f"list the committed offsets of group {group_id}",
+    # -- metadata ---------------------------------------------------------------------------------
+
+    def metadata(self, *, action: str = "read cluster metadata") -> ClusterMetadata:
+        """One metadata request; ``KafkaUnreachableError`` naming the servers if no broker answers,
+        an authentication error when the credentials were refused."""
+        answer = self.clients.list_topics(self.client, action=action)
+        topics = {}
+        unavailable = {}
+        for name, topic in answer.topics.items():
+            if topic.error is not None:
+                unavailable[name] = str(topic.error)
+                continue
+            replicas = [len(partition.replicas) for partition in topic.partitions.values()]
+            topics[name] = TopicMetadata(
+                name=name, partitions=len(topic.partitions), replication_factor=max(replicas, default=0)
+            )
+        return ClusterMetadata(
+            cluster_id=answer.cluster_id,
+            topics=topics,
+            unavailable=unavailable,
+            brokers=tuple(sorted(answer.brokers)),
         )
-        return {group_id: self._offsets_of(group_id, answer) for group_id, answer in answers.items()}
 
-    def _offsets_of(self, group_id: str, answer: Any) -> dict[TopicPartitionKey, int]:
-        offsets: dict[TopicPartitionKey, int] = {}
+    def cluster_id(self) -> str | None:
+        return self.metadata().cluster_id
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Partition count of each topic; NotFoundError naming the topics that do not exist."""
+        wanted = sorted(set(topics))
+        counts = self.metadata(action="list topics").partition_counts()
+        missing = [topic for topic in wanted if topic not in counts]
+        if missing:
+            raise NotFoundError(
+                f"topic(s) {', '.join(missing)} do not exist on {self.servers}",
+                hint="restore the topics first, or fix the topic mapping",
+            )
+        return {topic: counts[topic] for topic in wanted}
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    def list_offsets(
+        self,
+        partitions: Iterable[TopicPartitionKey],
+        which: Literal["earliest", "latest"] | int,
+        *,
+        read_committed: bool = True,
+        missing_ok: bool = False,
+    ) -> dict[TopicPartitionKey, int]:
+        """The earliest or latest offset of each partition, or (``which`` an int, ms) the first offset
+        whose timestamp is at or after it (-1: none, i.e. the end), in one request.
+
+        ``latest`` under ``read_committed`` is the last stable offset: every record below it is
+        committed or aborted. With ``missing_ok`` a partition that does not exist is left out of
+        the answer instead of failing the request.
+        """
+        keys = sorted(set(partitions))
+        if not keys:
+            return {}
+        spec: Any = OffsetSpec  # its factory methods are untyped
+        chosen = (
+            spec.earliest()
+            if which == "earliest"
+            else spec.latest()
+            if which == "latest"
+            else spec.for_timestamp(which)
+        )
+        isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        what = which if isinstance(which, str) else f"timestamp {which}"
+        action = f"list the {what} offsets of {len(keys)} partition(s)"
+
+        def request(wanted: list[TopicPartitionKey]) -> dict[TopicPartition, Future[Any]]:
+            return self.client.list_offsets(
+                {TopicPartition(topic, partition): chosen for topic, partition in wanted},
+                isolation_level=isolation,
+                request_timeout=self.timeout,
+            )
+
+        try:
+            futures = request(keys)
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, action=action, connection=self.connection) from None
+        result: dict[TopicPartitionKey, int] = {}
+        for tp, future in futures.items():
+            key = (tp.topic, tp.partition)
+            where = f"list the {what} offset of {key[0]}/{key[1]}"
+            try:
+                result[key] = int(future.result(timeout=max(self.timeout, 30.0)).offset)
+                continue
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                if missing_ok and error is not None and error.code() in NO_SUCH_PARTITION_CODES:
+                    continue
+                first: KBackupError = translate_kafka_error(exc, action=where, connection=self.connection)
+            except TimeoutError:
+                first = translate_kafka_error(
+                    TimeoutError(f"no answer within {self.timeout:g}s"),
+                    action=where,
+                    connection=self.connection,
+                )
+            if not first.retryable:
+                raise first
+            result[key] = self._wait(lambda key=key: request([key])[TopicPartition(*key)], where).offset  # type: ignore[misc]
+        return result
+
+    def partition_ranges(
+        self, partitions: Iterable[TopicPartitionKey], *, read_committed: bool = True
+    ) -> dict[TopicPartitionKey, PartitionRange]:
+        """Log start and end offset (the last stable one under ``read_committed``) of each partition."""
+        keys = sorted(set(partitions))
+        ends = self.list_offsets(keys, "latest", read_committed=read_committed)
+        starts = self.list_offsets(keys, "earliest", read_committed=read_committed)
+        return {key: PartitionRange(log_start=starts[key], log_end=ends[key]) for key in keys}
+
+    def offsets_for_times(self, requests: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """The earliest offset whose timestamp is >= the given ms, per partition (-1: none, i.e. the end)."""
+        result: dict[TopicPartitionKey, int] = {}
+        for timestamp in sorted(set(requests.values())):
+            keys = [key for key, wanted in requests.items() if wanted == timestamp]
+            result.update(self.list_offsets(keys, timestamp))
+        return result
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    def _configs(
+        self, resources: list[ConfigResource], what: Callable[[ConfigResource], str]
+    ) -> dict[str, dict[str, ConfigValue]]:
+        if not resources:
+            return {}
+        futures = self._wait_request(
+            lambda: self.client.describe_configs(resources, request_timeout=self.timeout), "describe configs"
+        )
+        result: dict[str, dict[str, ConfigValue]] = {}
+        for resource, future in futures.items():
+            entries = self._result(future, f"describe the configs of {what(resource)}")
+            result[resource.name] = {
+                name: ConfigValue(
+                    value=entry.value,
+                    set_on_topic=_source_of(entry) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+                    sensitive=bool(entry.is_sensitive),
+                )
+                for name, entry in sorted(entries.items())
+            }
+        return result
+
+    def _wait_request(self, issue: Callable[[], Result], action: str) -> Result:
+        """A request whose answer is a mapping of futures: sending it may fail, each future too."""
+        try:
+            return issue()
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, action=action, connection=self.connection) from None
+
+    def topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, ConfigValue]]:
+        """Every config of each topic, with where its value comes from."""
+        return self._configs(
+            [ConfigResource(ConfigResource.Type.TOPIC, name) for name in sorted(set(names))],
+            lambda resource: f"topic {resource.name}",
+        )
+
+    def broker_configs(self, broker_id: int) -> dict[str, ConfigValue]:
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+        return self._configs([resource], lambda _resource: f"broker {broker_id}")[str(broker_id)]
+
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str | None]:
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        futures = self._wait_request(
+            lambda: self.client.describe_topics(TopicCollection(wanted), request_timeout=self.timeout),
+            "describe topics",
+        )
+        result: dict[str, str | None] = {}
+        for name, future in futures.items():
+            topic_id = getattr(self._result(future, f"describe topic {name}"), "topic_id", None)
+            result[name] = str(topic_id) if topic_id is not None else None
+        return result
+
+    def create_topics(
+        self, topics: Iterable[TopicSpec], *, validate_only: bool = False
+    ) -> dict[str, TopicRefused | None]:
+        """Create topics (or have the broker only validate them): None for each one created, else
+        what the broker answered for it (``code_name`` TOPIC_ALREADY_EXISTS, INVALID_CONFIG, ...)."""
+        specs = list(topics)
+        if not specs:
+            return {}
+        futures = self._wait_request(
+            lambda: self.client.create_topics(
+                [NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.configs)) for s in specs],
+                request_timeout=self.timeout,
+                validate_only=validate_only,
+            ),
+            "create topics",
+        )
+        outcome: dict[str, TopicRefused | None] = {}
+        for name, future in futures.items():
+            try:
+                future.result(self.timeout * 2)
+                outcome[name] = None
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                outcome[name] = TopicRefused(
+                    code_name=error.name() if error is not None else None,
+                    reason=error.str() if error is not None else str(exc),
+                    error=translate_kafka_error(
+                        exc, action=f"create topic {name}", connection=self.connection
+                    ),
+                )
+        return outcome
+
+    # -- consumer groups --------------------------------------------------------------------------
+
+    def list_groups(self) -> dict[str, str | None]:
+        """Every consumer group of the cluster and its state. A listing that a broker did not answer
+        is an error (an incomplete list would silently leave groups behind), after waiting out
+        coordinators that are still loading (a broker that just started)."""
+        deadline = time.monotonic() + self.retry_secs
+        while True:
+            listing = self._wait(
+                lambda: self.client.list_consumer_groups(request_timeout=self.timeout), "list consumer groups"
+            )
+            if not listing.errors:
+                return {group.group_id: kafka_state_name(group.state) for group in listing.valid}
+            errors = [kafka_error_of(error) for error in listing.errors]
+            busy = all(error is not None and error.code() in COORDINATOR_BUSY_CODES for error in errors)
+            if busy and time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            raise KafkaOperationError(
+                f"listing consumer groups on {self.servers} was incomplete: {listing.errors[0]}",
+                retryable=True,
+            )
+
+    def list_group_ids(self) -> list[str]:
+        return sorted(self.list_groups())
+
+    def group_offsets(self, group_ids: Iterable[str]) -> dict[str, list[CommittedOffset]]:
+        """Every committed offset of each group; a group deleted meanwhile is left out."""
+
+        def issue(group_id: str) -> Future[Any]:
+            request = [ConsumerGroupTopicPartitions(group_id)]
+            return self.client.list_consumer_group_offsets(request, request_timeout=self.timeout)[group_id]
+
+        answers = self._each(
+            group_ids, issue, lambda group_id: f"list the committed offsets of group {group_id}"
+        )
+        result: dict[str, list[CommittedOffset]] = {}
+        for group_id, answer in answers.items():
+            if isinstance(answer, KBackupError):
+                if getattr(answer, "code_name", None) == "GROUP_ID_NOT_FOUND":
+                    continue
+                raise answer
+            result[group_id] = self._offsets_of(group_id, answer)
+        return result
+
+    def _offsets_of(self, group_id: str, answer: Any) -> list[CommittedOffset]:
+        offsets = []
         for tp in answer.topic_partitions or []:
             if tp.error is not None:
                 raise translate_kafka_error(
@@ -178,14 +502,31 @@ class Admin:
                     connection=self.connection,
                 )
             if tp.offset >= 0:
-                offsets[(tp.topic, tp.partition)] = int(tp.offset)
+                offsets.append(
+                    CommittedOffset(tp.topic, tp.partition, int(tp.offset), tp.metadata, tp.leader_epoch)
+                )
         return offsets
 
+    def committed_offsets(self, group_id: str) -> dict[TopicPartitionKey, int]:
+        """Every committed offset of a group (empty if the group has none or does not exist)."""
+        return self.committed_offsets_of([group_id])[group_id]
+
+    def committed_offsets_of(self, group_ids: Iterable[str]) -> dict[str, dict[TopicPartitionKey, int]]:
+        """Every committed offset of each group (empty if a group has none or does not exist)."""
+        wanted = sorted(set(group_ids))
+        found = self.group_offsets(wanted)
+        return {
+            group_id: {(item.topic, item.partition): item.offset for item in found.get(group_id, [])}
+            for group_id in wanted
+        }
+
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
-        answers = self._wait_each(
-            group_ids,
-            lambda group_id: self.client.describe_consumer_groups([group_id])[group_id],
-            lambda group_id: f"describe consumer group {group_id}",
+        answers = self._raise_first(
+            self._each(
+                group_ids,
+                lambda group_id: self.client.describe_consumer_groups([group_id])[group_id],
+                lambda group_id: f"describe consumer group {group_id}",
+            )
         )
         result = {}
         for group_id, description in answers.items():
@@ -193,10 +534,6 @@ class Admin:
             state = getattr(description.state, "name", str(description.state))
             result[group_id] = GroupDescription(group_id=group_id, state=state, members=members)
         return result
-
-    def list_group_ids(self) -> list[str]:
-        answer = self._wait(self.client.list_consumer_groups, "list consumer groups")
-        return sorted(listing.group_id for listing in answer.valid)
 
     def alter_offsets(self, group_id: str, offsets: Mapping[TopicPartitionKey, int]) -> None:
         """Commit ``offsets`` for an empty group (the broker refuses while members are active)."""
@@ -227,7 +564,29 @@ class Admin:
                 raise
 
 
-def open_admin(connection: KafkaConnection) -> Admin:
-    from kbackup.core.kafka.clients import KafkaClients
+def _source_of(entry: Any) -> int:
+    source = entry.source
+    return int(source.value) if hasattr(source, "value") else int(source)
 
-    return Admin(KafkaClients(connection).admin(), connection)
+
+def open_admin(
+    connection: KafkaConnection, *, client_id: str | None = None, request_timeout: float | None = None
+) -> Admin:
+    clients = KafkaClients(connection) if client_id is None else KafkaClients(connection, client_id=client_id)
+    return Admin(clients, request_timeout=request_timeout)
+
+
+def wait_until_answering(
+    connection: KafkaConnection, *, timeout_secs: float, alive: Callable[[], bool]
+) -> bool:
+    """Ask for metadata until a broker answers (True), ``alive()`` turns false or the time is up
+    (False). For a cluster being started: its first requests fail until it listens."""
+    client = KafkaClients(connection).admin()
+    deadline = time.monotonic() + timeout_secs
+    while time.monotonic() < deadline and alive():
+        try:
+            if client.list_topics(timeout=2).brokers:
+                return True
+        except KafkaException:
+            time.sleep(0.2)
+    return False

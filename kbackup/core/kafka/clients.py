@@ -8,7 +8,6 @@ errors into the project's errors (keeping Kafka's error code) are done once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -42,15 +41,6 @@ _AUTH_CODES = {
     KafkaError.SASL_AUTHENTICATION_FAILED,
     KafkaError._SSL,
 }
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    """What a metadata request told us about a cluster."""
-
-    cluster_id: str | None
-    broker_count: int
-    topics: frozenset[str]
 
 
 def kafka_error_of(exc: BaseException) -> KafkaError | None:
@@ -183,16 +173,6 @@ class KafkaClients:
         }
         consumer: Consumer = self._create(Consumer, props, "Kafka consumer")
         return consumer
-
-    def cluster_info(self, admin: AdminClient | None = None) -> ClusterInfo:
-        """One metadata request; raises ``KafkaUnreachableError`` naming the servers if none answers."""
-        client = admin or self.admin()
-        metadata = self.list_topics(client)
-        return ClusterInfo(
-            cluster_id=metadata.cluster_id,
-            broker_count=len(metadata.brokers),
-            topics=frozenset(metadata.topics),
-        )
 
 
 def check_client_properties(connection: KafkaConnection) -> None:
