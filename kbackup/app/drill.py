@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,7 +24,7 @@ from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.app.three_phase import ThreePhaseSummary, job_backup, three_phase_restore
 from kbackup.backup.settings import SourceSettings, TopicSelection
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import ConfigError
+from kbackup.core.errors import ConfigError, InterruptedByUser
 from kbackup.core.kafka import open_admin
 from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
@@ -100,7 +101,12 @@ def drill_config(config: KBackupConfig, backup_id: str, topics: list[str], work_
 
 
 def run_drill(
-    config: KBackupConfig, *, work_dir: Path, report_path: Path, progress: Progress | None = None
+    config: KBackupConfig,
+    *,
+    work_dir: Path,
+    report_path: Path,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
 ) -> DrillReport:
     if config.source is None or config.target is None:
         raise ConfigError("a drill needs 'source' and 'target' sections")
@@ -113,13 +119,16 @@ def run_drill(
     backed_up = run_backup(
         BackupJob(backup_id=backup_id, source=config.source, storage=config.storage, settings=config.backup),
         progress=progress,
+        stop=stop,
     )
+    if stop is not None and stop.is_set():
+        raise InterruptedByUser("drill stopped by a signal during its backup; nothing was restored")
     report.phase_seconds["backup"] = time.monotonic() - started
     report.backup = backed_up.to_dict()
     report.source_cluster = backed_up.source_cluster_id
 
     restore_config = drill_config(config, backup_id, backed_up.topics, work_dir)
-    summary: ThreePhaseSummary = three_phase_restore(restore_config, progress=progress)
+    summary: ThreePhaseSummary = three_phase_restore(restore_config, progress=progress, stop=stop)
     for phase in summary.phases:
         report.phase_seconds[phase.name] = phase.seconds
     report.three_phase = summary.to_dict()
@@ -204,7 +213,11 @@ def render_html(report: DrillReport) -> str:
 
 
 def run_local_drill(
-    *, report_path: Path, records_per_partition: int = 2_000, progress: Progress | None = None
+    *,
+    report_path: Path,
+    records_per_partition: int = 2_000,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
 ) -> DrillReport:
     """Two throwaway local clusters, realistic data, the full drill on local-folder storage."""
     from kbackup.app.drill_data import fill_source
@@ -227,4 +240,4 @@ def run_local_drill(
             drill=DrillSettings(),
             offset_reset=OffsetResetSettings(),
         )
-        return run_drill(config, work_dir=work_dir, report_path=report_path, progress=progress)
+        return run_drill(config, work_dir=work_dir, report_path=report_path, progress=progress, stop=stop)

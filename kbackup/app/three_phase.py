@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,11 @@ def run_key_of(config: KBackupConfig, target_cluster_id: str | None) -> str:
     return f"{config.backup_id}-{digest}"
 
 
-def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = None) -> ThreePhaseSummary:
+def three_phase_restore(
+    config: KBackupConfig, *, progress: Progress | None = None, stop: threading.Event | None = None
+) -> ThreePhaseSummary:
+    """Restore, map, move the groups and verify; ``stop`` (SIGINT/SIGTERM) ends the restore phase at
+    its next safe point, and a re-run continues from there."""
     if config.target is None:
         raise ConfigError("three-phase-restore needs a 'target' section")
     if not config.backup_id:
@@ -113,7 +118,7 @@ def three_phase_restore(config: KBackupConfig, *, progress: Progress | None = No
         job = restore_service.prepare(
             backup_id=config.backup_id, storage=config.storage, target=target, settings=config.restore
         )
-        restored = restore_service.run(job, progress=progress)
+        restored = restore_service.run(job, progress=progress, stop=stop)
         details = {
             "restore_id": restored.restore_id,
             "records": restored.records,

@@ -14,14 +14,12 @@ it is asked to stop; then it commits what it has read.
 from __future__ import annotations
 
 import contextlib
-import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from kbackup import __version__
@@ -582,25 +580,3 @@ def run_backup(
     In snapshot mode a stop commits what was copied and sets ``stopped_early``.
     """
     return BackupRun(job, stop=stop, progress=progress, storage=storage).run()
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """SIGINT/SIGTERM set the returned event (the run stops at a safe point); a second one aborts."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def handle(signum: int, _frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        log.warning("%s: finishing the segments and committing what was copied", signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

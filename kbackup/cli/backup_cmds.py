@@ -9,6 +9,7 @@ import typer
 
 from kbackup.app.overrides import backup_id_of, backup_job, storage_settings
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import BackupIntegrityError, InterruptedByUser
 from kbackup.core.progress import Progress
 from kbackup.storage import Storage, open_storage
@@ -47,7 +48,7 @@ def backup(
     running again with the same backup id adds an increment from where the last one ended.
     With --follow it keeps copying and commits an increment every checkpoint_interval_secs.
     """
-    from kbackup.backup.runner import run_backup, stop_on_signals
+    from kbackup.backup.runner import run_backup
 
     json_mode(as_json)
     job = backup_job(
@@ -60,7 +61,10 @@ def backup(
         source_cluster_id=source_cluster_id,
         follow=follow,
     )
-    with stop_on_signals() as stop, Progress() as progress:
+    with (
+        stop_on_signals("finishing the segments and committing what was copied") as stop,
+        Progress() as progress,
+    ):
         summary = run_backup(job, stop=stop, progress=progress)
     interrupted = summary.stopped_early or (stop.is_set() and not summary.increments)
     if as_json:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kbackup.cli.common import ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import UsageError, VerificationError
 from kbackup.core.progress import Progress
 
@@ -37,8 +38,11 @@ def three_phase_restore(
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
 
     cfg = with_state_dir(load_config(config), str(state_dir) if state_dir is not None else None)
-    with Progress() as progress:
-        summary = run_three_phase(cfg, progress=progress)
+    with (
+        stop_on_signals("stopping at the next safe point; run again to continue") as stop,
+        Progress() as progress,
+    ):
+        summary = run_three_phase(cfg, progress=progress, stop=stop)
     if as_json:
         print_json(summary.to_dict())
         return
@@ -69,11 +73,11 @@ def drill(
     json_mode(as_json)
     from kbackup.app.drill import run_drill, run_local_drill
 
-    with Progress() as progress:
+    with stop_on_signals("stopping the drill at the next safe point") as stop, Progress() as progress:
         if local:
             report_path = report or Path("drill-report.json")
             result = run_local_drill(
-                report_path=report_path, records_per_partition=records, progress=progress
+                report_path=report_path, records_per_partition=records, progress=progress, stop=stop
             )
         else:
             if config is None:
@@ -81,7 +85,9 @@ def drill(
             cfg = load_config(config)
             report_path = report or Path(cfg.drill.report_path)
             with tempfile.TemporaryDirectory(prefix="kbackup-drill-") as scratch:
-                result = run_drill(cfg, work_dir=Path(scratch), report_path=report_path, progress=progress)
+                result = run_drill(
+                    cfg, work_dir=Path(scratch), report_path=report_path, progress=progress, stop=stop
+                )
     if as_json:
         print_json(result.to_dict())
     else:

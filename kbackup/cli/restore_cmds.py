@@ -16,6 +16,7 @@ from kbackup.cli.common import (
     pairs,
     print_json,
 )
+from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import UsageError
 from kbackup.core.progress import Progress
 from kbackup.restore import service
@@ -141,7 +142,8 @@ def restore(
         else:
             typer.echo("\n".join(report.lines()))
         return
-    summary = service.run(job, progress=Progress())
+    with stop_on_signals("committing what was produced, then stopping") as stop:
+        summary = service.run(job, progress=Progress(), stop=stop)
     if as_json:
         print_json(summary.to_dict())
     else:

@@ -69,6 +69,42 @@ def origin_headers(origin: Origin) -> list[Header]:
     ]
 
 
+def stamp_batch(
+    cluster: str,
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    timestamps: Sequence[int],
+    own: Sequence[Sequence[Header]] | None = None,
+) -> list[list[Header]]:
+    """Each record's headers as restore produces them: its own minus any ``x-kafka-backup-*``, then
+    the five origin headers. One call per batch of one source partition (restore's hot path: the
+    header lists are built in one comprehension, not by a call per record)."""
+    cluster_header, topic_header, partition_header = partition_headers(cluster, topic, partition)
+    if own is None:
+        return [
+            [
+                cluster_header,
+                topic_header,
+                partition_header,
+                (OFFSET_HEADER, b"%d" % offset),
+                (TIMESTAMP_HEADER, b"%d" % timestamp),
+            ]
+            for offset, timestamp in zip(offsets, timestamps, strict=True)
+        ]
+    return [
+        [
+            *without_origin_headers(headers),
+            cluster_header,
+            topic_header,
+            partition_header,
+            (OFFSET_HEADER, b"%d" % offset),
+            (TIMESTAMP_HEADER, b"%d" % timestamp),
+        ]
+        for offset, timestamp, headers in zip(offsets, timestamps, own, strict=True)
+    ]
+
+
 def is_origin_header(name: str) -> bool:
     return name.startswith(ORIGIN_HEADER_PREFIX)
 

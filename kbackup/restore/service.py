@@ -7,6 +7,7 @@ contents. Nothing is written before all of them pass.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,12 @@ from kbackup.core.kafka import KafkaClients, check_client_properties
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id
-from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
 from kbackup.restore.plan import RestorePlan, build_plan, plan_lines, select_topics
-from kbackup.restore.runner import Restorer, RestoreSummary, resume_point
+from kbackup.restore.run_plan import plan_run
+from kbackup.restore.runner import Restorer
 from kbackup.restore.settings import RestoreSettings
-from kbackup.restore.target import create_topics, inspect_target
+from kbackup.restore.summary import RestoreSummary
+from kbackup.restore.target import inspect_target
 from kbackup.storage import Storage, open_storage
 
 CLIENT_ID = "kafka-backup-restore"
@@ -126,41 +128,49 @@ class DryRunReport:
         return lines
 
 
-def dry_run(job: RestoreJob, *, scratch_dir: Path | None = None) -> DryRunReport:
-    """Everything a run checks, without fencing, creating or producing anything."""
+def dry_run(
+    job: RestoreJob, *, scratch_dir: Path | None = None, progress: Progress | None = None
+) -> DryRunReport:
+    """Everything a run checks (the same :func:`plan_run`), without fencing, creating or producing
+    anything: progress held by an open transaction is counted, not waited for."""
     plan = job.plan
-    point = resume_point(
-        plan, job.clients, job.settings, progress_topic_exists=not plan.create_progress_topic, dry_run=True
-    )
-    work: list[SegmentWork] = []
-    for state in point.states.values():
-        work.extend(remaining_segments(state.plan, state.next_offset))
-    create_topics(
-        job.clients,
+    run = plan_run(
         plan,
-        progress_topic=plan.mode == "exactly-once" and plan.create_progress_topic,
-        validate_only=True,
+        job.storage,
+        job.clients,
+        job.settings,
+        mode=plan.mode,
+        dry_run=True,
+        scratch_dir=scratch_dir,
+        progress=progress,
     )
-    counts = verify_work(
-        job.storage, plan.backup_id, work, checksums=job.settings.verify_checksums, scratch_dir=scratch_dir
-    )
-    known = all(item.segment.key in counts for item in work)
     return DryRunReport(
         plan=plan,
-        resumed=point.resumed,
-        records_to_write=sum(counts.values()) if known else None,
-        records_upper_bound=sum(item.segment.record_count for item in work),
-        segments_to_read=len(work),
+        resumed=run.point.resumed,
+        records_to_write=run.records_to_write,
+        records_upper_bound=run.records_upper_bound,
+        segments_to_read=len(run.work),
         checksums_verified=job.settings.verify_checksums,
-        undecided_progress=point.undecided,
-        warnings=point.warnings,
+        undecided_progress=run.point.undecided,
+        warnings=run.point.warnings,
     )
 
 
 def run(
-    job: RestoreJob, *, progress: Progress | None = None, scratch_dir: Path | None = None
+    job: RestoreJob,
+    *,
+    progress: Progress | None = None,
+    scratch_dir: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> RestoreSummary:
-    """Restore the plan into the target; see kbackup.restore.runner."""
+    """Restore the plan into the target (see kbackup.restore.runner); ``stop`` ends it at the next
+    batch after committing what was produced (the CLI sets it on SIGINT/SIGTERM)."""
     return Restorer(
-        job.plan, job.storage, job.clients, job.settings, progress=progress, scratch_dir=scratch_dir
+        job.plan,
+        job.storage,
+        job.clients,
+        job.settings,
+        progress=progress,
+        scratch_dir=scratch_dir,
+        stop=stop,
     ).run()

@@ -13,8 +13,8 @@ from typing import Any
 from kbackup.core.config import StorageSettings
 from kbackup.format.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS, parse_origin
 from kbackup.restore import service
-from kbackup.restore.runner import RestoreSummary
 from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.summary import RestoreSummary
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import Record
 

@@ -7,9 +7,11 @@ from hypothesis import strategies as st
 
 from kbackup.format.origin import (
     ORIGIN_HEADERS,
+    Header,
     Origin,
     origin_headers,
     parse_origin,
+    stamp_batch,
     without_origin_headers,
 )
 
@@ -104,3 +106,21 @@ def test_parse_origin_follows_the_rule_for_any_headers(
     valid = origin_headers(Origin("c1", "orders", 3, 99, 5)) if complete else []
     headers = [*noise, *valid, *tail]
     assert parse_origin(headers) == rule_origin(headers)
+
+
+def test_a_batch_is_stamped_as_each_record_would_be() -> None:
+    """The encoder restore produces with gives every record exactly origin_headers() of its origin,
+    after its own headers minus any stale x-kafka-backup-*."""
+    offsets, timestamps = [7, 8, 10], [100, -1, 102]
+    plain = stamp_batch("c1", "orders", 2, offsets, timestamps)
+    assert plain == [
+        origin_headers(Origin("c1", "orders", 2, o, t)) for o, t in zip(offsets, timestamps, strict=True)
+    ]
+    own: list[list[Header]] = [[("a", b"1"), ("x-kafka-backup-offset", b"5")], [], [("b", None)]]
+    stamped = stamp_batch("c1", "orders", 2, offsets, timestamps, own)
+    assert stamped[0] == [("a", b"1"), *plain[0]]
+    assert stamped[1] == plain[1]
+    assert stamped[2] == [("b", None), *plain[2]]
+    assert [parse_origin(headers) for headers in stamped] == [
+        Origin("c1", "orders", 2, o, t) for o, t in zip(offsets, timestamps, strict=True)
+    ]

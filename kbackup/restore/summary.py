@@ -1,0 +1,112 @@
+"""What a restore run did: records and bytes per topic, mode, transactions, and what earlier runs did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TopicTotals:
+    source_topic: str
+    target_topic: str
+    #: Records produced (and, in the exactly-once mode, committed) by this run.
+    records: int = 0
+    #: Key and value bytes of those records.
+    bytes: int = 0
+    #: Restored by earlier runs of the same restore (exactly-once progress), if known.
+    earlier: int | None = 0
+    #: Selected records this run had to restore, if known.
+    expected: int | None = 0
+
+
+@dataclass
+class RestoreSummary:
+    restore_id: str
+    backup_id: str
+    mode: str
+    target: str
+    topics: list[TopicTotals]
+    created_topics: list[str]
+    transactions: int
+    seconds: float
+    #: The restore continued where an earlier run stopped.
+    resumed: bool
+    #: Records found already on the target and not produced again (idempotent resume).
+    already_landed: int
+    #: Records whose timestamp was <= 0, produced with the restore time instead.
+    timestamps_not_kept: int
+    warnings: list[str] = field(default_factory=list)
+    verified: bool = False
+
+    @property
+    def records(self) -> int:
+        return sum(topic.records for topic in self.topics)
+
+    @property
+    def bytes(self) -> int:
+        return sum(topic.bytes for topic in self.topics)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "restore_id": self.restore_id,
+            "backup_id": self.backup_id,
+            "mode": self.mode,
+            "target": self.target,
+            "records": self.records,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "records_per_second": round(self.records_per_second, 1),
+            "transactions": self.transactions,
+            "resumed": self.resumed,
+            "already_landed": self.already_landed,
+            "timestamps_not_kept": self.timestamps_not_kept,
+            "verified": self.verified,
+            "created_topics": self.created_topics,
+            "topics": [
+                {
+                    "source_topic": t.source_topic,
+                    "target_topic": t.target_topic,
+                    "records": t.records,
+                    "bytes": t.bytes,
+                    "restored_by_earlier_runs": t.earlier,
+                    "expected": t.expected,
+                }
+                for t in self.topics
+            ],
+            "warnings": self.warnings,
+        }
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"restored {self.records:,} record(s) ({self.bytes / 1e6:,.1f} MB of keys and values) "
+            f"in {self.seconds:,.1f}s, {self.records_per_second:,.0f} records/s, mode {self.mode}"
+            + (f", {self.transactions} transaction(s)" if self.mode == "exactly-once" else ""),
+        ]
+        if self.resumed:
+            lines.append(
+                "  continued an earlier run of the same restore"
+                + (
+                    f" ({self.already_landed:,} record(s) found already on the target)"
+                    if self.already_landed
+                    else ""
+                )
+            )
+        for topic in self.topics:
+            earlier = f", {topic.earlier:,} by earlier runs" if topic.earlier else ""
+            lines.append(
+                f"  {topic.source_topic} -> {topic.target_topic}: {topic.records:,} record(s){earlier}"
+            )
+        if self.created_topics:
+            lines.append(f"  created topics: {', '.join(self.created_topics)}")
+        if self.timestamps_not_kept:
+            lines.append(
+                f"  {self.timestamps_not_kept:,} record(s) had no timestamp (<= 0) and got the restore time"
+            )
+        for warning in self.warnings:
+            lines.append(f"  warning: {warning}")
+        return lines

@@ -1,0 +1,303 @@
+"""The restore's producer on the target: fencing, transactions with progress, delivery, shutdown.
+
+In the exactly-once mode records and the progress records that say how far the restore got are
+committed in one Kafka transaction, so a re-run continues exactly where the last commit left off.
+Without transactions (the idempotent mode) the producer's gapless guarantee makes a record that
+fails for good stop the run instead of leaving a hole that a later record hides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kbackup.core.errors import KafkaOperationError, KBackupError, PreconditionError
+from kbackup.core.faults import crash_point
+from kbackup.core.kafka import (
+    KafkaClients,
+    KafkaError,
+    KafkaException,
+    Producer,
+    kafka_error_of,
+    translate_kafka_error,
+)
+from kbackup.format.restore_progress import (
+    PROGRESS_PARTITION,
+    PartitionProgress,
+    encode_progress,
+    progress_key,
+)
+from kbackup.restore.batches import BatchRecords
+from kbackup.restore.plan import Mode, RestorePlan
+from kbackup.restore.settings import RestoreSettings
+
+#: Producer settings for throughput; ``restore.producer_properties`` and the target's
+#: ``properties`` override them. Memory is bounded by the queue limits.
+PRODUCER_TUNING: dict[str, Any] = {
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 100_000,
+    "compression.type": "lz4",
+    "queue.buffering.max.messages": 200_000,
+    "queue.buffering.max.kbytes": 65_536,
+    "message.max.bytes": 16 * 1024 * 1024,
+    "max.in.flight.requests.per.connection": 5,
+    # Only failures produce delivery reports: no Python call per delivered record.
+    "delivery.report.only.error": True,
+}
+#: How often the producer loop serves librdkafka's callbacks (only failures report back).
+POLL_INTERVAL_SECS = 0.25
+#: init_transactions errors after which ``exactly_once: auto`` falls back to the idempotent mode.
+_NO_TRANSACTIONS = {
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    "CLUSTER_AUTHORIZATION_FAILED",
+    "UNSUPPORTED_VERSION",
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+    "_NOT_IMPLEMENTED",
+    "_UNSUPPORTED_FEATURE",
+    "_TIMED_OUT",
+    "COORDINATOR_NOT_AVAILABLE",
+}
+
+
+class TargetWriter:
+    """Produces one restore's records into the target."""
+
+    def __init__(
+        self, plan: RestorePlan, clients: KafkaClients, settings: RestoreSettings, warnings: list[str]
+    ) -> None:
+        self.plan = plan
+        self.clients = clients
+        self.settings = settings
+        #: Where a fall-back to the idempotent mode is said.
+        self.warnings = warnings
+        #: The mode of this run: the plan's, unless ``exactly_once: auto`` found no transactions.
+        self.mode: Mode = plan.mode
+        self.producer: Producer | None = None
+        self.transactions = 0
+        #: Records whose timestamp was <= 0, produced with the restore time instead.
+        self.timestamps_not_kept = 0
+        self._delivery_errors: list[str] = []
+        self._tx_records = 0
+        self._tx_started = 0.0
+        self._last_poll = 0.0
+
+    @property
+    def transactional(self) -> bool:
+        return self.mode == "exactly-once"
+
+    def _producer_properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = dict(PRODUCER_TUNING)
+        for key in self.clients.connection.properties:
+            props.pop(key, None)  # the connection's own properties win over our tuning
+        props.update(self.settings.producer_properties)
+        props["on_delivery"] = self._on_delivery
+        return props
+
+    def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
+        if error is not None and len(self._delivery_errors) < 5:
+            where = f"{message.topic()}/{message.partition()}" if message is not None else "?"
+            self._delivery_errors.append(f"{where}: {error.name()}: {error.str()}")
+
+    # -- starting ---------------------------------------------------------------------------------
+
+    def fence(self) -> Mode:
+        """In the exactly-once mode: start the transactional producer, which fences any earlier run
+        of this restore and aborts its open transaction (so progress read after this is final).
+        Returns the mode of this run (``auto`` falls back to idempotent, with a warning)."""
+        if not self.transactional:
+            return self.mode
+        producer = self.clients.producer(
+            **self._producer_properties(),
+            **{"transactional.id": self.plan.transactional_id, "transaction.timeout.ms": 60_000},
+        )
+        try:
+            producer.init_transactions(self.settings.timeout_secs)
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            name = error.name() if error is not None else str(exc)
+            if self.settings.exactly_once == "auto" and name in _NO_TRANSACTIONS:
+                note = f"the target refused to start a transaction ({name})"
+                self.warnings.append(f"exactly-once mode is not possible ({note}): restoring idempotently")
+                self.mode = "idempotent"
+                return self.mode
+            raise translate_kafka_error(
+                exc, action="start the restore's transactions", connection=self.clients.connection
+            ) from None
+        self.producer = producer
+        return self.mode
+
+    def open(self) -> None:
+        """Ready to produce: the idempotent producer (the transactional one is made by fence)."""
+        if self.producer is None:
+            # A record that fails for good must stop the run rather than leave a gap that a later
+            # record hides from the resume scan: librdkafka raises a fatal error instead. Its
+            # guarantee does not cover message timeouts, so records never time out; a stalled
+            # target is detected by restore.timeout_secs instead.
+            props = {"message.timeout.ms": 0, **self._producer_properties(), "enable.gapless.guarantee": True}
+            self.producer = self.clients.producer(**props)
+        if self.transactional:
+            self.producer.begin_transaction()
+            self._tx_started = time.monotonic()
+        self._last_poll = time.monotonic()
+
+    # -- producing --------------------------------------------------------------------------------
+
+    def produce(self, topic: str, records: BatchRecords) -> int:
+        """Hand the records to the producer (a full queue waits for deliveries); how many."""
+        assert self.producer is not None
+        # librdkafka takes header values of None, which its type stub does not say.
+        send: Any = self.producer.produce
+        headers = records.headers if records.headers is not None else itertools.repeat(None)
+        rows = zip(records.timestamps, records.keys, records.values, records.targets, headers, strict=False)
+        if min(records.timestamps) > 0:
+            for timestamp, key, value, target, record_headers in rows:
+                try:
+                    send(topic, value, key, partition=target, timestamp=timestamp, headers=record_headers)
+                except BufferError:
+                    self._wait_until_sent(send, topic, value, key, target, timestamp, record_headers)
+        else:
+            for timestamp, key, value, target, record_headers in rows:
+                if timestamp <= 0:
+                    # librdkafka reads 0 as "now": a record without a timestamp gets the restore time.
+                    self.timestamps_not_kept += 1
+                    timestamp = 0
+                try:
+                    send(
+                        topic,
+                        value,
+                        key,
+                        partition=target,
+                        timestamp=timestamp,
+                        headers=record_headers or None,
+                    )
+                except BufferError:
+                    self._wait_until_sent(send, topic, value, key, target, timestamp, record_headers or None)
+        produced = len(records.offsets)
+        self._tx_records += produced
+        return produced
+
+    def _wait_until_sent(self, send: Callable[..., None], topic: str, *record: Any) -> None:
+        """The producer's queue is full: serve deliveries until this record fits."""
+        assert self.producer is not None
+        value, key, partition, timestamp, headers = record
+        deadline = time.monotonic() + self.settings.timeout_secs
+        while True:
+            self.producer.poll(0.05)
+            self.raise_delivery_errors()
+            if time.monotonic() > deadline:
+                raise KafkaOperationError(
+                    f"{self.plan.target} accepted no record for {self.settings.timeout_secs:g}s "
+                    "(the producer's queue stayed full)",
+                    hint="check the target cluster; running the same command again continues",
+                    retryable=True,
+                )
+            try:
+                send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
+                return
+            except BufferError:
+                continue
+
+    def serve_deliveries(self) -> None:
+        """Every POLL_INTERVAL_SECS: serve librdkafka's callbacks and stop at a failed delivery.
+        (poll() hands the GIL over, which can cost a thread switch: not on every batch.)"""
+        assert self.producer is not None
+        now = time.monotonic()
+        if now - self._last_poll >= POLL_INTERVAL_SECS:
+            self.producer.poll(0)
+            self._last_poll = now
+            self.raise_delivery_errors()
+
+    def raise_delivery_errors(self) -> None:
+        if self._delivery_errors:
+            raise KafkaOperationError(
+                f"records could not be delivered to {self.plan.target}: {'; '.join(self._delivery_errors)}",
+                hint="running the same command again continues where the restore stopped",
+                retryable=True,
+            )
+
+    # -- committing -------------------------------------------------------------------------------
+
+    def transaction_due(self) -> bool:
+        return self.transactional and (
+            self._tx_records >= self.settings.transaction_max_records
+            or (time.monotonic() - self._tx_started) * 1000 >= self.settings.transaction_max_ms
+        )
+
+    def commit(self, progress: Iterable[PartitionProgress], *, begin_next: bool) -> None:
+        """Produce the advanced partitions' progress into the transaction, and commit it."""
+        assert self.producer is not None
+        producer = self.producer
+        plan = self.plan
+        for item in progress:
+            producer.produce(
+                plan.progress_topic,
+                encode_progress(plan.restore_id, plan.backup_id, plan.source_cluster, item),
+                progress_key(plan.restore_id, item.source_topic, item.source_partition),
+                partition=PROGRESS_PARTITION,
+            )
+        deadline = time.monotonic() + self.settings.timeout_secs
+        while True:
+            try:
+                producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+                break
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                if error is not None and error.retriable() and time.monotonic() < deadline:
+                    continue
+                raise
+        self.transactions += 1
+        crash_point("restore:after-transaction")
+        self.raise_delivery_errors()
+        self._tx_records = 0
+        if begin_next:
+            producer.begin_transaction()
+            self._tx_started = time.monotonic()
+
+    def finish(self, progress: list[PartitionProgress]) -> None:
+        """Commit the last transaction (with ``progress``), or wait for every record's delivery."""
+        assert self.producer is not None
+        if self.transactional:
+            if progress or self._tx_records:
+                self.commit(progress, begin_next=False)
+            else:
+                self.producer.abort_transaction(self.settings.timeout_secs)  # an empty transaction
+            return
+        remaining = self.producer.flush(self.settings.timeout_secs)
+        self.raise_delivery_errors()
+        if remaining:
+            raise KafkaOperationError(
+                f"{remaining} record(s) were not acknowledged by {self.plan.target} within "
+                f"{self.settings.timeout_secs:g}s",
+                hint="running the same command again continues where the restore stopped",
+                retryable=True,
+            )
+
+    def abandon(self) -> None:
+        """After a failure: abort the open transaction (its records are never visible)."""
+        if self.producer is None:
+            return
+        if self.transactional:
+            with contextlib.suppress(Exception):
+                self.producer.abort_transaction(10)
+        else:
+            with contextlib.suppress(Exception):
+                self.producer.flush(10)
+
+    def translate(self, exc: KafkaException, action: str) -> KBackupError:
+        error = kafka_error_of(exc)
+        if error is not None and error.name() in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"):
+            return PreconditionError(
+                f"another run of the same restore (transactional.id {self.plan.transactional_id}) took over "
+                f"on {self.plan.target}; this one stopped without committing its open transaction",
+                hint="let the other run finish, or stop it and run the command again",
+            )
+        translated = translate_kafka_error(exc, action=action, connection=self.clients.connection)
+        translated.retryable = True
+        translated.hint = (
+            translated.hint or "running the same command again continues where the restore stopped"
+        )
+        return translated
