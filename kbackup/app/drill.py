@@ -20,7 +20,12 @@ from typing import Any
 from kbackup.app.config import KBackupConfig
 from kbackup.app.drill_proof import Verification, verify_positions
 from kbackup.app.settings import DrillSettings, ThreePhaseSettings
-from kbackup.app.three_phase import ThreePhaseSummary, job_backup, three_phase_restore
+from kbackup.app.three_phase import (
+    ThreePhaseSummary,
+    job_backup,
+    require_origin_headers,
+    three_phase_restore,
+)
 from kbackup.backup.settings import SourceSettings, TopicSelection
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import ConfigError
@@ -102,6 +107,10 @@ def drill_config(config: KBackupConfig, backup_id: str, topics: list[str], work_
 def run_drill(
     config: KBackupConfig, *, work_dir: Path, report_path: Path, progress: Progress | None = None
 ) -> DrillReport:
+    # Refused before the backup: the drill restores the backup it takes, with this config's
+    # backup.include_offset_headers.
+    backed_up_with_headers = config.backup.include_offset_headers
+    config = require_origin_headers(config, "drill", lambda: backed_up_with_headers)
     if config.source is None or config.target is None:
         raise ConfigError("a drill needs 'source' and 'target' sections")
     from kbackup.backup.runner import BackupJob, run_backup
