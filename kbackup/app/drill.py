@@ -85,20 +85,22 @@ class DrillReport:
 def drill_config(config: KBackupConfig, backup_id: str, topics: list[str], work_dir: Path) -> KBackupConfig:
     """The restore side of a drill: topics and groups renamed with the drill prefixes."""
     drill = config.drill
+    renamed = {topic: drill.topic_prefix + topic for topic in topics}
     return config.model_copy(
         update={
             "backup_id": backup_id,
-            "restore": config.restore.model_copy(
-                update={"topic_mapping": {topic: drill.topic_prefix + topic for topic in topics}}
-            ),
+            "restore": config.restore.model_copy(update={"topic_mapping": renamed}),
             "three_phase": ThreePhaseSettings(
                 state_dir=str(work_dir / "three-phase-state"),
                 build_mapping=config.three_phase.build_mapping,
                 group_prefix=drill.group_prefix,
             ),
+            # offset_reset.topic_mapping names a real recovery's topics: the drill's groups move on
+            # the drill's own copies.
             "offset_reset": config.offset_reset.model_copy(
                 update={"groups": drill.groups or config.offset_reset.groups,
-                        "snapshot_dir": str(work_dir / "offset-snapshots")}
+                        "snapshot_dir": str(work_dir / "offset-snapshots"),
+                        "topic_mapping": renamed}
             ),
         }
     )  # fmt: skip
