@@ -21,7 +21,12 @@ from typing import Any
 from kbackup.app.config import KBackupConfig
 from kbackup.app.drill_proof import Verification, verify_positions
 from kbackup.app.settings import DrillSettings, ThreePhaseSettings
-from kbackup.app.three_phase import ThreePhaseSummary, job_backup, three_phase_restore
+from kbackup.app.three_phase import (
+    ThreePhaseSummary,
+    job_backup,
+    require_origin_headers,
+    three_phase_restore,
+)
 from kbackup.backup.settings import SourceSettings, TopicSelection
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import ConfigError, InterruptedByUser
@@ -81,20 +86,22 @@ class DrillReport:
 def drill_config(config: KBackupConfig, backup_id: str, topics: list[str], work_dir: Path) -> KBackupConfig:
     """The restore side of a drill: topics and groups renamed with the drill prefixes."""
     drill = config.drill
+    renamed = {topic: drill.topic_prefix + topic for topic in topics}
     return config.model_copy(
         update={
             "backup_id": backup_id,
-            "restore": config.restore.model_copy(
-                update={"topic_mapping": {topic: drill.topic_prefix + topic for topic in topics}}
-            ),
+            "restore": config.restore.model_copy(update={"topic_mapping": renamed}),
             "three_phase": ThreePhaseSettings(
                 state_dir=str(work_dir / "three-phase-state"),
                 build_mapping=config.three_phase.build_mapping,
                 group_prefix=drill.group_prefix,
             ),
+            # offset_reset.topic_mapping names a real recovery's topics: the drill's groups move on
+            # the drill's own copies.
             "offset_reset": config.offset_reset.model_copy(
                 update={"groups": drill.groups or config.offset_reset.groups,
-                        "snapshot_dir": str(work_dir / "offset-snapshots")}
+                        "snapshot_dir": str(work_dir / "offset-snapshots"),
+                        "topic_mapping": renamed}
             ),
         }
     )  # fmt: skip
@@ -108,6 +115,10 @@ def run_drill(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
 ) -> DrillReport:
+    # Refused before the backup: the drill restores the backup it takes, with this config's
+    # backup.include_offset_headers.
+    backed_up_with_headers = config.backup.include_offset_headers
+    config = require_origin_headers(config, "drill", lambda: backed_up_with_headers)
     if config.source is None or config.target is None:
         raise ConfigError("a drill needs 'source' and 'target' sections")
     from kbackup.backup.runner import BackupJob, run_backup

@@ -14,6 +14,7 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,32 @@ def run_key_of(config: KBackupConfig, target_cluster_id: str | None) -> str:
     return f"{config.backup_id}-{digest}"
 
 
+def require_origin_headers(
+    config: KBackupConfig, command: str, backup_offset_headers: Callable[[], bool]
+) -> KBackupConfig:
+    """The config with origin headers on, or one ConfigError naming both keys.
+
+    The mapping and the header-based reset find each group's position by the restored records'
+    origin headers, so ``command`` refuses, before it changes anything, a restore that would write
+    records without them. ``backup_offset_headers`` (the backup's ``include_offset_headers``) is
+    asked only when ``restore.include_original_offset_header`` is unset. The returned config says
+    true explicitly, so the restore, and the run key, do not depend on the backup's setting again.
+    """
+    chosen = config.restore.include_original_offset_header
+    if chosen is None and not backup_offset_headers():
+        why = "backup.include_offset_headers is false and restore.include_original_offset_header is unset"
+    elif chosen is False:
+        why = "restore.include_original_offset_header is false"
+    else:
+        restore = config.restore.model_copy(update={"include_original_offset_header": True})
+        return config.model_copy(update={"restore": restore})
+    raise ConfigError(
+        f"{command} needs x-kafka-backup-* origin headers on the restored records, but {why}",
+        hint="set restore.include_original_offset_header: true (it wins over backup.include_offset_headers; "
+        "the backup keeps every origin offset either way)",
+    )
+
+
 def three_phase_restore(
     config: KBackupConfig, *, progress: Progress | None = None, stop: threading.Event | None = None
 ) -> ThreePhaseSummary:
@@ -92,15 +119,16 @@ def three_phase_restore(
         raise ConfigError("three-phase-restore needs a 'target' section")
     if not config.backup_id:
         raise ConfigError("three-phase-restore needs backup_id")
+    target, backup_id = config.target, config.backup_id
+    config = require_origin_headers(config, "three-phase-restore", lambda: job_backup(config).offset_headers)
     from kbackup.restore import service as restore_service
 
-    target = config.target
     cluster_id = open_admin(target).cluster_id()
     run_key = run_key_of(config, cluster_id)
     state_dir = Path(config.three_phase.state_dir)
     state = StateFile(state_dir / f"{run_key}.json", run_key)
     summary = ThreePhaseSummary(
-        run_key=run_key, backup_id=config.backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
+        run_key=run_key, backup_id=backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
     )
 
     def phase_done(name: str) -> bool:

@@ -50,7 +50,12 @@ class BackupSettings(StrictModel):
         ),
     )
     include_offset_headers: bool = Field(
-        default=True, description="Keep origin offsets so that restore can stamp `x-kafka-backup-*` headers."
+        default=True,
+        description=(
+            "Recorded in the manifest: a restore that does not set "
+            "`restore.include_original_offset_header` stamps `x-kafka-backup-*` origin headers only "
+            "if this is true (the backup keeps every origin offset either way)."
+        ),
     )
     compression: Literal["zstd", "lz4", "snappy", "gzip", "none"] = Field(
         default="zstd", description="Parquet compression codec of the segment files."

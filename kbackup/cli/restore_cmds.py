@@ -94,7 +94,8 @@ def restore(
         bool | None,
         typer.Option(
             "--origin-headers/--no-origin-headers",
-            help="Stamp x-kafka-backup-* origin headers (default on).",
+            help="Stamp x-kafka-backup-* origin headers, or not (default: as the backup's "
+            "backup.include_offset_headers says).",
             show_default=False,
         ),
     ] = None,

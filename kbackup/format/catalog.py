@@ -59,6 +59,12 @@ class Backup:
         return self.manifests[-1]
 
     @property
+    def offset_headers(self) -> bool:
+        """``backup.include_offset_headers`` of the newest increment: whether a restore stamps origin
+        headers by default. Manifests written before the setting was recorded say nothing: true."""
+        return self.latest.settings.get("include_offset_headers", True) is not False
+
+    @property
     def source_cluster(self) -> str:
         return self.manifests[0].source.cluster_id
 

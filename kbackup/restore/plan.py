@@ -177,6 +177,8 @@ class RestorePlan:
     mode: Mode
     mode_reason: str
     origin_headers: bool
+    #: Which setting decided ``origin_headers`` (printed by --dry-run).
+    origin_headers_reason: str
     progress_topic: str
     #: The progress topic does not exist yet and is created before the first transaction.
     create_progress_topic: bool
@@ -222,6 +224,7 @@ class RestorePlan:
             "mode_reason": self.mode_reason,
             "transactional_id": self.transactional_id if self.mode == "exactly-once" else None,
             "origin_headers": self.origin_headers,
+            "origin_headers_reason": self.origin_headers_reason,
             "progress_topic": self.progress_topic if self.mode == "exactly-once" else None,
             "create_progress_topic": self.create_progress_topic and self.mode == "exactly-once",
             "time_window": {"start": self.time_start, "end": self.time_end},
@@ -327,7 +330,11 @@ def restore_identity(backup: Backup, settings: RestoreSettings, target_cluster: 
 
     Built from the settings as written (not from what they resolve to today), so
     a later increment of the backup does not change the id: running the same
-    command again continues, and restores what the new increments added.
+    command again continues, and restores what the new increments added. Origin
+    headers on or off are the exception: records with and without them are two
+    different restores, so the id takes the resolved value (an increment that
+    changes ``backup.include_offset_headers`` under a restore that follows it
+    starts a new restore).
     """
     identity = {
         "v": 1,
@@ -349,10 +356,29 @@ def restore_identity(backup: Backup, settings: RestoreSettings, target_cluster: 
             t: {str(p): [r.start, r.end] for p, r in sorted(ranges.items())}
             for t, ranges in sorted(settings.offset_ranges.items())
         },
-        "origin_headers": settings.include_original_offset_header,
+        # Resolved: unset and true (the default before the key could be unset) give the same id, so
+        # a restore begun with the earlier default continues.
+        "origin_headers": origin_headers_of(backup, settings)[0],
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     return digest[:20]
+
+
+def origin_headers_of(backup: Backup, settings: RestoreSettings) -> tuple[bool, str]:
+    """Whether the restore stamps origin headers, and which setting said so.
+
+    ``restore.include_original_offset_header`` (``--origin-headers/--no-origin-headers``) when set;
+    else ``backup.include_offset_headers`` as the backup's newest increment recorded it.
+    """
+    chosen = settings.include_original_offset_header
+    if chosen is not None:
+        return chosen, f"restore.include_original_offset_header: {str(chosen).lower()}"
+    if "include_offset_headers" not in backup.latest.settings:
+        return backup.offset_headers, "the backup does not record backup.include_offset_headers"
+    return (
+        backup.offset_headers,
+        f"backup taken with backup.include_offset_headers: {str(backup.offset_headers).lower()}",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -485,9 +511,10 @@ def build_plan(
             _retention_warning(topics[-1], topic_partitions, target, now_ms, warnings)
 
     mode, reason = _mode(settings, target, warnings)
-    if not settings.include_original_offset_header:
+    origin_headers, origin_reason = origin_headers_of(backup, settings)
+    if not origin_headers:
         warnings.append(
-            "origin headers are off (restore.include_original_offset_header: false): header-based "
+            f"origin headers are off ({origin_reason}): header-based "
             "offset translation (show-offset-mapping, offset-reset strategy header-based) is impossible "
             "for the restored records"
         )
@@ -510,7 +537,8 @@ def build_plan(
         target_cluster_id=target.cluster_id,
         mode=mode,
         mode_reason=reason,
-        origin_headers=settings.include_original_offset_header,
+        origin_headers=origin_headers,
+        origin_headers_reason=origin_reason,
         progress_topic=settings.progress_topic,
         create_progress_topic=settings.progress_topic not in target.topics,
         replication_factor=settings.replication_factor,
@@ -626,7 +654,8 @@ def plan_lines(plan: RestorePlan) -> list[str]:
         f"restore of backup {plan.backup_id} ({plan.storage_url}), source cluster {plan.source_cluster}",
         f"  into {plan.target} (cluster id {plan.target_cluster_id or 'unknown'})",
         f"  restore id {plan.restore_id}; mode {plan.mode} ({plan.mode_reason})",
-        f"  origin headers: {'x-kafka-backup-* on every record' if plan.origin_headers else 'off'}",
+        f"  origin headers: {'x-kafka-backup-* on every record' if plan.origin_headers else 'off'} "
+        f"({plan.origin_headers_reason})",
     ]
     if plan.time_start is not None or plan.time_end is not None:
         lines.append(f"  time window: {format_time(plan.time_start)} .. {format_time(plan.time_end)}")

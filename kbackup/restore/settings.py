@@ -51,8 +51,13 @@ class RestoreSettings(StrictModel):
     topic name, as the backup knows it, whatever ``topic_mapping`` renames it to.
     """
 
-    include_original_offset_header: bool = Field(
-        default=True, description="Stamp `x-kafka-backup-*` origin headers on every restored record."
+    include_original_offset_header: bool | None = Field(
+        default=None,
+        description=(
+            "Stamp `x-kafka-backup-*` origin headers on every restored record. Unset: as the backup "
+            "says, `backup.include_offset_headers` of its newest increment (true for backups that did "
+            "not record it). `three-phase-restore` and `drill` refuse to run with them off."
+        ),
     )
     topic_mapping: dict[str, str] = Field(
         default_factory=dict, description="Rename topics: `{source_topic: target_topic}`."

@@ -1,20 +1,27 @@
-"""The drill's data generator and its verifier, on the real clusters."""
+"""The drill: its data generator, its verifier, and the command, on the real clusters."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.app.drill_data import fill_source
 from kbackup.app.drill_proof import verify_positions
+from kbackup.cli.main import run
 from kbackup.format.reset_plan import SourceOffsetsInfo
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.planner import PlanRequest, plan_offset_reset
 from kbackup.reset.sources import SourceOffsets
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.support.kafka_io import consume_all, create_topic, end_offsets
-from tests.support.restored_topics import Restored, write_restored
+from tests.integration.test_backup_increments import commit_group
+from tests.integration.test_reset_stage import group_position
+from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
+from tests.support.oracles import reference_position
+from tests.support.restored_topics import Restored, restored_records, write_restored
 
 
 def test_fill_source_writes_the_hard_cases(source_cluster: LocalKafkaCluster, unique_name: str) -> None:
@@ -80,3 +87,45 @@ def test_verify_catches_a_skip_and_counts_rereads(
     assert totals[exact] == {"skipped": 0, "reprocessed": 0, "partitions": 1}
     assert totals[behind] == {"skipped": 0, "reprocessed": 3, "partitions": 1}  # origins 12, 13, 14 again
     assert totals[ahead] == {"skipped": 4, "reprocessed": 0, "partitions": 1}  # origins 15-18 lost
+
+
+def test_drill_moves_its_groups_on_the_drill_topics_whatever_offset_reset_topic_mapping_says(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``offset_reset.topic_mapping`` names the topics of a real recovery; the drill restores under its
+    prefix and must move (and prove) its group copies there, not on the recovery's topics."""
+    topic = f"{unique_name}-orders"
+    create_topic(source_cluster, topic, partitions=2)
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v%d" % i, partition=i % 2) for i in range(60)])
+    group = f"{unique_name}-app"
+    commit_group(source_cluster, group, {(topic, 0): 12, (topic, 1): 30})  # partition 1: all read
+    config = tmp_path / "drill.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backup_id": "drill",
+                "source": {
+                    "bootstrap_servers": [source_cluster.bootstrap_servers],
+                    "topics": {"include": [topic]},
+                },
+                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+                "storage": {"url": str(tmp_path / "store")},
+                "three_phase": {"build_mapping": "when-needed"},
+                "offset_reset": {"groups": [group], "topic_mapping": {topic: f"{topic}-recovered"}},
+            }
+        )
+    )
+    report = tmp_path / "report.json"
+    code = run(["drill", "-c", str(config), "--report", str(report)])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(report.read_text())["passed"] is True
+    drill_topic = f"drill.{topic}"
+    committed = {(topic, 0): 12, (topic, 1): 30}
+    for p in (0, 1):
+        records = restored_records(target_cluster, drill_topic, p, source_cluster.cluster_id)
+        expected = reference_position(records, {(topic, p): committed[(topic, p)]})
+        assert group_position(target_cluster, f"drill.{group}", drill_topic, p) == expected, p

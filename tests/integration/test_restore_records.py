@@ -11,17 +11,21 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
+from kbackup.core.errors import ConfigError
 from kbackup.format.segments import SegmentLimits
 from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage, open_storage
 from tests.conftest import TEST_BUCKET
+from tests.integration.test_security import files_under
 from tests.support.backup_builder import backup_from_cluster, partition_count, topic_configs
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
 from tests.support.restore_checks import assert_restored_exactly, restore
 from tests.support.s3server import S3Server
 
@@ -310,6 +314,76 @@ def test_origin_headers_off(
     assert [(r.key, r.value, r.headers, r.timestamp) for r in restored] == [
         (r.key, r.value, r.headers, r.timestamp) for r in source
     ]
+
+
+def test_backup_taken_without_offset_headers_restores_without_them_unless_asked(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``backup.include_offset_headers: false`` is the restore's default; ``--origin-headers`` wins;
+    the three-phase restore and the drill, which move groups by the headers, refuse before they change
+    anything."""
+    topic = f"{unique_name}-src"
+    create_topic(source_cluster, topic, 2)
+    produce(
+        source_cluster,
+        topic,
+        [
+            Record(key=b"k%d" % i, value=b"v%d" % i, headers=(("app", b"own"),), partition=i % 2)
+            for i in range(40)
+        ],
+    )
+    source = consume_all(source_cluster, topic, [0, 1])
+    store = tmp_path / "store"
+    document = {
+        "backup_id": "noh",
+        "source": {"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        "storage": {"url": str(store)},
+        "backup": {"include_offset_headers": False},
+        "restore": {"topic_mapping": {topic: f"{topic}-default"}},
+        "three_phase": {"state_dir": str(tmp_path / "state")},
+        "offset_reset": {"snapshot_dir": str(tmp_path / "snapshots")},
+    }
+    config = tmp_path / "noh.yaml"
+    config.write_text(yaml.safe_dump(document))
+    c = ["-c", str(config)]
+    assert run(["backup", *c]) == 0
+    capsys.readouterr()
+
+    assert run(["restore", *c, "--dry-run"]) == 0
+    assert "  origin headers: off (backup taken with backup.include_offset_headers: false)" in (
+        capsys.readouterr().out.splitlines()
+    )
+    assert run(["restore", *c]) == 0
+    # Restored as they were: own headers kept, no x-kafka-backup-* added.
+    plain = consume_all(target_cluster, f"{topic}-default", [0, 1])
+    assert [(r.partition, r.key, r.value, r.headers, r.timestamp) for r in plain] == [
+        (r.partition, r.key, r.value, r.headers, r.timestamp) for r in source
+    ]
+    assert run(["restore", *c, "--origin-headers", "--topic-mapping", f"{topic}={topic}-stamped"]) == 0
+    stamped = consume_all(target_cluster, f"{topic}-stamped", [0, 1])
+    assert_restored_exactly(source, stamped, source_cluster=source_cluster.cluster_id)
+
+    capsys.readouterr()
+    drill_config = tmp_path / "drill.yaml"
+    drill_config.write_text(yaml.safe_dump({**document, "backup_id": "noh-drill"}))
+    topics_before = set(admin(target_cluster).list_topics(timeout=10).topics)
+    files_before = files_under(tmp_path)
+    for command in (["three-phase-restore", *c], ["drill", "-c", str(drill_config)]):
+        assert run(command) == ConfigError.exit_code, command
+        error = capsys.readouterr().err.splitlines()[0]
+        assert error == (
+            f"kafka-backup: error: {command[0]} needs x-kafka-backup-* origin headers on the restored "
+            "records, but backup.include_offset_headers is false and restore.include_original_offset_header "
+            "is unset"
+        )
+    # Nothing was touched: no topic created on the target, no state, snapshot or backup written.
+    assert set(admin(target_cluster).list_topics(timeout=10).topics) == topics_before
+    assert files_under(tmp_path) == files_before
 
 
 def test_rerun_after_the_target_topic_was_deleted_restores_it_again(

@@ -234,6 +234,56 @@ def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
     assert SASL_PASSWORD not in captured.out + captured.err + output.read_text()
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("listener", ["SCRAM", "TLS"])
+def test_show_offset_mapping_with_bootstrap_flag_keeps_the_configs_security(
+    listener: str,
+    secure_cluster: LocalKafkaCluster,
+    spark: Any,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``show-offset-mapping -c cfg.yaml -b HOST:PORT``: the flag replaces only the target's servers;
+    its SASL settings (password from the environment) or TLS CA file stay the config's."""
+    from kbackup.format.mapping_file import read_mapping
+
+    seed_topic(secure_cluster, unique_name, 30)
+    monkeypatch.setenv("KB_TEST_SASL_PASSWORD", SASL_PASSWORD)
+    connection = secured_connection(secure_cluster, "SCRAM-SHA-512" if listener == "SCRAM" else "TLS")
+    restored = f"{unique_name}-restored"
+    document = {
+        "backup_id": "flag-map",
+        "source": {**connection, "topics": {"include": [unique_name]}},
+        "target": connection,
+        "storage": {"url": str(tmp_path / "store")},
+        "backup": {"source_cluster_id": "flag-source"},
+        "restore": {"topic_mapping": {unique_name: restored}},
+    }
+    config = write_config(tmp_path / "secured.yaml", document)
+    for command in ("backup", "restore"):
+        code, _, err = cli(capsys, command, "-c", str(config))
+        assert code == 0, err
+    # The config names a host that does not exist: only -b reaches the broker, with the file's security.
+    elsewhere = {**connection, "bootstrap_servers": ["kafka-dr.invalid:9093"]}
+    mapping_config = write_config(tmp_path / "elsewhere.yaml", {**document, "target": elsewhere})
+    listener_servers = connection["bootstrap_servers"][0]
+    output = tmp_path / "mapping.json"
+    code, out, err = cli(
+        capsys, "show-offset-mapping", "-c", str(mapping_config), "-b", listener_servers,
+        "-t", restored, "--source-cluster", "flag-source", "-o", str(output),
+    )  # fmt: skip
+    assert code == 0, err
+    mapping = read_mapping(output)
+    # Restored in one transaction: source 0..29 at target 0..29, its commit marker after them.
+    assert mapping.records == 30
+    assert [(r.source_start, r.source_end, r.target_start, r.target_end) for r in mapping.ranges] == [
+        (0, 29, 0, 29)
+    ]
+    assert SASL_PASSWORD not in out + err + output.read_text()
+
+
 @pytest.mark.parametrize(
     ("command", "mechanism"),
     [("backup", "SCRAM-SHA-512"), ("restore", "SCRAM-SHA-512"), ("backup", "PLAIN")],

@@ -15,7 +15,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
 from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.s3server import S3Server
 from tests.support.storage_contract import StorageContract
 
@@ -107,3 +107,58 @@ def test_storage_errors_do_not_print_the_kms_key_id(s3_server: S3Server) -> None
     assert "no-such-bucket" in caught.value.message
     assert key_id not in caught.value.message
     assert key_id not in (caught.value.hint or "")
+
+
+def test_path_flag_keeps_the_configs_s3_endpoint_credentials_and_encryption(
+    s3_server: S3Server,
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``-c cfg.yaml --path s3://bucket/prefix`` replaces only the location: the S3 endpoint (moto is
+    reachable only through it), the credentials and the server-side encryption stay the config's,
+    in backup, describe, validate and restore alike."""
+    create_topic(source_cluster, unique_name, partitions=2)
+    produce(
+        source_cluster,
+        unique_name,
+        [Record(key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(40)],
+    )
+    restored = f"{unique_name}-restored"
+    # The config's own location is another prefix, which holds no backup: only --path finds it.
+    storage = {**s3_server.storage_settings(TEST_BUCKET, f"{unique_name}-elsewhere"), "sse": "AES256"}
+    config = tmp_path / "s3.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backup_id": "nightly",
+                "source": {
+                    "bootstrap_servers": [source_cluster.bootstrap_servers],
+                    "topics": {"include": [unique_name]},
+                },
+                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+                "storage": storage,
+                "restore": {"topic_mapping": {unique_name: restored}},
+            }
+        )
+    )
+    path = f"s3://{TEST_BUCKET}/{unique_name}"
+    c = ["-c", str(config), "--path", path]
+    assert run(["backup", *c]) == 0, capsys.readouterr().err
+    client = s3_server.client()
+    keys = [
+        item["Key"]
+        for item in client.list_objects_v2(Bucket=TEST_BUCKET, Prefix=f"{unique_name}/")["Contents"]
+    ]
+    assert any("/manifests/" in key for key in keys)
+    for key in keys:
+        assert client.head_object(Bucket=TEST_BUCKET, Key=key).get("ServerSideEncryption") == "AES256", key
+    assert run(["describe", *c]) == 0, capsys.readouterr().err
+    assert run(["validate", "--deep", *c]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert run(["restore", *c]) == 0, capsys.readouterr().err
+    source = consume_all(source_cluster, unique_name, [0, 1])
+    copies = consume_all(target_cluster, restored, [0, 1])
+    assert [(r.partition, r.key, r.value) for r in copies] == [(r.partition, r.key, r.value) for r in source]

@@ -12,27 +12,43 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.offsets.translate import measure
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import take_backup
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
 from tests.support.oracles import reference_position
 from tests.support.restored_topics import restored_records
 
 GROUPS = {"reader-a": {0: 40, 1: 0}, "reader-b": {0: 120, 1: 77}, "reader-c": {1: 150}}
 
 
-def fill_and_back_up(source: LocalKafkaCluster, topic: str, store: Path) -> str:
+def fill_and_back_up(
+    source: LocalKafkaCluster, topic: str, store: Path, first_timestamp: int | None = None
+) -> str:
+    """300 records over 2 partitions, the groups of GROUPS committed, one backup. With ``first_timestamp``,
+    record i is stamped ``first_timestamp + i // 3``: timestamps rise, and some records share one."""
     create_topic(source, topic, partitions=2)
     produce(
         source,
         topic,
-        [Record(key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2) for i in range(300)],
+        [
+            Record(
+                key=f"k{i}".encode(),
+                value=f"v{i}".encode(),
+                partition=i % 2,
+                timestamp=None if first_timestamp is None else first_timestamp + i // 3,
+            )
+            for i in range(300)
+        ],
     )
     for group, offsets in GROUPS.items():
         consumer = Consumer({"bootstrap.servers": source.bootstrap_servers, "group.id": f"{topic}-{group}"})
@@ -124,3 +140,87 @@ def test_three_phase_restore_resumes_after_a_kill(
     again = run_cli(config)
     assert again.returncode == 0
     assert set(json.loads(again.stdout)["resumed_phases"]) == {"restore", "mapping", "reset", "verify"}
+
+
+#: An hour ago: inside the target's retention, and not "now" (a timestamp of 0 means "now" to librdkafka).
+FIRST_TIMESTAMP = int(time.time() * 1000) - 3_600_000
+
+
+def first_at_or_after(records: list[Record], timestamp: int, end: int) -> int:
+    """The offset of the first record, in offset order, stamped at or after ``timestamp``; else ``end``."""
+    return next(
+        (r.consumed_offset for r in records if r.timestamp is not None and r.timestamp >= timestamp), end
+    )
+
+
+#: A restore without transactions, so without commit markers on the target (see the xfail case).
+IDEMPOTENT = {"exactly_once": False}
+MARKER_BUG = (
+    "kbackup/reset/planner.py timestamp_position: a transaction marker is stamped with its commit "
+    "time, and ListOffsets by timestamp returns the first offset stamped at or after the time, a "
+    "marker's if one comes first: the group lands on the marker, before records older than its own"
+)
+
+
+@pytest.mark.parametrize(
+    ("reset", "restore"),
+    [
+        pytest.param({"strategy": "offset", "offset": 100}, {}, id="fixed-offset"),
+        pytest.param({"strategy": "timestamp"}, IDEMPOTENT, id="committed-record-timestamps"),
+        pytest.param(
+            {"strategy": "timestamp", "timestamp": FIRST_TIMESTAMP + 66}, IDEMPOTENT, id="fixed-timestamp"
+        ),
+        pytest.param(
+            {"strategy": "timestamp"},
+            {},
+            id="committed-record-timestamps-exactly-once",
+            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=MARKER_BUG),
+        ),
+    ],
+)
+def test_three_phase_restore_moves_groups_as_the_offset_reset_section_says(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    reset: dict[str, Any],
+    restore: dict[str, Any],
+) -> None:
+    """``offset_reset.strategy: offset`` with ``offset``, and ``strategy: timestamp`` with the
+    committed records' timestamps (read from the backup) or a fixed ``timestamp``. Positions are
+    checked against the records read back from both clusters, not against the tool's plan."""
+    topic = f"{unique_name}-orders"
+    store = tmp_path / "store"
+    fill_and_back_up(source_cluster, topic, store, first_timestamp=FIRST_TIMESTAMP)
+    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    document = yaml.safe_load(config.read_text())
+    document["offset_reset"].update(reset)
+    document["restore"].update(restore)
+    config.write_text(yaml.safe_dump(document))
+    finished = run_cli(config)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    restored = f"{topic}-restored"
+    ends = end_offsets(target_cluster, restored, [0, 1])
+    positions = {}
+    for partition in (0, 1):
+        source = consume_all(source_cluster, topic, [partition])
+        copies = consume_all(target_cluster, restored, [partition])
+        for group, offsets in GROUPS.items():
+            if reset["strategy"] == "offset":
+                expected = reset["offset"]
+                assert 0 <= expected <= ends[partition]
+            else:
+                # A partition the group never committed on starts from its first record.
+                committed = offsets.get(partition, 0)
+                record = next((r for r in source if r.consumed_offset >= committed), None)
+                timestamp = reset.get("timestamp", record.timestamp if record is not None else None)
+                expected = (
+                    ends[partition]
+                    if timestamp is None
+                    else first_at_or_after(copies, timestamp, ends[partition])
+                )
+            position = group_position(target_cluster, f"moved-{topic}-{group}", restored, partition)
+            positions[(group, partition)] = position
+            assert position == expected, (group, partition)
+    if reset == {"strategy": "timestamp"}:
+        assert len(set(positions.values())) > 2, positions  # each group at its own records, not one point

@@ -208,6 +208,51 @@ def test_origin_headers_off_warns_that_translation_is_impossible(backup: Backup)
     assert any("restores every selected record again" in w for w in idempotent.warnings)
 
 
+def with_offset_headers(backup: Backup, recorded: bool) -> Backup:
+    """``backup`` as if its newest increment had been taken with ``backup.include_offset_headers``."""
+    latest = backup.latest.model_copy(
+        update={"settings": {**backup.latest.settings, "include_offset_headers": recorded}}
+    )
+    return Backup(backup_id=backup.backup_id, manifests=[*backup.manifests[:-1], latest])
+
+
+@pytest.mark.parametrize(
+    ("recorded", "chosen", "stamped", "reason"),
+    [
+        (None, None, True, "the backup does not record backup.include_offset_headers"),
+        (True, None, True, "backup taken with backup.include_offset_headers: true"),
+        (False, None, False, "backup taken with backup.include_offset_headers: false"),
+        (False, True, True, "restore.include_original_offset_header: true"),
+        (True, False, False, "restore.include_original_offset_header: false"),
+    ],
+)
+def test_origin_headers_follow_the_backup_unless_the_restore_says(
+    backup: Backup, recorded: bool | None, chosen: bool | None, stamped: bool, reason: str
+) -> None:
+    taken = backup if recorded is None else with_offset_headers(backup, recorded)
+    plan = plan_for(taken, include_original_offset_header=chosen)
+    assert (plan.origin_headers, plan.origin_headers_reason) == (stamped, reason)
+    state = "x-kafka-backup-* on every record" if stamped else "off"
+    assert f"  origin headers: {state} ({reason})" in plan_lines(plan)
+    assert plan.to_dict()["origin_headers"] is stamped
+    assert any(f"origin headers are off ({reason})" in w for w in plan.warnings) is not stamped
+
+
+def test_restore_id_takes_origin_headers_as_resolved(backup: Backup) -> None:
+    off = with_offset_headers(backup, False)
+    # Unset on a backup that records nothing is the former default, true: the same restore.
+    assert restore_identity(backup, RestoreSettings(), "t") == restore_identity(
+        backup, RestoreSettings(include_original_offset_header=True), "t"
+    )
+    # With and without headers are two restores, whichever setting decided.
+    assert restore_identity(off, RestoreSettings(), "t") != restore_identity(
+        off, RestoreSettings(include_original_offset_header=True), "t"
+    )
+    assert restore_identity(off, RestoreSettings(), "t") == restore_identity(
+        off, RestoreSettings(include_original_offset_header=False), "t"
+    )
+
+
 def test_mode_without_transactions(backup: Backup) -> None:
     state = target(transactions_possible=False, transactions_note="no coordinator")
     auto = plan_for(backup, state)

@@ -85,7 +85,7 @@ def test_mistakes_name_the_key(tmp_path: Path, section: str, message: str) -> No
 
 def test_defaults() -> None:
     restore = config_module.KBackupConfig().restore
-    assert restore.include_original_offset_header is True
+    assert restore.include_original_offset_header is None  # as the backup says
     assert restore.exactly_once == "auto"
     assert restore.create_topics
     assert restore.copy_topic_configs
