@@ -286,8 +286,6 @@ def verify_plan_applied(config: KBackupConfig, plan: ResetPlan) -> dict[str, Any
     checked = 0
     ends = {(item.topic, item.partition): item.log_end for item in plan.target_partitions}
     try:
-        for topic in sorted({topic for topic, _ in ends}):
-            reader.learn_topic(topic)
         for group in plan.groups:
             committed = admin.committed_offsets(group.group_id)
             for row in group.partitions:

@@ -97,8 +97,6 @@ class _Planner:
 
     def probe(self, key: TopicPartitionKey) -> PartitionProbe:
         if key not in self._probes:
-            if not any(topic == key[0] for topic, _ in self._probes):
-                self.reader.learn_topic(key[0])
             self._probes[key] = PartitionProbe(
                 self.reader,
                 topic=key[0],

@@ -40,11 +40,7 @@ def probe_consumer_properties() -> dict[str, object]:
         "queued.max.messages.kbytes": PROBE_FETCH_BYTES // 1024,
         # ...and re-checks those limits after this long, 1 s by default: the next probe would wait for it.
         "fetch.queue.backoff.ms": 5,
-        # Having read to the end, librdkafka fetches at the end and the broker holds that fetch up
-        # to this long waiting for new records (500 ms by default); the next probe's fetch queues
-        # behind it. Probes only want records that exist: in the drill, each fetch after one that
-        # reached a partition's end took 0.5 s instead of about 20 ms.
-        "fetch.wait.max.ms": 10,
+        # (No long poll at a partition's end: every PartitionReader sets fetch.wait.max.ms low.)
     }
 
 
