@@ -24,15 +24,12 @@ from kbackup.app.reset_request import plan_reset
 from kbackup.core.errors import ConfigError, VerificationError
 from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
-from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import ResetPlan
 from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.planner import MappingIndex
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
-
-log = get_logger("three-phase")
 
 PHASES = ("restore", "mapping", "reset", "verify")
 

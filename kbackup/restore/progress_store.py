@@ -10,11 +10,8 @@ from dataclasses import dataclass
 
 from kbackup.core.errors import KafkaOperationError
 from kbackup.core.kafka import Admin, KafkaClients, PartitionReader
-from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.restore_progress import PROGRESS_PARTITION, PartitionProgress, decode_progress
-
-log = get_logger("restore.progress")
 
 
 @dataclass

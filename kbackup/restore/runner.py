@@ -20,6 +20,7 @@ from kbackup.core.kafka import Admin, KafkaClients, KafkaException
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.restore_progress import PartitionProgress
 from kbackup.restore.batches import batch_records
 from kbackup.restore.integrity import SegmentWork
 from kbackup.restore.plan import RestorePlan
@@ -186,7 +187,7 @@ class Restorer:
         state.complete = True
         self._dirty[key] = state
 
-    def _take_progress(self) -> list[Any]:
+    def _take_progress(self) -> list[PartitionProgress]:
         progress = [state.progress() for state in self._dirty.values()]
         self._dirty.clear()
         return progress

@@ -25,10 +25,7 @@ from pathlib import Path
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError
 from kbackup.core.kafka import wait_until_answering
-from kbackup.core.logs import get_logger
 from kbackup.sandbox.jars import classpath, kafka_libs
-
-log = get_logger("sandbox.kafka")
 
 
 class SandboxError(KBackupError):
