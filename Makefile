@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help demo test test-unit test-integration lint install system-deps jars docs clean bench bench-quick
+.PHONY: help demo test test-unit test-integration lint install system-deps browser jars docs clean bench bench-quick
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -14,14 +14,14 @@ help: ## Show the targets
 demo: install jars ## Run the main job: a full local disaster-recovery drill on two throwaway clusters
 	$(BIN)/kafka-backup drill --local --report drill-report.json
 
-test: install jars ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
+test: install jars browser ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest
 
 test-unit: install ## Unit tests only: no Kafka, no S3, no Spark
 	$(BIN)/pytest -m "not integration"
 
-test-integration: install jars ## Integration tests: real Kafka clusters, moto's S3 server, Spark
+test-integration: install jars browser ## Integration tests: real Kafka clusters, moto's S3 server, Spark, Chromium
 	$(BIN)/pytest -m integration
 
 lint: install ## ruff (with the banned-api rule), mypy strict and the import-layer contracts
@@ -34,6 +34,12 @@ system-deps: ## Java 17 and Maven (Debian packages), if missing
 	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
 	  echo "installing Java 17 and Maven from Debian's packages"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven; \
+	fi
+
+browser: ## Debian's headless Chromium, if missing (the drill report's test renders the page in it)
+	@if ! command -v chromium >/dev/null; then \
+	  echo "installing Chromium from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	fi
 
 install: system-deps $(INSTALLED) ## Create .venv and install kafka-backup with its test tools

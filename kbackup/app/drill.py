@@ -8,18 +8,15 @@ realistic data (see :mod:`kbackup.app.drill_data`) and runs the same drill.
 
 from __future__ import annotations
 
-import html
-import json
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from kbackup.app.config import KBackupConfig
 from kbackup.app.drill_proof import Verification, verify_positions
+from kbackup.app.drill_report import ClusterInfo, DrillReport, write_report
 from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.app.three_phase import (
     ThreePhaseSummary,
@@ -34,53 +31,6 @@ from kbackup.core.kafka import open_admin
 from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
 from kbackup.reset.settings import OffsetResetSettings
-
-
-@dataclass
-class DrillReport:
-    started_at: str
-    backup_id: str
-    source_cluster: str
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-    backup: dict[str, Any] = field(default_factory=dict)
-    three_phase: dict[str, Any] = field(default_factory=dict)
-    groups: dict[str, dict[str, int]] = field(default_factory=dict)
-    partitions: list[dict[str, Any]] = field(default_factory=list)
-    skipped: int = 0
-    reprocessed: int = 0
-
-    @property
-    def passed(self) -> bool:
-        return self.skipped == 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "started_at": self.started_at,
-            "backup_id": self.backup_id,
-            "source_cluster": self.source_cluster,
-            "records_skipped": self.skipped,
-            "records_reprocessed": self.reprocessed,
-            "phase_seconds": {name: round(value, 2) for name, value in self.phase_seconds.items()},
-            "groups": self.groups,
-            "partitions": self.partitions,
-            "backup": self.backup,
-            "three_phase": self.three_phase,
-        }
-
-    def summary_lines(self) -> list[str]:
-        verdict = "PASSED" if self.passed else "FAILED: records would be skipped"
-        lines = [
-            f"drill {verdict}: {len(self.groups)} group(s), {len(self.partitions)} partition(s), "
-            f"{self.skipped} record(s) skipped, {self.reprocessed} re-read",
-            "phases: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.phase_seconds.items()),
-        ]
-        for group, totals in sorted(self.groups.items()):
-            lines.append(
-                f"  {group:<40} partitions {totals['partitions']:>3}  skipped {totals['skipped']:>6}  "
-                f"re-read {totals['reprocessed']:>6}"
-            )
-        return lines
 
 
 def drill_config(config: KBackupConfig, backup_id: str, topics: list[str], work_dir: Path) -> KBackupConfig:
@@ -124,7 +74,12 @@ def run_drill(
     from kbackup.backup.runner import BackupJob, run_backup
 
     backup_id = config.backup_id or f"drill-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    report = DrillReport(started_at=utc_now_iso(), backup_id=backup_id, source_cluster="")
+    report = DrillReport(
+        started_at=utc_now_iso(),
+        backup_id=backup_id,
+        source_cluster="",
+        storage=config.storage.resolved_url(),
+    )
 
     started = time.monotonic()
     backed_up = run_backup(
@@ -139,10 +94,19 @@ def run_drill(
     report.source_cluster = backed_up.source_cluster_id
 
     restore_config = drill_config(config, backup_id, backed_up.topics, work_dir)
+    report.topic_copies = dict(restore_config.restore.topic_mapping)
     summary: ThreePhaseSummary = three_phase_restore(restore_config, progress=progress, stop=stop)
     for phase in summary.phases:
         report.phase_seconds[phase.name] = phase.seconds
     report.three_phase = summary.to_dict()
+    report.source = ClusterInfo(
+        origin_id=backed_up.source_cluster_id,
+        kafka_cluster_id=job_backup(restore_config).latest.source.kafka_cluster_id,
+        servers=config.source.describe(),
+    )
+    report.target = ClusterInfo(
+        origin_id=None, kafka_cluster_id=summary.target_cluster_id, servers=config.target.describe()
+    )
 
     started = time.monotonic()
     verification = prove(restore_config)
@@ -150,6 +114,7 @@ def run_drill(
     report.groups = verification.per_group()
     report.partitions = [verdict.__dict__ for verdict in verification.verdicts]
     report.skipped, report.reprocessed = verification.skipped, verification.reprocessed
+    report.finished_at = utc_now_iso()
     write_report(report, report_path)
     return report
 
@@ -179,47 +144,6 @@ def prove(config: KBackupConfig) -> Verification:
     }
     return verify_positions(
         config.target, source_cluster=backup.source_cluster, groups=groups, target_partitions_of=partitions_of
-    )
-
-
-def write_report(report: DrillReport, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-    path.with_suffix(".html").write_text(render_html(report))
-
-
-def _bars(title: str, values: dict[str, float], unit: str) -> str:
-    width, row = 560, 22
-    peak = max(values.values(), default=0) or 1
-    rows = []
-    for index, (name, value) in enumerate(values.items()):
-        y = 24 + index * row
-        length = 0 if value <= 0 else max(2, int(value / peak * (width - 260)))
-        rows.append(
-            f'<text x="0" y="{y + 14}" font-size="12">{html.escape(name)}</text>'
-            f'<rect x="250" y="{y}" width="{length}" height="16" fill="#3b7dd8"/>'
-            f'<text x="{256 + length}" y="{y + 13}" font-size="12">{value:g} {unit}</text>'
-        )
-    height = 30 + len(values) * row
-    return (
-        f'<h2>{html.escape(title)}</h2><svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-        f'height="{height}">{"".join(rows)}</svg>'
-    )
-
-
-def render_html(report: DrillReport) -> str:
-    verdict = "passed" if report.passed else "FAILED"
-    lines = "".join(f"<li>{html.escape(line)}</li>" for line in report.summary_lines())
-    rereads = {group: float(totals["reprocessed"]) for group, totals in sorted(report.groups.items())}
-    skips = {group: float(totals["skipped"]) for group, totals in sorted(report.groups.items())}
-    phases = {name: round(seconds, 1) for name, seconds in report.phase_seconds.items()}
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>kafka-backup drill</title></head>"
-        f"<body style='font-family:sans-serif'><h1>Disaster-recovery drill {verdict}</h1><ul>{lines}</ul>"
-        + _bars("Records skipped per group (must be 0)", skips, "records")
-        + _bars("Records re-read per group", rereads, "records")
-        + _bars("Time per phase", phases, "s")
-        + "</body></html>\n"
     )
 
 

@@ -28,19 +28,51 @@ def progress_enabled() -> bool:
 
 
 class ProgressTask:
-    """One bar: a unit of work with an optional known total."""
+    """One bar: a unit of work with an optional known total, counted in ``unit`` (records, segments,
+    ...), optionally with the bytes it moved. Used as a context manager, the bar stops (its timer
+    and rate freeze) when the phase it measures ends."""
 
     def __init__(self, owner: Progress, task_id: Any) -> None:
         self._owner = owner
         self._task_id = task_id
 
-    def advance(self, amount: float = 1) -> None:
-        if self._owner.bars is not None:
-            self._owner.bars.advance(self._task_id, amount)
+    def advance(self, amount: float = 1, *, data_bytes: int = 0) -> None:
+        bars = self._owner.bars
+        if bars is not None:
+            if data_bytes:
+                moved = bars.tasks[self._task_index()].fields.get("data_bytes", 0) + data_bytes
+                bars.update(self._task_id, advance=amount, data_bytes=moved)
+            else:
+                bars.advance(self._task_id, amount)
 
     def update(self, *, total: float | None = None, completed: float | None = None) -> None:
         if self._owner.bars is not None:
             self._owner.bars.update(self._task_id, total=total, completed=completed)
+
+    def close(self) -> None:
+        """The work ended (done, failed or interrupted): the bar stays where it got to, its clock stops."""
+        if self._owner.bars is not None:
+            self._owner.bars.stop_task(self._task_id)
+
+    def _task_index(self) -> int:
+        bars = self._owner.bars
+        return next(index for index, task in enumerate(bars.tasks) if task.id == self._task_id)
+
+    def __enter__(self) -> ProgressTask:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def rate_text(count: float, seconds: float | None, unit: str, data_bytes: int) -> str:
+    """``12,345 records/s, 11.8 MiB/s``: the average since the bar started ('' before one second)."""
+    if not seconds or seconds < 1:
+        return ""
+    text = f"{count / seconds:,.0f} {unit}/s"
+    if data_bytes:
+        text += f", {data_bytes / seconds / 2**20:,.1f} MiB/s"
+    return text
 
 
 class Progress:
@@ -59,16 +91,34 @@ class Progress:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
+                ProgressColumn,
+                Task,
                 TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
             from rich.progress import Progress as RichProgress
+            from rich.text import Text
+
+            class RateColumn(ProgressColumn):
+                """Records (or other units) per second, and MiB/s where the bar counts bytes too."""
+
+                def render(self, task: Task) -> Text:
+                    return Text(
+                        rate_text(
+                            task.completed,
+                            task.elapsed,
+                            task.fields.get("unit", "items"),
+                            task.fields.get("data_bytes", 0),
+                        ),
+                        style="progress.data.speed",
+                    )
 
             self.bars = RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
+                RateColumn(),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
                 transient=False,
@@ -84,6 +134,7 @@ class Progress:
             self.bars.__exit__(exc_type, exc, tb)
             self.bars = None
 
-    def task(self, description: str, total: float | None = None) -> ProgressTask:
-        task_id = self.bars.add_task(description, total=total) if self.bars is not None else None
+    def task(self, description: str, total: float | None = None, *, unit: str = "items") -> ProgressTask:
+        """A new bar counting ``unit`` (shown in its rate: ``records/s``)."""
+        task_id = self.bars.add_task(description, total=total, unit=unit) if self.bars is not None else None
         return ProgressTask(self, task_id)

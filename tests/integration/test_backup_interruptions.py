@@ -38,10 +38,13 @@ class _StopTask:
     def __init__(self, stop: threading.Event) -> None:
         self.stop = stop
 
-    def advance(self, amount: float = 1) -> None:
+    def advance(self, amount: float = 1, *, data_bytes: int = 0) -> None:
         self.stop.set()
 
     def update(self, **_: Any) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 
@@ -52,7 +55,7 @@ class StopAfterFirstBatch(Progress):
         super().__init__(enabled=False)
         self.stop = stop
 
-    def task(self, description: str, total: float | None = None) -> Any:
+    def task(self, description: str, total: float | None = None, *, unit: str = "items") -> Any:
         return _StopTask(self.stop)
 
 
@@ -310,16 +313,19 @@ class RunOnFirstBatch(Progress):
         super().__init__(enabled=False)
         self.action = action
 
-    def task(self, description: str, total: float | None = None) -> Any:
+    def task(self, description: str, total: float | None = None, *, unit: str = "items") -> Any:
         owner = self
 
         class Task:
-            def advance(self, amount: float = 1) -> None:
+            def advance(self, amount: float = 1, *, data_bytes: int = 0) -> None:
                 if owner.action is not None:
                     action, owner.action = owner.action, None
                     action()
 
             def update(self, **_: Any) -> None:
+                pass
+
+            def close(self) -> None:
                 pass
 
         return Task()

@@ -122,7 +122,15 @@ def test_drill_moves_its_groups_on_the_drill_topics_whatever_offset_reset_topic_
     report = tmp_path / "report.json"
     code = run(["drill", "-c", str(config), "--report", str(report)])
     assert code == 0, capsys.readouterr().err
-    assert json.loads(report.read_text())["passed"] is True
+    document = json.loads(report.read_text())
+    assert document["passed"] is True
+    # The report names both clusters by their ids, and when the drill ran.
+    assert document["clusters"]["source"]["kafka_cluster_id"] == source_cluster.cluster_id
+    assert document["clusters"]["target"]["kafka_cluster_id"] == target_cluster.cluster_id
+    assert document["seconds"] > 0
+    page = report.with_suffix(".html").read_text()
+    for fact in (source_cluster.cluster_id, target_cluster.cluster_id, document["started_at"], "PASSED"):
+        assert fact in page, fact
     drill_topic = f"drill.{topic}"
     committed = {(topic, 0): 12, (topic, 1): 30}
     for p in (0, 1):
