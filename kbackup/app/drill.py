@@ -64,7 +64,9 @@ def run_drill(
     report_path: Path,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    notes: list[str] | None = None,
 ) -> DrillReport:
+    """The drill on the config's clusters; ``notes`` go into the report as they are."""
     # Refused before the backup: the drill restores the backup it takes, with this config's
     # backup.include_offset_headers.
     backed_up_with_headers = config.backup.include_offset_headers
@@ -79,6 +81,7 @@ def run_drill(
         backup_id=backup_id,
         source_cluster="",
         storage=config.storage.resolved_url(),
+        notes=list(notes or []),
     )
 
     started = time.monotonic()
@@ -114,9 +117,29 @@ def run_drill(
     report.groups = verification.per_group()
     report.partitions = [verdict.__dict__ for verdict in verification.verdicts]
     report.skipped, report.reprocessed = verification.skipped, verification.reprocessed
+    report.unproven = unproven_reason(restore_config, verification)
     report.finished_at = utc_now_iso()
     write_report(report, report_path)
     return report
+
+
+def unproven_reason(config: KBackupConfig, verification: Verification) -> str | None:
+    """Why the drill proved nothing, or None when it judged at least one restored partition.
+
+    A drill that moved no group, or whose groups read no restored record, shows nothing about a
+    restore: it must not pass."""
+    if any(verdict.restored_records for verdict in verification.verdicts):
+        return None
+    backup = job_backup(config)
+    snapshot = backup.consumer_groups
+    if snapshot is None:
+        return f"backup {backup.backup_id} holds no consumer-group snapshot (backup.consumer_group_snapshot)"
+    if not snapshot.groups:
+        return "no consumer group had committed offsets on the backed-up topics when the backup was taken"
+    chosen = set(config.offset_reset.groups)
+    if chosen and not chosen & {group.group_id for group in snapshot.groups}:
+        return f"none of the groups chosen ({', '.join(sorted(chosen))}) is in the backup's snapshot"
+    return "the moved groups' partitions hold no restored record"
 
 
 def prove(config: KBackupConfig) -> Verification:
@@ -175,4 +198,11 @@ def run_local_drill(
             drill=DrillSettings(),
             offset_reset=OffsetResetSettings(),
         )
-        return run_drill(config, work_dir=work_dir, report_path=report_path, progress=progress, stop=stop)
+        notes = (
+            []
+            if data.compaction_holes
+            else ["the local data set has no compaction holes: the log cleaner did not compact in time"]
+        )
+        return run_drill(
+            config, work_dir=work_dir, report_path=report_path, progress=progress, stop=stop, notes=notes
+        )

@@ -53,10 +53,20 @@ class DrillReport:
     partitions: list[dict[str, Any]] = field(default_factory=list)
     skipped: int = 0
     reprocessed: int = 0
+    #: Why the drill proved nothing, when it did not (no group to move, no partition verified).
+    unproven: str | None = None
+    #: What the report's reader must know about the data (a local data set without compaction holes).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return self.skipped == 0
+        return self.skipped == 0 and self.unproven is None
+
+    @property
+    def verdict(self) -> str:
+        if self.unproven is not None:
+            return f"FAILED: nothing was proven ({self.unproven})"
+        return "PASSED" if self.passed else "FAILED: records would be skipped"
 
     @property
     def seconds(self) -> float | None:
@@ -98,6 +108,8 @@ class DrillReport:
                 "source": None if self.source is None else self.source.__dict__,
                 "target": None if self.target is None else self.target.__dict__,
             },
+            "unproven": self.unproven,
+            "notes": self.notes,
             "records_skipped": self.skipped,
             "records_reprocessed": self.reprocessed,
             "phase_seconds": {name: round(value, 2) for name, value in self.phase_seconds.items()},
@@ -108,11 +120,11 @@ class DrillReport:
         }
 
     def summary_lines(self) -> list[str]:
-        verdict = "PASSED" if self.passed else "FAILED: records would be skipped"
         lines = [
-            f"drill {verdict}: {len(self.groups)} group(s), {len(self.partitions)} partition(s), "
+            f"drill {self.verdict}: {len(self.groups)} group(s), {len(self.partitions)} partition(s), "
             f"{self.skipped} record(s) skipped, {self.reprocessed} re-read",
             "phases: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.phase_seconds.items()),
+            *(f"note: {note}" for note in self.notes),
         ]
         for group, totals in sorted(self.groups.items()):
             lines.append(
@@ -198,7 +210,7 @@ def render_html(report: DrillReport) -> str:
     verdict = "PASSED" if report.passed else "FAILED"
     seconds = report.seconds
     facts = [
-        ("Verdict", f"{verdict}: {report.skipped} record(s) skipped, {report.reprocessed} re-read"),
+        ("Verdict", f"{report.verdict}: {report.skipped} record(s) skipped, {report.reprocessed} re-read"),
         ("Backup", f"{report.backup_id} in {report.storage or report.backup.get('storage', '-')}"),
         ("Source cluster", _cluster(report.source)),
         ("Target cluster", _cluster(report.target)),
@@ -210,6 +222,7 @@ def render_html(report: DrillReport) -> str:
             f"{report.backup.get('records', 0):,} records of {len(report.backup.get('topics', []))} topic(s)",
         ),
         ("Groups", f"{len(report.groups)} group(s) on {len(report.partitions)} partition(s) proven"),
+        *(("Note", note) for note in report.notes),
     ]
     facts_html = "".join(f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>" for key, value in facts)
     topics = _table(

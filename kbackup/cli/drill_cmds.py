@@ -94,6 +94,12 @@ def drill(
         for line in result.summary_lines():
             typer.echo(line)
         typer.echo(f"report: {report_path} and {report_path.with_suffix('.html')}")
+    if result.unproven is not None:
+        raise VerificationError(
+            f"the drill proved nothing: {result.unproven}",
+            hint="drill a backup of topics that consumer groups read (drill.groups / offset_reset.groups "
+            f"name them); the report is {report_path}",
+        )
     if not result.passed:
         raise VerificationError(
             f"the drill found {result.skipped} record(s) that groups would skip after a restore",

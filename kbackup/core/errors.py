@@ -147,7 +147,8 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     ),
     VerificationError.exit_code: (
         VerificationError.kind,
-        "A post-check found a difference: records lost, offsets not applied as planned.",
+        "A post-check found a difference (records lost, offsets not applied as planned), or a drill "
+        "proved nothing (no group to move).",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

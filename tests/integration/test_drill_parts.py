@@ -9,7 +9,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
-from kbackup.app.drill_data import fill_source
+from kbackup.app.drill_data import _wait_for_compaction, fill_source
 from kbackup.app.drill_proof import verify_positions
 from kbackup.cli.main import run
 from kbackup.format.reset_plan import SourceOffsetsInfo
@@ -46,6 +46,61 @@ def test_fill_source_writes_the_hard_cases(source_cluster: LocalKafkaCluster, un
     assert (f"{prefix}clicks", 1) not in data.groups[f"{prefix}audit"]
     customers = consume_all(source_cluster, f"{prefix}customers", [0])
     assert any(r.value is None for r in customers)  # tombstones are kept
+    assert len(data.groups[f"{prefix}payouts"]) == 2
+    # The log cleaner compacted the customers topic before the groups committed, and the crm group
+    # committed inside one of its holes.
+    assert data.compaction_holes
+    kept = {record.consumed_offset for record in customers}
+    crm = data.groups[f"{prefix}crm"][(f"{prefix}customers", 0)]
+    assert crm not in kept
+    assert crm < max(kept)
+
+
+def test_without_compaction_in_time_the_data_set_says_so(
+    source_cluster: LocalKafkaCluster, unique_name: str
+) -> None:
+    """The wait for the log cleaner is bounded and reports whether holes appeared (a topic without
+    cleanup.policy compact never gets any), so a drill on such data is marked instead of pretending."""
+    create_topic(source_cluster, unique_name)
+    produce(source_cluster, unique_name, [Record(key=b"k", value=b"v%d" % i) for i in range(20)])
+    assert _wait_for_compaction(source_cluster.connection(), unique_name, timeout=2.0) is False
+
+
+def test_a_drill_that_proves_nothing_fails(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No consumer group on the backed-up topic: nothing is moved or judged, so the drill fails (exit
+    11) saying why, instead of 'PASSED: 0 group(s)'."""
+    create_topic(source_cluster, unique_name)
+    produce(source_cluster, unique_name, [Record(key=b"k", value=b"v%d" % i) for i in range(10)])
+    config = tmp_path / "drill.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backup_id": "nothing",
+                "source": {
+                    "bootstrap_servers": [source_cluster.bootstrap_servers],
+                    "topics": {"include": [unique_name]},
+                },
+                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+                "storage": {"url": str(tmp_path / "store")},
+                "three_phase": {"build_mapping": "when-needed"},
+            }
+        )
+    )
+    report = tmp_path / "report.json"
+    code = run(["drill", "-c", str(config), "--report", str(report)])
+    err = capsys.readouterr().err
+    assert code == 11, err
+    assert "the drill proved nothing: no consumer group had committed offsets" in err
+    document = json.loads(report.read_text())
+    assert document["passed"] is False
+    assert document["unproven"].startswith("no consumer group")
+    assert "nothing was proven" in report.with_suffix(".html").read_text()
 
 
 def test_verify_catches_a_skip_and_counts_rereads(
