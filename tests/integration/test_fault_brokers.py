@@ -1,9 +1,9 @@
 """A broker stopped and started again in the middle of a backup (source) or a restore (target).
 
 Each test starts its own single-node cluster (stopping the shared session
-clusters would disturb every test after it). The run either waits and goes
-on, or fails with a clear, retryable error and a re-run completes; either way
-nothing is lost and nothing is doubled.
+clusters would disturb every test after it). The run waits for the broker
+and goes on (exit 0, no re-run), as docs/reliability.md says; nothing is lost
+and nothing is doubled.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
-from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.storage import open_storage
@@ -30,8 +29,6 @@ from tests.support.restore_checks import REPO, restore_command
 
 pytestmark = pytest.mark.slow
 
-#: Exit codes a run may end with when its broker went away for longer than it waits.
-BROKER_GONE = {KafkaUnreachableError.exit_code, KafkaOperationError.exit_code}
 DOWNTIME_SECS = 4.0
 
 
@@ -54,16 +51,13 @@ def bounce(cluster: LocalKafkaCluster, process: subprocess.Popen[str]) -> None:
     cluster.start()
 
 
-def finish_or_rerun(process: subprocess.Popen[str], command: list[str]) -> str:
-    """Wait for the run; if it failed, check the error is the broker's and run the same command again."""
+def rides_it_out(process: subprocess.Popen[str]) -> None:
+    """The documented branch (docs/reliability.md): a broker back within the run's timeouts is waited
+    for, and the run goes on to exit 0 without a re-run."""
     _out, err = process.communicate(timeout=600)
-    if process.returncode == 0:
-        return "waited and went on"
-    assert process.returncode in BROKER_GONE, f"exit {process.returncode}: {err}"
-    assert "127.0.0.1" in err, f"the error does not name the broker: {err}"
-    rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
-    assert rerun.returncode == 0, rerun.stderr
-    return f"failed with exit {process.returncode} ({err.strip().splitlines()[-1]}), re-run completed"
+    assert process.returncode == 0, (
+        f"the run did not ride out the broker's restart: exit {process.returncode}: {err}"
+    )
 
 
 def test_source_broker_restarted_during_a_backup(unique_name: str, tmp_path: Path) -> None:
@@ -102,12 +96,11 @@ def test_source_broker_restarted_during_a_backup(unique_name: str, tmp_path: Pat
                 lambda: data.exists() and any(data.rglob("*.parquet")), "the first segment", process=process
             )
             bounce(cluster, process)
-            outcome = finish_or_rerun(process, command)
+            rides_it_out(process)
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait(30)
-        print(f"backup: {outcome}")
         expected = consume_all(cluster, topic, [0, 1], timeout=120)
         assert len(expected) == 40_000
         assert read_backup(store, "bounced") == expected
@@ -137,10 +130,9 @@ def test_target_broker_restarted_during_an_exactly_once_restore(unique_name: str
             wait_for(some_landed, "10,000 records landed", process=process)
             probe.close()
             bounce(cluster, process)
-            outcome = finish_or_rerun(process, command)
+            rides_it_out(process)
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait(30)
-        print(f"restore: {outcome}")
         check_exactly_once(cluster, topic, SOURCE_PARTITIONS, expected, seed=0)

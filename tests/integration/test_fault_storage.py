@@ -255,17 +255,21 @@ def test_exactly_once_restore_through_storage_outages(
         try:
             time.sleep(OUTAGE_SECS)
             proxy.set_mode("forward")
+            faults_after_throttling = proxy.faults_served
             wait_for(
                 lambda: landed(probe, topic, SOURCE_PARTITIONS) >= stopped_at + 10_000, "10,000 more records",
                 process=process,
             )  # fmt: skip
             outage(proxy, "reset", OUTAGE_SECS)
+            faults_after_outage = proxy.faults_served
             _out, err = process.communicate(timeout=600)
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait(30)
-        assert proxy.faults_served > faults_before
+        # Each fault spell must have met requests, or it tested nothing.
+        assert faults_after_throttling > faults_before, "the throttling spell served no fault"
+        assert faults_after_outage > faults_after_throttling, "the mid-way outage served no fault"
         assert process.returncode == 0, err
     finally:
         probe.close()
