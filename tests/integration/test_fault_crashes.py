@@ -49,11 +49,18 @@ def chunk(start: int) -> list[Record]:
     ]
 
 
-def backup_kill_point(chooser: random.Random) -> KillPoint:
+def segments_in(store: Path) -> int:
+    return sum(1 for _ in store.rglob("*.parquet")) if store.exists() else 0
+
+
+def backup_kill_point(chooser: random.Random, store: Path) -> KillPoint:
     """One random kill point for a backup run that has CHUNK new records to copy."""
     kind = chooser.choice(["time", "segment", "batch", "before-manifest", "after-manifest"])
-    if kind == "time":
-        return KillPoint(after_seconds=round(chooser.uniform(0.5, 4.0), 2))
+    if kind == "time":  # counted from the run's first stored segment
+        before = segments_in(store)
+        return KillPoint(
+            after_seconds=round(chooser.uniform(0.0, 2.0), 2), progress=lambda: segments_in(store) > before
+        )
     if kind == "segment":  # each run closes about CHUNK / SEGMENT_RECORDS segments
         return KillPoint(crash_at=f"backup:segment-uploaded@{chooser.randint(1, CHUNK // SEGMENT_RECORDS)}")
     if kind == "batch":
@@ -88,7 +95,7 @@ def test_backup_killed_at_random_points_ends_equal_to_the_source(
     while outcomes.count("killed") < KILLS_WANTED and len(outcomes) < MAX_RUNS:
         produce(source_cluster, topic, chunk(produced))
         produced += CHUNK
-        point = backup_kill_point(chooser)
+        point = backup_kill_point(chooser, store)
         outcome = run_and_kill(command, point, cwd=REPO)
         assert outcome.killed or outcome.returncode == 0, f"seed {seed}, {point}: {outcome.stderr}"
         outcomes.append("killed" if outcome.killed else "finished")
@@ -137,9 +144,13 @@ def test_exactly_once_restore_killed_at_random_points_holds_each_record_once_in_
     def restore_kill_point() -> KillPoint:
         kind = chooser.choice(["time", "transaction", "landed"])
         if kind == "time":
-            # Start-up takes 1-2 s: early kills land before or among the first records, and
-            # leave enough of the 75,000 records for the other kills.
-            return KillPoint(after_seconds=round(chooser.uniform(0.3, 2.0), 2))
+            # Counted from the run's first records landing; short (the restore lands tens of
+            # thousands of records a second), to leave enough of the 75,000 for the other kills.
+            before = landed(probe, topic, SOURCE_PARTITIONS)
+            return KillPoint(
+                after_seconds=round(chooser.uniform(0.0, 0.15), 2),
+                progress=lambda: landed(probe, topic, SOURCE_PARTITIONS) > before,
+            )
         if kind == "transaction":
             return KillPoint(crash_at=f"restore:after-transaction@{chooser.randint(1, 2)}")
         # Somewhere inside the next transactions, uncommitted records included.
@@ -170,6 +181,36 @@ def test_exactly_once_restore_killed_at_random_points_holds_each_record_once_in_
     check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed)
 
 
+#: The three-phase restore's crash points in the order a run meets them (its mapping is built only
+#: when needed, and this restore does not need it), and whether a re-run meets the point again after
+#: a kill there (the first group's commit is not, once only one group is left to move).
+THREE_PHASE_POINTS = [
+    ("three-phase:after-restore", True),
+    ("three-phase:after-mapping", True),
+    ("three-phase:after-plan", True),
+    ("reset:after-first-group", False),
+    ("three-phase:verified", True),
+]
+
+
+def three_phase_kill_points(chooser: random.Random) -> list[KillPoint]:
+    """At least KILLS_WANTED kill points drawn at random (seeded) across every phase, in an order every
+    run reaches: a few inside the restore phase (300 records in a handful of transactions), then a
+    random walk forward through the later phases' points, staying or moving on at each draw."""
+    points = [
+        KillPoint(crash_at=f"restore:after-transaction@{chooser.randint(1, 2) if first else 1}")
+        for first in [True] + [False] * chooser.randint(1, 3)
+    ]
+    index = 0
+    while len(points) < KILLS_WANTED or index < len(THREE_PHASE_POINTS) - 1:
+        crash_at, met_again = THREE_PHASE_POINTS[index]
+        points.append(KillPoint(crash_at=crash_at))
+        moves = chooser.random() < 0.5 or not met_again or len(points) >= KILLS_WANTED
+        if moves and index < len(THREE_PHASE_POINTS) - 1:
+            index += chooser.randint(1, min(2, len(THREE_PHASE_POINTS) - 1 - index))
+    return points
+
+
 def test_three_phase_restore_killed_at_random_points_ends_exact(
     source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
@@ -179,24 +220,7 @@ def test_three_phase_restore_killed_at_random_points_ends_exact(
     source_id = fill_and_back_up(source_cluster, topic, store)
     config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
     command = [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--json"]
-    # In the restore phase (300 records in a handful of transactions): after the next
-    # transaction, or at a random early time; then in each later phase, in order, repeated a
-    # random number of times where a re-run passes the point again. Every point is reached,
-    # so every run is killed.
-    points = [
-        KillPoint(crash_at="restore:after-transaction@1")
-        if chooser.random() < 0.75
-        else KillPoint(after_seconds=round(chooser.uniform(0.5, 2.0), 2))
-        for _ in range(chooser.randint(3, 4))
-    ]
-    for crash_at, repeats in [
-        ("three-phase:after-restore", chooser.randint(2, 3)),
-        ("three-phase:after-mapping", chooser.randint(2, 3)),
-        ("three-phase:after-plan", chooser.randint(1, 2)),
-        ("reset:after-first-group", 1),
-        ("three-phase:verified", 1),
-    ]:
-        points += [KillPoint(crash_at=crash_at)] * repeats
+    points = three_phase_kill_points(chooser)
     outcomes: list[str] = []
     for point in points:
         outcome = run_and_kill(command, point, cwd=REPO)

@@ -32,15 +32,25 @@ def fault_seed() -> tuple[int, random.Random]:
 
 @dataclass(frozen=True)
 class KillPoint:
-    """Where to kill one run: at most one of the three is set."""
+    """Where to kill one run: at most one of the three is set.
+
+    ``after_seconds`` counts from the moment ``progress()`` first holds (the run wrote a segment,
+    records landed), so that a timed kill never lands in the interpreter's start-up, where it
+    would test nothing and still count as a kill.
+    """
 
     crash_at: str | None = None
     after_seconds: float | None = None
     condition: Callable[[], bool] | None = None
+    progress: Callable[[], bool] | None = None
     label: str = ""
 
+    def __post_init__(self) -> None:
+        if self.after_seconds is not None and self.progress is None:
+            raise ValueError("a timed kill needs progress(): when the run has started its work")
+
     def __str__(self) -> str:
-        return self.label or self.crash_at or f"{self.after_seconds}s"
+        return self.label or self.crash_at or f"{self.after_seconds}s after progress"
 
 
 @dataclass(frozen=True)
@@ -62,12 +72,19 @@ def run_and_kill(
         list(command), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     started = time.monotonic()
+    progressed: float | None = None  # when point.progress() first held
     try:
         while process.poll() is None:
-            elapsed = time.monotonic() - started
-            if elapsed > timeout:
+            now = time.monotonic()
+            if now - started > timeout:
                 raise AssertionError(f"{' '.join(command)} ran longer than {timeout}s")
-            due = point.after_seconds is not None and elapsed >= point.after_seconds
+            if progressed is None and point.progress is not None and point.progress():
+                progressed = now
+            due = (
+                point.after_seconds is not None
+                and progressed is not None
+                and now - progressed >= point.after_seconds
+            )
             if due or (point.condition is not None and point.condition()):
                 process.send_signal(signal.SIGKILL)
                 break
