@@ -217,7 +217,7 @@ def test_three_phase_restore_killed_at_random_points_ends_exact(
     seed, chooser = fault_seed()
     topic = f"{unique_name}-orders"
     store = tmp_path / "store"
-    source_id = fill_and_back_up(source_cluster, topic, store)
+    fill_and_back_up(source_cluster, topic, store)
     config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
     command = [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--json"]
     points = three_phase_kill_points(chooser)
@@ -232,4 +232,4 @@ def test_three_phase_restore_killed_at_random_points_ends_exact(
     final = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert final.returncode == 0, f"seed {seed}: {final.stderr[-3000:]}"
     assert json.loads(final.stdout)["phases"]["reset"]["records_reread"] == 0
-    check_three_phase_state(target_cluster, topic, source_id, tmp_path / "state")
+    check_three_phase_state(target_cluster, topic, tmp_path / "state")
