@@ -42,7 +42,10 @@ def source_offsets_for(
             raise ConfigError(
                 "offset_reset.source_cluster is required when reading offsets from the live source"
             )
-        return from_live_source(config.source, groups, cluster, backup), backup, storage
+        source = from_live_source(
+            config.source, groups, cluster, backup, named_cluster_id=settings.live_source_cluster_id
+        )
+        return source, backup, storage
     storage, backup = load_backup(config)
     if settings.source_cluster and settings.source_cluster != backup.source_cluster:
         raise ConfigError(

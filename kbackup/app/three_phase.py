@@ -74,7 +74,12 @@ def run_key_of(config: KBackupConfig, target_cluster_id: str | None) -> str:
         "storage": config.storage.resolved_url(),
         "target": target_cluster_id,
         "restore": config.restore.model_dump(mode="json"),
-        "offset_reset": config.offset_reset.model_dump(mode="json", exclude={"snapshot_dir"}),
+        # Neither setting changes where a group lands: the rollback snapshots' folder, and the
+        # confirmation of which live cluster is read (left out, a run started before it existed
+        # still finds its state).
+        "offset_reset": config.offset_reset.model_dump(
+            mode="json", exclude={"snapshot_dir", "live_source_cluster_id"}
+        ),
         "group_prefix": config.three_phase.group_prefix,
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]

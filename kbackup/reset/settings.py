@@ -63,6 +63,14 @@ class OffsetResetSettings(StrictModel):
             "Where the groups' source offsets come from: the backup's snapshot, or the live `source` cluster."
         ),
     )
+    live_source_cluster_id: str | None = Field(
+        default=None,
+        description=(
+            "With `source_offsets: live`: the Kafka cluster id of the `source` cluster, named to read a "
+            "cluster other than the backup's origin (the one the restored records' origin headers name); "
+            "the live cluster must answer with this id. Unset: the live cluster must be that origin."
+        ),
+    )
     topic_mapping: dict[str, str] | None = Field(
         default=None,
         description="Source topic -> target topic; unset: `restore.topic_mapping` of the same file.",
