@@ -129,17 +129,24 @@ def check_live_cluster(
     expected = origin_kafka_cluster_id(source_cluster, backup)
     if live_id == expected:
         return
-    origin = (
-        f"backup {backup.backup_id} was taken from Kafka cluster {expected}"
-        if backup is not None and backup.source_cluster == source_cluster
-        else f"the restored records' origin headers name cluster {expected} (offset_reset.source_cluster)"
-    )
+    if backup is not None and backup.source_cluster == source_cluster:
+        origin = f"backup {backup.backup_id} was taken from Kafka cluster {expected}"
+        where = f"point source.bootstrap_servers at cluster {expected}"
+    else:
+        # Without the backup, only the origin id the headers carry is known: a Kafka cluster id
+        # unless backup.source_cluster_id chose a label, and a label cannot be checked.
+        origin = (
+            f"the restored records' origin headers name cluster {expected!r} (offset_reset.source_cluster)"
+        )
+        where = (
+            "point source.bootstrap_servers at the origin (set backup_id to compare with the Kafka "
+            "cluster id its backup recorded)"
+        )
     raise PreconditionError(
         f"offset_reset.source_offsets: live: the source cluster {servers} is Kafka cluster {live_id}, "
         f"but {origin}: group offsets read there would move the groups to the wrong records",
-        hint=f"point source.bootstrap_servers at cluster {expected}; if cluster {live_id} really holds "
-        f"these groups' offsets for the restored records, say so with offset_reset.live_source_cluster_id: "
-        f"{live_id}",
+        hint=f"{where}; if cluster {live_id} is the origin under a label, or really holds these groups' "
+        f"offsets for the restored records, say so with offset_reset.live_source_cluster_id: {live_id}",
     )
 
 
