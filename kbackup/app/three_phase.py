@@ -10,8 +10,6 @@ executing the same reset plan again changes only the groups not moved yet.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +19,7 @@ from typing import Any
 
 from kbackup.app.config import KBackupConfig
 from kbackup.app.reset_request import plan_reset
+from kbackup.app.three_phase_run import run_files
 from kbackup.core.errors import ConfigError, VerificationError
 from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
@@ -28,7 +27,6 @@ from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import ResetPlan
 from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
-from kbackup.reset.planner import MappingIndex
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 
 PHASES = ("restore", "mapping", "reset", "verify")
@@ -65,25 +63,6 @@ class ThreePhaseSummary:
                 phase.name: {"seconds": round(phase.seconds, 3), **phase.details} for phase in self.phases
             },
         }
-
-
-def run_key_of(config: KBackupConfig, target_cluster_id: str | None) -> str:
-    """Same backup, target and settings: same key, so a re-run finds its state."""
-    identity = {
-        "backup_id": config.backup_id,
-        "storage": config.storage.resolved_url(),
-        "target": target_cluster_id,
-        "restore": config.restore.model_dump(mode="json"),
-        # Neither setting changes where a group lands: the rollback snapshots' folder, and the
-        # confirmation of which live cluster is read (left out, a run started before it existed
-        # still finds its state).
-        "offset_reset": config.offset_reset.model_dump(
-            mode="json", exclude={"snapshot_dir", "live_source_cluster_id"}
-        ),
-        "group_prefix": config.three_phase.group_prefix,
-    }
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{config.backup_id}-{digest}"
 
 
 def require_origin_headers(
@@ -126,11 +105,10 @@ def three_phase_restore(
     from kbackup.restore import service as restore_service
 
     cluster_id = open_admin(target).cluster_id()
-    run_key = run_key_of(config, cluster_id)
-    state_dir = Path(config.three_phase.state_dir)
-    state = StateFile(state_dir / f"{run_key}.json", run_key)
+    files = run_files(config, cluster_id)
+    state = StateFile(files.state, files.run_key)
     summary = ThreePhaseSummary(
-        run_key=run_key, backup_id=backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
+        run_key=files.run_key, backup_id=backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
     )
 
     def phase_done(name: str) -> bool:
@@ -165,25 +143,20 @@ def three_phase_restore(
     target_topics = selected_target_topics(config, backup)
 
     # Phase 2: the exact source-to-target ranges (Spark).
-    mapping_path = state_dir / f"{run_key}-mapping.json"
     if not phase_done("mapping"):
         started = time.monotonic()
-        details = build_mapping_phase(config, backup, target_topics, mapping_path, progress)
+        details = build_mapping_phase(config, backup, target_topics, files.mapping, progress)
         seconds = time.monotonic() - started
         state.record("mapping", seconds, details)
         summary.phases.append(PhaseResult("mapping", seconds, details))
     crash_point("three-phase:after-mapping")
 
     # Phase 3: plan and execute the groups' new offsets (a re-run skips groups already moved).
-    plan_path = state_dir / f"{run_key}-reset-plan.json"
+    plan_path = files.reset_plan
     if not phase_done("reset"):
         started = time.monotonic()
-        plan = plan_reset(
-            config,
-            mapping=load_index(mapping_path, backup.source_cluster),
-            group_prefix=config.three_phase.group_prefix,
-            progress=progress,
-        )
+        # reset_request finds the mapping this run wrote (files.mapping), as offset-reset plan does.
+        plan = plan_reset(config, group_prefix=config.three_phase.group_prefix, progress=progress)
         plan_path.write_bytes(plan.to_json_bytes())
         crash_point("three-phase:after-plan")
         result = execute_plan(plan, target, snapshot_dir=Path(config.offset_reset.snapshot_dir))
@@ -267,14 +240,6 @@ def repartitioned(config: KBackupConfig, backup: Any, target_topics: list[str]) 
         counts.get(mapping.get(name, name), entry.partitions) != entry.partitions
         for name, entry in backup.topics.items()
     )
-
-
-def load_index(path: Path, source_cluster: str) -> MappingIndex | None:
-    if not path.exists():
-        return None
-    from kbackup.reset.mapping_input import load_mapping_index
-
-    return load_mapping_index(path, source_cluster)
 
 
 def verify_plan_applied(config: KBackupConfig, plan: ResetPlan) -> dict[str, Any]:

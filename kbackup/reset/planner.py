@@ -45,6 +45,10 @@ from kbackup.reset.sources import RecordTimestampLookup, SourceOffsets
 #: (target topic, target partition) -> the mapping's ranges in it.
 MappingIndex = dict[TopicPartitionKey, PartitionIndex]
 
+MAPPING_HINT = (
+    "run 'kafka-backup show-offset-mapping ... --output mapping.json' and set offset_reset.mapping_file"
+)
+
 
 @dataclass
 class PlanRequest:
@@ -68,6 +72,8 @@ class PlanRequest:
     uncommitted: Literal["earliest", "skip"] = "earliest"
     #: The target group of source group G is ``group_prefix + G`` (the drill moves copies of the groups).
     group_prefix: str = ""
+    #: The next step printed when a repartitioned topic needs a mapping and none was given.
+    mapping_hint: str = MAPPING_HINT
 
 
 class _Planner:
@@ -232,8 +238,7 @@ class _Planner:
                     raise ConfigError(
                         f"topic {topic} was restored into {target_count} partitions from {source_count} "
                         "(or scan_all_partitions is set): header-based translation needs the offset mapping",
-                        hint="run 'kafka-backup show-offset-mapping ... --output mapping.json' and set "
-                        "offset_reset.mapping_file",
+                        hint=self.request.mapping_hint,
                     )
                 return "mapping"
             return "binary-search"
@@ -375,7 +380,9 @@ class _Planner:
         current: dict[TopicPartitionKey, int],
     ) -> PartitionReset:
         if self.request.mapping is None:
-            raise ConfigError("strategy: from-mapping needs offset_reset.mapping_file")
+            raise ConfigError(
+                "strategy: from-mapping needs offset_reset.mapping_file", hint=self.request.mapping_hint
+            )
         key = (target_topic, partition)
         index = self.request.mapping.get(key)
         sources = sorted(source for source in (index.by_source if index else {}) if source[0] == topic)

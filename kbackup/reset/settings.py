@@ -35,7 +35,11 @@ class OffsetResetSettings(StrictModel):
     )
     mapping_file: str | None = Field(
         default=None,
-        description="Offset mapping file from `show-offset-mapping` (for `strategy: from-mapping`).",
+        description=(
+            "Offset mapping file from `show-offset-mapping` (for `strategy: from-mapping` and "
+            "repartitioned topics); unset: the one `three-phase-restore` with this config wrote in "
+            "`three_phase.state_dir`, if any."
+        ),
     )
     timestamp: int | None = Field(
         default=None,
