@@ -2,8 +2,8 @@
 
 ``offset-reset plan``, ``offset-reset-bulk``, the three-phase restore and the drill all plan through
 :func:`plan_reset`, so each ``offset_reset`` setting (strategy, offset, timestamp, timeout, live
-source offsets, topic mapping, mapping file, uncommitted partitions) means the same thing in every
-command.
+source offsets, topic mapping, mapping file, uncommitted partitions) and the restore's topic
+selection mean the same thing in every command.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kbackup.format.reset_plan import ResetPlan
 from kbackup.reset.mapping_input import load_mapping_index
 from kbackup.reset.planner import MAPPING_HINT, MappingIndex, PlanRequest, plan_offset_reset
 from kbackup.reset.sources import SourceOffsets, from_backup, from_live_source, timestamps_from_backup
+from kbackup.restore.plan import select_topics
 from kbackup.storage import Storage, open_storage
 
 
@@ -102,6 +103,7 @@ def reset_request(
         timeout_secs=settings.timeout_secs,
         uncommitted=settings.uncommitted_partitions,
         group_prefix=group_prefix,
+        source_topics=restored_source_topics(config, backup),
         mapping_hint=mapping_hint,
     )
 
@@ -134,6 +136,14 @@ def mapping_hint_naming(written: list[Path]) -> str:
         f"three-phase-restore wrote {written[0]}{others} for this backup with other settings or flags: "
         f"if it is this restore's, set offset_reset.mapping_file: {written[0]}; otherwise {MAPPING_HINT}"
     )
+
+
+def restored_source_topics(config: KBackupConfig, backup: Backup | None) -> list[str] | None:
+    """The source topics ``restore.topics`` selects: the groups' offsets on the others have no
+    restored records to move to. None (every topic) when it is unset, or without the backup."""
+    if not config.restore.topics or backup is None:
+        return None
+    return [item.entry.name for item in select_topics(backup, config.restore)]
 
 
 def plan_reset(

@@ -14,7 +14,7 @@ from kbackup.cli.main import run
 from kbackup.core.errors import PreconditionError
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import take_backup
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, admin, create_topic, produce
 
 #: The group's committed offset on the backup's origin, and the one a same-named group has on the
 #: wrong cluster: planning from the wrong one would move the group to another record.
@@ -137,3 +137,29 @@ def test_without_a_backup_the_origin_the_restored_records_name_is_the_live_sourc
 
     right = with_source(headless, source_cluster, source_cluster=source_cluster.cluster_id)
     assert plan_with(tmp_path, right, "right.yaml") == 0
+
+
+def test_three_phase_restore_refuses_the_wrong_live_source_before_restoring(
+    restored: dict[str, object],
+    target_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The reset's source offsets are checked before phase 1: nothing is restored, no state is written,
+    and the dry run refuses the same way."""
+    document = restored["document"]
+    topic = restored["topic"]
+    assert isinstance(document, dict)
+    assert isinstance(topic, str)
+    copy = f"{topic}-three-phase"
+    wrong = with_source(document, target_cluster)
+    wrong["restore"] = {"topic_mapping": {topic: copy}}
+    wrong["three_phase"] = {"state_dir": str(tmp_path / "state"), "build_mapping": "when-needed"}
+    config = tmp_path / "three-phase.yaml"
+    config.write_text(yaml.safe_dump(wrong))
+    capsys.readouterr()
+    for dry_run in (["--dry-run"], []):
+        assert run(["three-phase-restore", "-c", str(config), *dry_run]) == PreconditionError.exit_code
+        assert "offset_reset.source_offsets: live" in capsys.readouterr().err
+    assert copy not in admin(target_cluster).list_topics(timeout=10).topics
+    assert not (tmp_path / "state").exists()
