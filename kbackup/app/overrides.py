@@ -237,3 +237,35 @@ def with_state_dir(config: KBackupConfig, state_dir: str | None) -> KBackupConfi
         return config
     three_phase = _over(config.three_phase, {"state_dir": state_dir}, type(config.three_phase), "--state-dir")
     return config.model_copy(update={"three_phase": three_phase})
+
+
+def three_phase_config(
+    config: KBackupConfig,
+    *,
+    bootstrap_servers: str | None = None,
+    path: str | None = None,
+    backup_id: str | None = None,
+    topics: list[str] | None = None,
+    state_dir: str | None = None,
+) -> KBackupConfig:
+    """The config ``three-phase-restore`` runs with: the flags over it as ``restore`` puts them
+    (:func:`restore_inputs`: ``--bootstrap-servers`` over ``target``, ``--path`` over ``storage``,
+    ``--topic`` over ``restore.topics``), ``--backup-id`` over ``backup_id`` and ``--state-dir``; every
+    phase reads this one config, so the mapping and the reset see the target, backup and topics the
+    restore used (and the run key names them)."""
+    inputs = restore_inputs(
+        config,
+        bootstrap_servers=bootstrap_servers,
+        path=path,
+        backup_id=backup_id_of(config, backup_id),
+        flags=RestoreFlags(topics=topics or []),
+    )
+    flagged = config.model_copy(
+        update={
+            "backup_id": inputs.backup_id,
+            "storage": inputs.storage,
+            "target": inputs.target,
+            "restore": inputs.settings,
+        }
+    )
+    return with_state_dir(flagged, state_dir)

@@ -2,7 +2,8 @@
 
 ``offset-reset plan``, ``offset-reset-bulk``, the three-phase restore and the drill all plan through
 :func:`plan_reset`, so each ``offset_reset`` setting (strategy, offset, timestamp, timeout, live
-source offsets, topic mapping, uncommitted partitions) means the same thing in every command.
+source offsets, topic mapping, mapping file, uncommitted partitions) and the restore's topic
+selection mean the same thing in every command.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbackup.app.config import KBackupConfig
+from kbackup.app.three_phase_run import mapping_files_of_backup, run_files
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError
 from kbackup.core.kafka import open_admin
@@ -17,8 +19,9 @@ from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.reset_plan import ResetPlan
 from kbackup.reset.mapping_input import load_mapping_index
-from kbackup.reset.planner import MappingIndex, PlanRequest, plan_offset_reset
+from kbackup.reset.planner import MAPPING_HINT, MappingIndex, PlanRequest, plan_offset_reset
 from kbackup.reset.sources import SourceOffsets, from_backup, from_live_source, timestamps_from_backup
+from kbackup.restore.plan import select_topics
 from kbackup.storage import Storage, open_storage
 
 
@@ -42,7 +45,10 @@ def source_offsets_for(
             raise ConfigError(
                 "offset_reset.source_cluster is required when reading offsets from the live source"
             )
-        return from_live_source(config.source, groups, cluster, backup), backup, storage
+        source = from_live_source(
+            config.source, groups, cluster, backup, named_cluster_id=settings.live_source_cluster_id
+        )
+        return source, backup, storage
     storage, backup = load_backup(config)
     if settings.source_cluster and settings.source_cluster != backup.source_cluster:
         raise ConfigError(
@@ -69,11 +75,9 @@ def reset_request(
     settings = config.offset_reset
     chosen_groups = groups if groups else settings.groups
     source, backup, storage = source_offsets_for(config, chosen_groups)
-    if mapping is None and settings.mapping_file:
-        target_cluster_id = open_admin(target).cluster_id()
-        mapping = load_mapping_index(
-            Path(settings.mapping_file), source.info.source_cluster, target_cluster_id
-        )
+    mapping_hint = MAPPING_HINT
+    if mapping is None:
+        mapping, mapping_hint = configured_mapping(config, target, source.info.source_cluster)
     topic_mapping = (
         settings.topic_mapping if settings.topic_mapping is not None else config.restore.topic_mapping
     )
@@ -99,7 +103,47 @@ def reset_request(
         timeout_secs=settings.timeout_secs,
         uncommitted=settings.uncommitted_partitions,
         group_prefix=group_prefix,
+        source_topics=restored_source_topics(config, backup),
+        mapping_hint=mapping_hint,
     )
+
+
+def configured_mapping(
+    config: KBackupConfig, target: KafkaConnection, source_cluster: str
+) -> tuple[MappingIndex | None, str]:
+    """The mapping ``offset_reset.mapping_file`` names, else the one a three-phase restore of this
+    config built (so planning after that restore plans what its reset phase did, repartitioned
+    topics included), and the hint to print if a topic needs a mapping and there is none."""
+    settings = config.offset_reset
+    if not settings.mapping_file and not config.backup_id:
+        return None, MAPPING_HINT
+    target_cluster_id = open_admin(target).cluster_id()
+    if settings.mapping_file:
+        path = Path(settings.mapping_file)
+    else:
+        path = run_files(config, target_cluster_id).mapping
+        if not path.exists():
+            return None, mapping_hint_naming(mapping_files_of_backup(config))
+    return load_mapping_index(path, source_cluster, target_cluster_id), MAPPING_HINT
+
+
+def mapping_hint_naming(written: list[Path]) -> str:
+    """The hint, naming the mappings three-phase restores of this backup wrote with other settings."""
+    if not written:
+        return MAPPING_HINT
+    others = f" (and {len(written) - 1} older)" if len(written) > 1 else ""
+    return (
+        f"three-phase-restore wrote {written[0]}{others} for this backup with other settings or flags: "
+        f"if it is this restore's, set offset_reset.mapping_file: {written[0]}; otherwise {MAPPING_HINT}"
+    )
+
+
+def restored_source_topics(config: KBackupConfig, backup: Backup | None) -> list[str] | None:
+    """The source topics ``restore.topics`` selects: the groups' offsets on the others have no
+    restored records to move to. None (every topic) when it is unset, or without the backup."""
+    if not config.restore.topics or backup is None:
+        return None
+    return [item.entry.name for item in select_topics(backup, config.restore)]
 
 
 def plan_reset(

@@ -10,8 +10,6 @@ executing the same reset plan again changes only the groups not moved yet.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -20,16 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.app.config import KBackupConfig
-from kbackup.app.reset_request import plan_reset
+from kbackup.app.reset_request import plan_reset, restored_source_topics, source_offsets_for
+from kbackup.app.three_phase_run import RunFiles, run_files
+from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, VerificationError
 from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
 from kbackup.core.progress import Progress
-from kbackup.format.reset_plan import ResetPlan
+from kbackup.format.reset_plan import ResetPlan, render_plan_table
 from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
-from kbackup.reset.planner import MappingIndex
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
+from kbackup.reset.sources import SourceOffsets
 
 PHASES = ("restore", "mapping", "reset", "verify")
 
@@ -67,20 +67,6 @@ class ThreePhaseSummary:
         }
 
 
-def run_key_of(config: KBackupConfig, target_cluster_id: str | None) -> str:
-    """Same backup, target and settings: same key, so a re-run finds its state."""
-    identity = {
-        "backup_id": config.backup_id,
-        "storage": config.storage.resolved_url(),
-        "target": target_cluster_id,
-        "restore": config.restore.model_dump(mode="json"),
-        "offset_reset": config.offset_reset.model_dump(mode="json", exclude={"snapshot_dir"}),
-        "group_prefix": config.three_phase.group_prefix,
-    }
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{config.backup_id}-{digest}"
-
-
 def require_origin_headers(
     config: KBackupConfig, command: str, backup_offset_headers: Callable[[], bool]
 ) -> KBackupConfig:
@@ -107,26 +93,39 @@ def require_origin_headers(
     )
 
 
+def checked_inputs(config: KBackupConfig) -> tuple[KBackupConfig, KafkaConnection, str]:
+    """The config with origin headers on, its target and backup id; a ConfigError, before anything is
+    read or written, for a missing one or a restore without origin headers."""
+    if config.target is None:
+        raise ConfigError(
+            "three-phase-restore needs the target cluster: a 'target' section, or --bootstrap-servers"
+        )
+    if not config.backup_id:
+        raise ConfigError("three-phase-restore needs backup_id (in the config file, or --backup-id)")
+    target, backup_id = config.target, config.backup_id
+    config = require_origin_headers(config, "three-phase-restore", lambda: job_backup(config).offset_headers)
+    return config, target, backup_id
+
+
 def three_phase_restore(
     config: KBackupConfig, *, progress: Progress | None = None, stop: threading.Event | None = None
 ) -> ThreePhaseSummary:
     """Restore, map, move the groups and verify; ``stop`` (SIGINT/SIGTERM) ends the restore phase at
     its next safe point, and a re-run continues from there."""
-    if config.target is None:
-        raise ConfigError("three-phase-restore needs a 'target' section")
-    if not config.backup_id:
-        raise ConfigError("three-phase-restore needs backup_id")
-    target, backup_id = config.target, config.backup_id
-    config = require_origin_headers(config, "three-phase-restore", lambda: job_backup(config).offset_headers)
+    config, target, backup_id = checked_inputs(config)
     from kbackup.restore import service as restore_service
 
     cluster_id = open_admin(target).cluster_id()
-    run_key = run_key_of(config, cluster_id)
-    state_dir = Path(config.three_phase.state_dir)
-    state = StateFile(state_dir / f"{run_key}.json", run_key)
+    files = run_files(config, cluster_id)
+    state = StateFile(files.state, files.run_key)
     summary = ThreePhaseSummary(
-        run_key=run_key, backup_id=backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
+        run_key=files.run_key, backup_id=backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
     )
+
+    if state.done("reset") is None:
+        # The groups' source offsets are found (or refused: a backup without a group snapshot, a
+        # live source that is not the origin) before the restore writes anything.
+        source_offsets_for(config, config.offset_reset.groups)
 
     def phase_done(name: str) -> bool:
         recorded = state.done(name)
@@ -160,25 +159,20 @@ def three_phase_restore(
     target_topics = selected_target_topics(config, backup)
 
     # Phase 2: the exact source-to-target ranges (Spark).
-    mapping_path = state_dir / f"{run_key}-mapping.json"
     if not phase_done("mapping"):
         started = time.monotonic()
-        details = build_mapping_phase(config, backup, target_topics, mapping_path, progress)
+        details = build_mapping_phase(config, backup, target_topics, files.mapping, progress)
         seconds = time.monotonic() - started
         state.record("mapping", seconds, details)
         summary.phases.append(PhaseResult("mapping", seconds, details))
     crash_point("three-phase:after-mapping")
 
     # Phase 3: plan and execute the groups' new offsets (a re-run skips groups already moved).
-    plan_path = state_dir / f"{run_key}-reset-plan.json"
+    plan_path = files.reset_plan
     if not phase_done("reset"):
         started = time.monotonic()
-        plan = plan_reset(
-            config,
-            mapping=load_index(mapping_path, backup.source_cluster),
-            group_prefix=config.three_phase.group_prefix,
-            progress=progress,
-        )
+        # reset_request finds the mapping this run wrote (files.mapping), as offset-reset plan does.
+        plan = plan_reset(config, group_prefix=config.three_phase.group_prefix, progress=progress)
         plan_path.write_bytes(plan.to_json_bytes())
         crash_point("three-phase:after-plan")
         result = execute_plan(plan, target, snapshot_dir=Path(config.offset_reset.snapshot_dir))
@@ -208,6 +202,180 @@ def three_phase_restore(
         state.record("verify", seconds, details)
         summary.phases.append(PhaseResult("verify", seconds, details))
     return summary
+
+
+@dataclass
+class PhasePreview:
+    """What one phase would do, as lines to print and as details for --json."""
+
+    name: str
+    lines: list[str]
+    details: dict[str, Any]
+
+
+@dataclass
+class ThreePhaseDryRun:
+    run_key: str
+    state_file: str
+    phases: list[PhasePreview]
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"dry run: nothing is created, written or committed (state file {self.state_file} stays as it is)"
+        ]
+        for phase in self.phases:
+            lines.append(f"{phase.name}:")
+            lines.extend(f"  {line}" for line in phase.lines)
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "run_key": self.run_key,
+            "state_file": self.state_file,
+            "phases": {phase.name: phase.details for phase in self.phases},
+        }
+
+
+def three_phase_dry_run(config: KBackupConfig) -> ThreePhaseDryRun:
+    """Each phase's plan as a run would make it now, and the phases an earlier run finished; refuses
+    what the run would refuse. Reads the backup and the target; writes no state, mapping, plan or
+    snapshot file, and changes nothing on the target."""
+    config, target, _ = checked_inputs(config)
+    from kbackup.restore import service as restore_service
+
+    files = run_files(config, open_admin(target).cluster_id())
+    state = StateFile(files.state, files.run_key)
+    job = restore_service.prepare(
+        backup_id=config.backup_id, storage=config.storage, target=target, settings=config.restore
+    )
+    topics = job.plan.topics
+    target_topics = sorted({topic.target_topic for topic in topics})
+    missing = sorted(topic.target_topic for topic in topics if topic.create)
+    repartitioned_topics = sorted(
+        topic.target_topic for topic in topics if topic.source_partitions != topic.target_partitions
+    )
+
+    def earlier(name: str) -> PhasePreview | None:
+        recorded = state.done(name)
+        if recorded is None:
+            return None
+        shown = ", ".join(f"{key} {value}" for key, value in recorded.items() if not isinstance(value, dict))
+        return PhasePreview(name, [f"done in an earlier run, skipped: {shown}"], {"done": recorded})
+
+    restore = earlier("restore")
+    records_left: int | None = 0
+    if restore is None:
+        report = restore_service.dry_run(job)
+        records_left = report.records_to_write if report.records_to_write is not None else None
+        lines = report.lines()
+        if lines and lines[0].startswith("dry run"):  # the banner, printed once above
+            lines = lines[1:]
+        restore = PhasePreview("restore", [line.removeprefix("  ") for line in lines], report.to_dict())
+    mapping = earlier("mapping") or preview_mapping(
+        config, target, files.mapping, target_topics, missing, repartitioned_topics, records_left
+    )
+    reset = earlier("reset")
+    if reset is None:
+        source, backup, _ = source_offsets_for(config, config.offset_reset.groups)
+        restored = restored_source_topics(config, backup)
+        groups = [
+            group
+            for group in config.offset_reset.groups or sorted(source.groups)
+            if restored is None or any(topic in restored for topic, _ in source.groups.get(group, {}))
+        ]
+        reset = preview_reset(config, files, source, groups, missing, repartitioned_topics, records_left)
+    verify = earlier("verify") or PhasePreview(
+        "verify",
+        ["would read back every moved group's committed offset and the record at it"],
+        {"done": None},
+    )
+    return ThreePhaseDryRun(files.run_key, str(files.state), [restore, mapping, reset, verify])
+
+
+def preview_mapping(
+    config: KBackupConfig,
+    target: KafkaConnection,
+    path: Path,
+    target_topics: list[str],
+    missing: list[str],
+    repartitioned_topics: list[str],
+    records_left: int | None,
+) -> PhasePreview:
+    always = config.three_phase.build_mapping == "always"
+    details: dict[str, Any] = {"done": None, "build": always or bool(repartitioned_topics), "file": None}
+    if not details["build"]:
+        return PhasePreview(
+            "mapping",
+            ["not built: no topic is repartitioned (three_phase.build_mapping: when-needed); the reset "
+             "finds each position by binary search over the origin headers"],
+            details,
+        )  # fmt: skip
+    from kbackup.mapping.build import plan_scan
+
+    why = (
+        "three_phase.build_mapping: always" if always else f"repartitioned: {', '.join(repartitioned_topics)}"
+    )
+    details.update(file=str(path), topics=target_topics, reason=why)
+    lines = [f"would scan {', '.join(target_topics)} with Spark ({why}) and write {path}"]
+    if missing:
+        lines.append(f"{', '.join(missing)}: not on the target yet (the restore creates them)")
+    else:
+        scan = plan_scan(target, target_topics)
+        details["scan"] = {"partitions": len(scan.partitions), "offsets_now": scan.offsets}
+        more = "" if records_left == 0 else ", and what the restore writes first"
+        lines.append(f"{len(scan.partitions)} partition(s) holding {scan.offsets:,} offset(s) now{more}")
+    return PhasePreview("mapping", lines, details)
+
+
+def preview_reset(
+    config: KBackupConfig,
+    files: RunFiles,
+    source: SourceOffsets,
+    groups: list[str],
+    missing: list[str],
+    repartitioned_topics: list[str],
+    records_left: int | None,
+) -> PhasePreview:
+    details: dict[str, Any] = {"done": None, "file": str(files.reset_plan), "plan": None}
+    after = ""
+    if missing:
+        after = (
+            f"{', '.join(missing)} do not exist on the target yet (the restore creates them): "
+            "there is nothing to plan against before the restore"
+        )
+    elif repartitioned_topics and not files.mapping.exists() and not config.offset_reset.mapping_file:
+        after = (
+            f"{', '.join(repartitioned_topics)} are repartitioned: their positions come from the "
+            "mapping, which is built after the restore"
+        )
+    if after:
+        details["planned_after"] = "restore" if missing else "mapping"
+        prefix = config.three_phase.group_prefix
+        moved = f" as {prefix}<group>" if prefix else ""
+        return PhasePreview(
+            "reset",
+            [
+                f"planned during the run: {after}",
+                f"would move {len(groups)} group(s){moved} from the source offsets of the "
+                f"{source.info.kind} taken {source.info.taken_at}",
+            ],
+            details,
+        )
+    plan = plan_reset(config, group_prefix=config.three_phase.group_prefix)
+    details["plan"] = plan.model_dump(mode="json")
+    totals = plan.totals()
+    lines = render_plan_table(plan).splitlines()
+    if records_left != 0:
+        left = "more record(s)" if records_left is None else f"{records_left:,} more record(s)"
+        lines.append(
+            f"planned on the target as it is now: the restore writes {left} first, and the run plans again"
+        )
+    lines.append(
+        f"would write the plan to {files.reset_plan} and a rollback snapshot to "
+        f"{config.offset_reset.snapshot_dir}/, then commit {totals['changes']} offset(s)"
+    )
+    return PhasePreview("reset", lines, details)
 
 
 def job_backup(config: KBackupConfig) -> Any:
@@ -262,14 +430,6 @@ def repartitioned(config: KBackupConfig, backup: Any, target_topics: list[str]) 
         counts.get(mapping.get(name, name), entry.partitions) != entry.partitions
         for name, entry in backup.topics.items()
     )
-
-
-def load_index(path: Path, source_cluster: str) -> MappingIndex | None:
-    if not path.exists():
-        return None
-    from kbackup.reset.mapping_input import load_mapping_index
-
-    return load_mapping_index(path, source_cluster)
 
 
 def verify_plan_applied(config: KBackupConfig, plan: ResetPlan) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kbackup.cli.common import ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import UsageError, VerificationError
 from kbackup.core.progress import Progress
@@ -16,10 +16,28 @@ from kbackup.core.progress import Progress
 
 def three_phase_restore(
     config: ConfigOption = None,
+    bootstrap_servers: BootstrapOption = None,
+    path: Annotated[str | None, typer.Option("--path", "-p", help="Storage URL of the backup.")] = None,
+    backup_id: Annotated[str | None, typer.Option("--backup-id", help="Backup to restore.")] = None,
+    topics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            help="Source topic (full-match regex) to restore, and whose groups' offsets to move; "
+            "repeatable. Default: restore.topics, else all.",
+        ),
+    ] = None,
     state_dir: Annotated[
         Path | None,
         typer.Option("--state-dir", help="Where phase results are recorded (three_phase.state_dir)."),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Print each phase's plan (restore, mapping, reset); create or write nothing."
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Restore data, build the offset mapping, and move every consumer group, in one resumable run.
@@ -28,16 +46,28 @@ def three_phase_restore(
     topics into exact offset ranges (Spark), phase 3 plans and executes the
     groups' new offsets; then each new position is verified. Run the same
     command again after an interruption: finished phases are skipped.
+    Flags replace what they name in the config, as for restore.
     """
     json_mode(as_json)
-    if config is None:
-        raise UsageError(
-            "three-phase-restore needs --config (backup_id, storage, target, restore, offset_reset)"
-        )
-    from kbackup.app.overrides import with_state_dir
+    from kbackup.app.overrides import three_phase_config
+    from kbackup.app.three_phase import three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
 
-    cfg = with_state_dir(load_config(config), str(state_dir) if state_dir is not None else None)
+    cfg = three_phase_config(
+        load_config(config),
+        bootstrap_servers=bootstrap_servers,
+        path=path,
+        backup_id=backup_id,
+        topics=topics,
+        state_dir=str(state_dir) if state_dir is not None else None,
+    )
+    if dry_run:
+        preview = three_phase_dry_run(cfg)
+        if as_json:
+            print_json(preview.to_dict())
+        else:
+            typer.echo("\n".join(preview.lines()))
+        return
     with (
         stop_on_signals("stopping at the next safe point; run again to continue") as stop,
         Progress() as progress,

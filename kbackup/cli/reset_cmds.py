@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -46,7 +47,7 @@ def _make_plan(config: KBackupConfig, groups: list[str] | None) -> ResetPlan:
         return plan_reset(config, groups=groups, progress=progress)
 
 
-def _emit_plan(plan: ResetPlan, output: Path | None, as_json: bool) -> None:
+def _emit_plan(plan: ResetPlan, output: Path | None, config: Path, as_json: bool) -> None:
     if output is not None:
         output.write_bytes(plan.to_json_bytes())
     if as_json:
@@ -54,9 +55,12 @@ def _emit_plan(plan: ResetPlan, output: Path | None, as_json: bool) -> None:
     else:
         typer.echo(render_plan_table(plan))
         if output is not None:
+            # The plan holds the target's servers but no credentials (a plan file carries no secret),
+            # so execute connects as the config says: the command names it.
             typer.echo(
                 f"plan written to {output}; review it, then: "
-                f"kafka-backup offset-reset execute --plan {output}"
+                f"kafka-backup offset-reset execute --plan {shlex.quote(str(output))} "
+                f"-c {shlex.quote(str(config))}"
             )
 
 
@@ -96,7 +100,7 @@ def plan(
         raise UsageError("offset-reset plan needs --config (target, storage, backup_id, offset_reset)")
     cfg = load_config(config)
     chosen = [group.strip() for group in groups.split(",") if group.strip()] if groups else None
-    _emit_plan(_make_plan(cfg, chosen), output, as_json)
+    _emit_plan(_make_plan(cfg, chosen), output, config, as_json)
 
 
 @offset_reset_app.command("execute")
@@ -118,6 +122,13 @@ def execute(
     json_mode(as_json)
     cfg = load_config(config)
     reviewed = read_plan(plan_file)
+    if cfg.target is None and not bootstrap_servers:
+        raise UsageError(
+            f"offset-reset execute needs the target's connection: plan {plan_file} is for cluster "
+            f"{reviewed.target.cluster_id} at {','.join(reviewed.target.bootstrap_servers)}",
+            hint="give -c with the config the plan was made from (its target section carries the "
+            "security settings), or --bootstrap-servers for a plaintext cluster",
+        )
     target = target_connection(cfg, bootstrap_servers)
     folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)
     result = execute_plan(

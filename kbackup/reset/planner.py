@@ -45,6 +45,10 @@ from kbackup.reset.sources import RecordTimestampLookup, SourceOffsets
 #: (target topic, target partition) -> the mapping's ranges in it.
 MappingIndex = dict[TopicPartitionKey, PartitionIndex]
 
+MAPPING_HINT = (
+    "run 'kafka-backup show-offset-mapping ... --output mapping.json' and set offset_reset.mapping_file"
+)
+
 
 @dataclass
 class PlanRequest:
@@ -68,6 +72,10 @@ class PlanRequest:
     uncommitted: Literal["earliest", "skip"] = "earliest"
     #: The target group of source group G is ``group_prefix + G`` (the drill moves copies of the groups).
     group_prefix: str = ""
+    #: Only the groups' offsets on these source topics are planned (the topics restored); None: all.
+    source_topics: list[str] | None = None
+    #: The next step printed when a repartitioned topic needs a mapping and none was given.
+    mapping_hint: str = MAPPING_HINT
 
 
 class _Planner:
@@ -106,6 +114,13 @@ class _Planner:
             )
         return self._probes[key]
 
+    def group_topics(self, group: str) -> list[str]:
+        """The source topics the group committed on that the plan covers."""
+        topics = {topic for topic, _ in self.request.source.groups[group]}
+        if self.request.source_topics is not None:
+            topics &= set(self.request.source_topics)
+        return sorted(topics)
+
     def target_topic(self, source_topic: str) -> str:
         return self.request.topic_mapping.get(source_topic, source_topic)
 
@@ -120,7 +135,15 @@ class _Planner:
                 f"taken {source.info.taken_at})",
                 hint="check offset_reset.groups; 'kafka-backup describe' lists a backup's groups",
             )
-        source_topics = sorted({topic for group in groups for topic, _ in source.groups[group]})
+        outside = [group for group in groups if source.groups[group] and not self.group_topics(group)]
+        if outside:
+            # Not in the plan at all: execute would otherwise refuse such a group while it runs.
+            self.warnings.append(
+                f"group(s) {', '.join(outside)} committed only on topics that were not restored "
+                f"(restore.topics): not moved"
+            )
+            groups = [group for group in groups if group not in outside]
+        source_topics = sorted({topic for group in groups for topic in self.group_topics(group)})
         target_counts = self.admin.partition_counts(self.target_topic(topic) for topic in source_topics)
         self.ranges = self.admin.partition_ranges(
             (topic, partition) for topic, count in target_counts.items() for partition in range(count)
@@ -138,7 +161,7 @@ class _Planner:
             target_group = prefix + group
             current = currents[target_group]
             rows: list[PartitionReset] = []
-            for topic in sorted({topic for topic, _ in source.groups[group]}):
+            for topic in self.group_topics(group):
                 rows.extend(self.plan_topic(group, topic, target_counts[self.target_topic(topic)], current))
             group_plans.append(
                 GroupReset(
@@ -192,7 +215,7 @@ class _Planner:
         """
         wanted: dict[tuple[TopicPartitionKey, str, int], set[int]] = {}
         for group in groups:
-            for topic in sorted({topic for topic, _ in self.request.source.groups[group]}):
+            for topic in self.group_topics(group):
                 target_topic = self.target_topic(topic)
                 method, committed, partitions = self.topic_inputs(group, topic, target_counts[target_topic])
                 if method != "binary-search":
@@ -232,8 +255,7 @@ class _Planner:
                     raise ConfigError(
                         f"topic {topic} was restored into {target_count} partitions from {source_count} "
                         "(or scan_all_partitions is set): header-based translation needs the offset mapping",
-                        hint="run 'kafka-backup show-offset-mapping ... --output mapping.json' and set "
-                        "offset_reset.mapping_file",
+                        hint=self.request.mapping_hint,
                     )
                 return "mapping"
             return "binary-search"
@@ -375,7 +397,9 @@ class _Planner:
         current: dict[TopicPartitionKey, int],
     ) -> PartitionReset:
         if self.request.mapping is None:
-            raise ConfigError("strategy: from-mapping needs offset_reset.mapping_file")
+            raise ConfigError(
+                "strategy: from-mapping needs offset_reset.mapping_file", hint=self.request.mapping_hint
+            )
         key = (target_topic, partition)
         index = self.request.mapping.get(key)
         sources = sorted(source for source in (index.by_source if index else {}) if source[0] == topic)

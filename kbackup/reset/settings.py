@@ -35,7 +35,11 @@ class OffsetResetSettings(StrictModel):
     )
     mapping_file: str | None = Field(
         default=None,
-        description="Offset mapping file from `show-offset-mapping` (for `strategy: from-mapping`).",
+        description=(
+            "Offset mapping file from `show-offset-mapping` (for `strategy: from-mapping` and "
+            "repartitioned topics); unset: the one `three-phase-restore` with this config wrote in "
+            "`three_phase.state_dir`, if any."
+        ),
     )
     timestamp: int | None = Field(
         default=None,
@@ -61,6 +65,14 @@ class OffsetResetSettings(StrictModel):
         default="backup",
         description=(
             "Where the groups' source offsets come from: the backup's snapshot, or the live `source` cluster."
+        ),
+    )
+    live_source_cluster_id: str | None = Field(
+        default=None,
+        description=(
+            "With `source_offsets: live`: the Kafka cluster id of the `source` cluster, named to read a "
+            "cluster other than the backup's origin (the one the restored records' origin headers name); "
+            "the live cluster must answer with this id. Unset: the live cluster must be that origin."
         ),
     )
     topic_mapping: dict[str, str] | None = Field(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.errors import BackupIntegrityError, PreconditionError
 from kbackup.core.kafka import open_admin
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup
@@ -63,10 +63,21 @@ def from_backup(backup: Backup, storage_url: str) -> SourceOffsets:
 
 
 def from_live_source(
-    connection: KafkaConnection, group_ids: list[str], source_cluster: str, backup: Backup | None
+    connection: KafkaConnection,
+    group_ids: list[str],
+    source_cluster: str,
+    backup: Backup | None,
+    *,
+    named_cluster_id: str | None = None,
 ) -> SourceOffsets:
-    """Read the groups' committed offsets from the source cluster now (when it is still up)."""
+    """Read the groups' committed offsets from the source cluster now (when it is still up).
+
+    Refuses, before reading any offset, a live cluster that is not the origin the restored records name
+    (``source_cluster``; its Kafka cluster id as ``backup`` recorded it), unless ``named_cluster_id``
+    (``offset_reset.live_source_cluster_id``) names the live cluster's id.
+    """
     admin = open_admin(connection)
+    check_live_cluster(admin.cluster_id(), connection, source_cluster, backup, named_cluster_id)
     taken_at = utc_now_iso()
     ids = group_ids or admin.list_group_ids()
     groups = admin.committed_offsets_of(ids)
@@ -84,6 +95,58 @@ def from_live_source(
         partition_counts=admin.partition_counts(topics) if topics else {},
         backup_end={key: item.end_offset for key, item in coverage.items()} if coverage is not None else None,
         group_states={group_id: state.state for group_id, state in admin.describe_groups(ids).items()},
+    )
+
+
+def origin_kafka_cluster_id(source_cluster: str, backup: Backup | None) -> str:
+    """The Kafka cluster id of the origin the restored records name: the one the backup recorded when
+    they name the backup's origin, else the origin id itself (a backup's origin id is its Kafka cluster
+    id unless ``backup.source_cluster_id`` chose a label)."""
+    if backup is not None and backup.source_cluster == source_cluster:
+        return backup.latest.source.kafka_cluster_id or source_cluster
+    return source_cluster
+
+
+def check_live_cluster(
+    live_id: str | None,
+    connection: KafkaConnection,
+    source_cluster: str,
+    backup: Backup | None,
+    named_cluster_id: str | None,
+) -> None:
+    """A group's committed offsets are positions in one cluster's partitions: read from any other
+    cluster they would move the group to other records, skipping or re-reading them."""
+    servers = ",".join(connection.bootstrap_servers)
+    if named_cluster_id is not None:
+        if live_id != named_cluster_id:
+            raise PreconditionError(
+                f"offset_reset.live_source_cluster_id is {named_cluster_id}, but the source cluster "
+                f"{servers} answers as Kafka cluster {live_id}",
+                hint=f"point source.bootstrap_servers at cluster {named_cluster_id}, or correct "
+                "offset_reset.live_source_cluster_id",
+            )
+        return
+    expected = origin_kafka_cluster_id(source_cluster, backup)
+    if live_id == expected:
+        return
+    if backup is not None and backup.source_cluster == source_cluster:
+        origin = f"backup {backup.backup_id} was taken from Kafka cluster {expected}"
+        where = f"point source.bootstrap_servers at cluster {expected}"
+    else:
+        # Without the backup, only the origin id the headers carry is known: a Kafka cluster id
+        # unless backup.source_cluster_id chose a label, and a label cannot be checked.
+        origin = (
+            f"the restored records' origin headers name cluster {expected!r} (offset_reset.source_cluster)"
+        )
+        where = (
+            "point source.bootstrap_servers at the origin (set backup_id to compare with the Kafka "
+            "cluster id its backup recorded)"
+        )
+    raise PreconditionError(
+        f"offset_reset.source_offsets: live: the source cluster {servers} is Kafka cluster {live_id}, "
+        f"but {origin}: group offsets read there would move the groups to the wrong records",
+        hint=f"{where}; if cluster {live_id} is the origin under a label, or really holds these groups' "
+        f"offsets for the restored records, say so with offset_reset.live_source_cluster_id: {live_id}",
     )
 
 

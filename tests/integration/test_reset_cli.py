@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,13 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kbackup.cli.main import run
-from kbackup.core.errors import BackupIntegrityError, ConfigError, NotFoundError, PreconditionError
+from kbackup.core.errors import (
+    BackupIntegrityError,
+    ConfigError,
+    NotFoundError,
+    PreconditionError,
+    UsageError,
+)
 from kbackup.format.catalog import commit_manifest
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -223,3 +230,27 @@ def test_more_bad_inputs_change_nothing(
     error = capsys.readouterr().err
     assert f"{topic}/0 was 0..51 when planned, now 10..51" in error
     nothing_changed()
+
+
+def test_the_printed_next_step_executes_the_plan_as_written(
+    setup: dict[str, object], target_cluster: LocalKafkaCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``offset-reset plan --output`` ends with the command that applies the plan: run as printed (from
+    the same folder), it connects to the target as the config says and moves the groups."""
+    config, topic, groups = setup["config"], str(setup["topic"]), setup["groups"]
+    assert isinstance(config, Path)
+    assert isinstance(groups, dict)
+    plan_file = config.parent / "reviewed-plan.json"
+    assert run(["offset-reset", "plan", "-c", str(config), "--output", str(plan_file)]) == 0
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    printed = shlex.split(last_line.partition("then: ")[2])
+    assert printed[0] == "kafka-backup"
+    # Without the config the command names, execute says where the plan points and what to give.
+    assert run(["offset-reset", "execute", "--plan", str(plan_file)]) == UsageError.exit_code
+    error = capsys.readouterr().err
+    assert f"for cluster {target_cluster.cluster_id} at {target_cluster.bootstrap_servers}" in error
+    assert "give -c with the config the plan was made from" in error
+    assert run(printed[1:]) == 0, capsys.readouterr().err
+    assert {g: committed(target_cluster, g, topic, 0) for g in groups} == {
+        g: c - 100 for g, c in groups.items()
+    }

@@ -167,10 +167,12 @@ def test_offsets_from_the_live_source_cluster(
         transactional_id=f"live-{topic}",
     )  # fmt: skip
     config = tmp_path / "reset.yaml"
+    # The origin is a label and there is no backup to say which Kafka cluster it is: named explicitly.
     config.write_text(
         f"source:\n  bootstrap_servers: {source_cluster.bootstrap_servers}\n"
         f"target:\n  bootstrap_servers: {target_cluster.bootstrap_servers}\n"
         f"offset_reset:\n  source_offsets: live\n  source_cluster: live-origin\n  groups: [{group}]\n"
+        f"  live_source_cluster_id: {source_cluster.cluster_id}\n"
         f"  snapshot_dir: {tmp_path / 'snapshots'}\n"
     )
     plan_file = tmp_path / "plan.json"

@@ -12,6 +12,7 @@ from kbackup.app.overrides import (
     restore_inputs,
     storage_settings,
     target_connection,
+    three_phase_config,
     with_state_dir,
 )
 from kbackup.core.errors import ConfigError, UsageError
@@ -115,3 +116,30 @@ def test_state_dir_goes_over_the_three_phase_section(config: KBackupConfig) -> N
     assert with_state_dir(config, None) is config
     assert with_state_dir(config, "/var/lib/kb").three_phase.state_dir == "/var/lib/kb"
     assert config.three_phase.state_dir != "/var/lib/kb"
+
+
+def test_three_phase_flags_go_over_the_sections_every_phase_reads(config: KBackupConfig) -> None:
+    """One config for the three phases: the target, storage, backup id and topics the restore uses are
+    the ones the mapping and the reset read; each flag replaces only what it names."""
+    flagged = three_phase_config(
+        config,
+        bootstrap_servers="dr-1:9093,dr-2:9093",
+        path="s3://other-bucket/x",
+        backup_id="weekly",
+        topics=["orders"],
+        state_dir="/var/lib/kb",
+    )
+    assert flagged.backup_id == "weekly"
+    assert flagged.target is not None
+    assert config.target is not None
+    assert flagged.target.bootstrap_servers == ["dr-1:9093", "dr-2:9093"]
+    assert flagged.target.security == config.target.security
+    assert flagged.storage.resolved_url() == "s3://other-bucket/x"
+    assert flagged.storage.endpoint_url == config.storage.endpoint_url
+    assert flagged.restore.topics == ["orders"]
+    assert flagged.restore.topic_mapping == {"a": "a2"}
+    assert flagged.restore.exactly_once is False
+    assert flagged.three_phase.state_dir == "/var/lib/kb"
+    assert three_phase_config(config) == config
+    with pytest.raises(UsageError, match="--backup-id"):
+        three_phase_config(KBackupConfig.model_validate({"target": SECURED_TARGET}))
