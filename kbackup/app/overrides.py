@@ -247,10 +247,12 @@ def three_phase_config(
     backup_id: str | None = None,
     topics: list[str] | None = None,
     state_dir: str | None = None,
+    accept_gap: bool = False,
 ) -> KBackupConfig:
     """The config ``three-phase-restore`` runs with: the flags over it as ``restore`` puts them
     (:func:`restore_inputs`: ``--bootstrap-servers`` over ``target``, ``--path`` over ``storage``,
-    ``--topic`` over ``restore.topics``), ``--backup-id`` over ``backup_id`` and ``--state-dir``; every
+    ``--topic`` over ``restore.topics``), ``--backup-id`` over ``backup_id``, ``--state-dir`` and
+    ``--accept-gap``; every
     phase reads this one config, so the mapping and the reset see the target, backup and topics the
     restore used (and the run key names them)."""
     inputs = restore_inputs(
@@ -268,4 +270,9 @@ def three_phase_config(
             "restore": inputs.settings,
         }
     )
+    if accept_gap:
+        three_phase = _over(
+            flagged.three_phase, {"accept_gap": True}, type(flagged.three_phase), "--accept-gap"
+        )
+        flagged = flagged.model_copy(update={"three_phase": three_phase})
     return with_state_dir(flagged, state_dir)

@@ -50,3 +50,10 @@ class ThreePhaseSettings(StrictModel):
     group_prefix: str = Field(
         default="", description="Source group G is moved on the target as `group_prefix + G`."
     )
+    accept_gap: bool = Field(
+        default=False,
+        description=(
+            "Finish with exit 0 when groups resume after a recovery gap (they had processed records "
+            "the backup does not hold); unset: exit 12. `--accept-gap` sets it."
+        ),
+    )

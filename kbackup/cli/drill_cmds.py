@@ -38,13 +38,21 @@ def three_phase_restore(
             "--dry-run", help="Print each phase's plan (restore, mapping, reset); create or write nothing."
         ),
     ] = False,
+    accept_gap: Annotated[
+        bool,
+        typer.Option(
+            "--accept-gap",
+            help="Exit 0 when groups resume after a recovery gap (three_phase.accept_gap); else exit 12.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Restore data, build the offset mapping, and move every consumer group, in one resumable run.
 
     Phase 1 restores the backup with origin headers, phase 2 scans the restored
     topics into exact offset ranges (Spark), phase 3 plans and executes the
-    groups' new offsets; then each new position is verified. Run the same
+    groups' new offsets; then each new position is verified against the records
+    around it on the target (exit 11 wrong, 12 recovery gap, 13 unverifiable). Run the same
     command again after an interruption: finished phases are skipped.
     Flags replace what they name in the config, as for restore.
     """
@@ -60,6 +68,7 @@ def three_phase_restore(
         backup_id=backup_id,
         topics=topics,
         state_dir=str(state_dir) if state_dir is not None else None,
+        accept_gap=accept_gap,
     )
     if dry_run:
         preview = three_phase_dry_run(cfg)

@@ -107,6 +107,20 @@ class VerificationError(KBackupError):
     kind = "verification-failed"
 
 
+class RecoveryGapError(KBackupError):
+    """Groups resume after a recovery gap: they had processed source records the backup does not hold."""
+
+    exit_code = 12
+    kind = "recovery-gap"
+
+
+class UnverifiedError(KBackupError):
+    """A group position could not be checked against the target (no committed offset, no headers)."""
+
+    exit_code = 13
+    kind = "unverified"
+
+
 class InterruptedByUser(KBackupError):
     """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
 
@@ -149,6 +163,15 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         VerificationError.kind,
         "A post-check found a difference (records lost, offsets not applied as planned), or a drill "
         "proved nothing (no group to move).",
+    ),
+    RecoveryGapError.exit_code: (
+        RecoveryGapError.kind,
+        "Groups were moved, but some resume after a recovery gap: they had processed records the backup "
+        "does not hold (three-phase-restore; --accept-gap accepts it).",
+    ),
+    UnverifiedError.exit_code: (
+        UnverifiedError.kind,
+        "Groups were moved, but some positions could not be verified on the target; the message names them.",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

@@ -20,6 +20,8 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
+from kbackup.core.errors import RecoveryGapError, UnverifiedError, VerificationError
+from kbackup.core.kafka import open_admin
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import take_backup
@@ -232,3 +234,56 @@ def test_three_phase_restore_moves_groups_as_the_offset_reset_section_says(
             assert position == expected, (group, partition)
     if reset == {"strategy": "timestamp"}:
         assert len(set(positions.values())) > 2, positions  # each group at its own records, not one point
+
+
+def test_the_verify_phase_judges_positions_from_the_target(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """Verify reads the records around each committed position, not the plan's answer: a position
+    moved by hand after the reset is caught (exit 11), a group whose offsets were deleted cannot be
+    verified (exit 13), and a re-run verifies again (the phase is recorded only once it passed)."""
+    topic = f"{unique_name}-orders"
+    store = tmp_path / "store"
+    fill_and_back_up(source_cluster, topic, store)
+    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    killed = run_cli(config, "three-phase:verified")  # every group moved, verify not recorded
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    restored, group = f"{topic}-restored", f"moved-{topic}-reader-b"
+    admin = open_admin(target_cluster.connection())
+    position = admin.committed_offsets(group)[(restored, 0)]
+    admin.alter_offsets(group, {(restored, 0): position + 1})  # one record the group had not processed
+    wrong = run_cli(config)
+    assert wrong.returncode == VerificationError.exit_code, wrong.stderr[-2000:]
+    assert f"{group} {restored}/0: the record before {position + 1}" in wrong.stderr
+    assert "it would be skipped" in wrong.stderr
+
+    admin.delete_group(group)
+    unverified = run_cli(config)
+    assert unverified.returncode == UnverifiedError.exit_code, unverified.stderr[-2000:]
+    assert f"{group} {restored}/0: no committed offset" in unverified.stderr
+
+
+def test_a_recovery_gap_fails_the_run_unless_accepted(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """A group committed beyond what the backup holds (it had processed records that were never backed
+    up): the groups are moved, and the run exits 12 naming the gap, or 0 with --accept-gap."""
+    topic = f"{unique_name}-orders"
+    store = tmp_path / "store"
+    create_topic(source_cluster, topic, partitions=1)
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v%d" % i) for i in range(10)])
+    ahead = f"{topic}-ahead"
+    consumer = Consumer({"bootstrap.servers": source_cluster.bootstrap_servers, "group.id": ahead})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 15)], asynchronous=False)  # 5 past the end
+    consumer.close()
+    take_backup(source_cluster, store, "nightly", [topic])
+    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    gap = run_cli(config)
+    assert gap.returncode == RecoveryGapError.exit_code, gap.stderr[-2000:]
+    assert f"committed {topic}/0@15 on the source, the backup holds up to 10" in gap.stderr
+    accepted = subprocess.run(
+        [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--json", "--accept-gap"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr[-2000:]
+    assert len(json.loads(accepted.stdout)["phases"]["verify"]["recovery_gaps"]) == 1
