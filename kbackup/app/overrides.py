@@ -128,6 +128,7 @@ class RestoreFlags:
     origin_headers: bool | None = None
     create_topics: bool | None = None
     skip_checksums: bool = False
+    log_append_time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,8 @@ def restore_inputs(
         updates["create_topics"] = flags.create_topics
     if flags.skip_checksums:
         updates["verify_checksums"] = False
+    if flags.log_append_time is not None:
+        updates["log_append_time"] = flags.log_append_time
     return RestoreInputs(
         backup_id=backup_id or config.backup_id,
         storage=storage_settings(config, path),

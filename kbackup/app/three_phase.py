@@ -148,6 +148,7 @@ def three_phase_restore(
             "records": restored.records,
             "records_per_topic": {topic.target_topic: topic.records for topic in restored.topics},
             "created_topics": restored.created_topics,
+            "compaction": [facts.to_dict() for facts in restored.compaction],
             "warnings": restored.warnings,
         }
         seconds = time.monotonic() - started

@@ -107,6 +107,17 @@ def restore(
         bool,
         typer.Option("--skip-checksums", help="Check segment sizes only before starting (huge backups)."),
     ] = False,
+    log_append_time: Annotated[
+        str | None,
+        typer.Option(
+            "--log-append-time",
+            metavar="keep-original|switch-after|rewrite",
+            help="Target topics that would use LogAppendTime: keep-original (created as CreateTime, "
+            "existing ones refused), switch-after (the same, then switched to LogAppendTime), rewrite "
+            "(the broker stamps the restore time). Default: restore.log_append_time, keep-original.",
+            show_default=False,
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would be created and written; change nothing.")
     ] = False,
@@ -131,6 +142,7 @@ def restore(
             origin_headers=origin_headers,
             create_topics=create_topics,
             skip_checksums=skip_checksums,
+            log_append_time=log_append_time,
         ),
     )
     job = service.prepare(

@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import SegmentEntry, TopicEntry
 from kbackup.restore.selection import RecordFilter
-from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.settings import LogAppendTimePolicy, RestoreSettings
 
 Mode = Literal["exactly-once", "idempotent"]
 Routing = Literal["identity", "mapped", "repartition"]
@@ -36,6 +37,8 @@ NEVER_COPIED_CONFIGS = frozenset(
     }
 )
 LOG_APPEND_TIME = "LogAppendTime"
+CREATE_TIME = "CreateTime"
+TIMESTAMP_TYPE = "message.timestamp.type"
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,11 @@ class TargetState:
     #: ``message.timestamp.type`` of the existing topics the restore writes to.
     timestamp_types: dict[str, str] = field(default_factory=dict)
     #: The brokers' ``log.message.timestamp.type`` (the default of created topics).
-    default_timestamp_type: str = "CreateTime"
+    default_timestamp_type: str = CREATE_TIME
+    #: ``cleanup.policy`` of the existing topics the restore writes to.
+    cleanup_policies: dict[str, str] = field(default_factory=dict)
+    #: The brokers' ``log.cleanup.policy`` (the default of created topics).
+    default_cleanup_policy: str = "delete"
     #: ``retention.ms`` of the existing topics the restore writes to (those with cleanup.policy delete).
     retention_ms: dict[str, int] = field(default_factory=dict)
     #: The brokers' default retention (log.retention.ms/minutes/hours), -1 for none.
@@ -145,10 +152,18 @@ class TopicPlan:
     #: The restore creates the target topic (with ``configs``).
     create: bool
     configs: dict[str, str]
-    #: ``message.timestamp.type`` the target topic has (or will have).
+    #: ``message.timestamp.type`` the target topic has (or will have) while records are restored.
     timestamp_type: str
     #: Explicit ``source -> target`` partition map (routing "mapped").
     partition_map: dict[int, int] = field(default_factory=dict)
+    #: ``cleanup.policy`` the target topic has (or will have).
+    cleanup_policy: str = "delete"
+    #: Set to LogAppendTime once its records are restored (``restore.log_append_time: switch-after``).
+    switch_to_log_append_time: bool = False
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +175,8 @@ class TopicPlan:
             "create": self.create,
             "configs": self.configs,
             "timestamp_type": self.timestamp_type,
+            "switch_to_log_append_time": self.switch_to_log_append_time,
+            "cleanup_policy": self.cleanup_policy,
             "partition_map": {str(k): v for k, v in self.partition_map.items()},
         }
 
@@ -188,6 +205,8 @@ class RestorePlan:
     topics: list[TopicPlan]
     partitions: list[PartitionPlan]
     warnings: list[str] = field(default_factory=list)
+    #: ``restore.log_append_time``: what happens to target topics that use LogAppendTime.
+    log_append_time: LogAppendTimePolicy = "keep-original"
 
     @property
     def transactional_id(self) -> str:
@@ -228,6 +247,7 @@ class RestorePlan:
             "progress_topic": self.progress_topic if self.mode == "exactly-once" else None,
             "create_progress_topic": self.create_progress_topic and self.mode == "exactly-once",
             "time_window": {"start": self.time_start, "end": self.time_end},
+            "log_append_time": self.log_append_time,
             "topics": [topic.to_dict() for topic in self.topics],
             "partitions": [partition.to_dict() for partition in self.partitions],
             "expected_records": self.expected_records,
@@ -473,10 +493,22 @@ def build_plan(
             )
         routing, routes = _routing(item, settings, count, exists)
         configs = {} if exists else _created_configs(item.entry, settings, target, warnings)
+        made_create_time = False
         if exists:
             timestamp_type = target.timestamp_types.get(target_topic, target.default_timestamp_type)
+            cleanup_policy = target.cleanup_policies.get(target_topic, target.default_cleanup_policy)
         else:
-            timestamp_type = configs.get("message.timestamp.type", target.default_timestamp_type)
+            timestamp_type = configs.get(TIMESTAMP_TYPE, target.default_timestamp_type)
+            cleanup_policy = configs.get("cleanup.policy", target.default_cleanup_policy)
+            if timestamp_type == LOG_APPEND_TIME and settings.log_append_time != "rewrite":
+                # The broker would stamp every restored record with the restore time.
+                configs[TIMESTAMP_TYPE] = timestamp_type = CREATE_TIME
+                made_create_time = True
+        switch = (
+            settings.log_append_time == "switch-after"
+            and _copied_timestamp_type(item.entry, settings, target) == LOG_APPEND_TIME
+            and timestamp_type != LOG_APPEND_TIME
+        )
         topics.append(
             TopicPlan(
                 source_topic=name,
@@ -488,14 +520,11 @@ def build_plan(
                 configs=configs,
                 timestamp_type=timestamp_type,
                 partition_map=routes if routing == "mapped" else {},
+                cleanup_policy=cleanup_policy,
+                switch_to_log_append_time=switch,
             )
         )
-        if timestamp_type == LOG_APPEND_TIME:
-            warnings.append(
-                f"target topic {target_topic} uses LogAppendTime: the broker rewrites every restored "
-                "record's timestamp to the time it is written (the original is kept in the "
-                "x-kafka-backup-timestamp header only if origin headers are on)"
-            )
+        _timestamp_warning(topics[-1], settings, warnings, made_create_time=made_create_time)
         if routing == "identity" and count > item.entry.partitions:
             warnings.append(
                 f"target topic {target_topic} has {count} partitions, the source had "
@@ -529,6 +558,7 @@ def build_plan(
             "consumer group moved across re-reads the records interleaved before its position"
         )
     return RestorePlan(
+        log_append_time=settings.log_append_time,
         restore_id=restore_id,
         backup_id=backup.backup_id,
         storage_url=storage_url,
@@ -548,6 +578,63 @@ def build_plan(
         partitions=partitions,
         warnings=warnings,
     )
+
+
+def _copied_timestamp_type(entry: TopicEntry, settings: RestoreSettings, target: TargetState) -> str:
+    """The timestamp type a topic gets on the target with the source's configs copied."""
+    if settings.copy_topic_configs and TIMESTAMP_TYPE not in settings.exclude_topic_configs:
+        return entry.configs.get(TIMESTAMP_TYPE, target.default_timestamp_type)
+    return target.default_timestamp_type
+
+
+def _timestamp_warning(
+    topic: TopicPlan, settings: RestoreSettings, warnings: list[str], *, made_create_time: bool
+) -> None:
+    """What happens to the timestamps of a topic that uses, or would use, LogAppendTime
+    (``made_create_time``: the plan creates it as CreateTime instead)."""
+    name = topic.target_topic
+    if topic.timestamp_type == LOG_APPEND_TIME:
+        if settings.log_append_time == "rewrite":
+            warnings.append(
+                f"target topic {name} uses LogAppendTime (restore.log_append_time: rewrite): the broker "
+                "rewrites every restored record's timestamp to the time it is written (the original is "
+                "kept in the x-kafka-backup-timestamp header only if origin headers are on)"
+            )
+        return
+    if topic.switch_to_log_append_time:
+        warnings.append(
+            f"target topic {name} is switched to LogAppendTime once its records are restored "
+            "(restore.log_append_time: switch-after): restored records keep their original timestamps, "
+            "records produced after the switch get the broker's time, and records other producers write "
+            "to it before the switch keep their own"
+        )
+    elif made_create_time:
+        warnings.append(
+            f"target topic {name} is created with message.timestamp.type CreateTime instead of "
+            "LogAppendTime, so every restored record keeps its original timestamp; records produced to "
+            "it later keep their producers' timestamps too (restore.log_append_time: switch-after "
+            "switches it to LogAppendTime after the restore, rewrite keeps LogAppendTime)"
+        )
+
+
+def refuse_rewritten_timestamps(plan: RestorePlan, written_topics: Iterable[str]) -> None:
+    """Refuse to write into an existing LogAppendTime topic, unless ``restore.log_append_time: rewrite``:
+    the broker would stamp every restored record with the restore time."""
+    if plan.log_append_time == "rewrite":
+        return
+    written = set(written_topics)
+    for topic in plan.topics:
+        if not topic.create and topic.timestamp_type == LOG_APPEND_TIME and topic.target_topic in written:
+            raise PreconditionError(
+                f"target topic {topic.target_topic!r} exists with message.timestamp.type LogAppendTime: "
+                "the broker would stamp every restored record with the restore time instead of its "
+                "original timestamp",
+                hint="set the topic to CreateTime (kafka-configs.sh --alter --entity-type topics "
+                f"--entity-name {topic.target_topic} --add-config message.timestamp.type=CreateTime; "
+                "restore.log_append_time: switch-after switches it back after the restore), delete it "
+                "so the restore creates it, or accept the restore time with restore.log_append_time: "
+                "rewrite (--log-append-time rewrite)",
+            )
 
 
 def _retention_warning(
@@ -684,9 +771,10 @@ def plan_lines(plan: RestorePlan) -> list[str]:
             "mapped": "partitions " + ", ".join(f"{p}->{q}" for p, q in sorted(topic.partition_map.items())),
             "repartition": f"repartitioned by key (murmur2) over {topic.target_partitions}",
         }[topic.routing]
+        after = "; then switched to LogAppendTime" if topic.switch_to_log_append_time else ""
         lines.append(
             f"  topic {topic.source_topic} -> {topic.target_topic}: {action}; {routing}; "
-            f"{count} record(s) from {len(parts)} partition(s)"
+            f"{count} record(s) from {len(parts)} partition(s){after}"
         )
     for warning in plan.warnings:
         lines.append(f"  warning: {warning}")

@@ -2,9 +2,15 @@
 
 The restore plan (``kbackup.restore.plan``) says what the whole restore is; a run of it starts
 where earlier runs stopped. :func:`plan_run` reads that resume point, derives the segments still to
-read, has the broker validate the topics to create, and checks those segments (sizes, SHA-256,
-counts of partly selected ones). ``--dry-run`` prints it; a run executes it. Nothing here writes
-to the target.
+read, refuses to write into an existing LogAppendTime topic (unless told to), has the broker
+validate the topics to create, and checks those segments (sizes, SHA-256, counts of partly
+selected ones). ``--dry-run`` prints it; a run executes it. Nothing here writes to the target.
+
+A run in the exactly-once mode plans twice: first without fencing (so a damaged segment is
+refused before the transactional producer registers anything on the target), then, once
+``init_transactions`` has fenced earlier runs, :func:`plan_run_after_fence` reads the progress
+again (only a fenced read is final: an earlier run could otherwise still commit behind it) and
+checks the segments the final resume point adds.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from pathlib import Path
 from kbackup.core.kafka import KafkaClients
 from kbackup.core.progress import Progress
 from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
-from kbackup.restore.plan import Mode, RestorePlan
+from kbackup.restore.plan import Mode, RestorePlan, refuse_rewritten_timestamps
 from kbackup.restore.resume import ResumePoint, resume_point
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.target import create_topics
@@ -67,20 +73,87 @@ def plan_run(
     settings: RestoreSettings,
     *,
     mode: Mode,
-    dry_run: bool,
     scratch_dir: Path | None = None,
     progress: Progress | None = None,
 ) -> RunPlan:
-    """The resume point, the segments still to read (checked), and the topics to create (validated)."""
-    point = resume_point(plan, clients, settings, mode=mode, dry_run=dry_run)
-    work = [
+    """The resume point, the segments still to read (checked), and the topics to create (validated).
+
+    Nothing is fenced: progress held by an open transaction is counted, not waited for.
+    """
+    point = resume_point(plan, clients, settings, mode=mode, dry_run=True)
+    work = _work_of(point)
+    run = RunPlan(plan=plan, mode=mode, point=point, work=work, counts={})
+    refuse_rewritten_timestamps(plan, {item.partition.target_topic for item in work})
+    create_topics(clients, plan, progress_topic=run.creates_progress_topic, validate_only=True)
+    run.counts = _check(run.work, storage, plan, settings, scratch_dir, progress)
+    return run
+
+
+def plan_run_after_fence(
+    checked: RunPlan,
+    storage: Storage,
+    clients: KafkaClients,
+    settings: RestoreSettings,
+    *,
+    mode: Mode,
+    scratch_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> RunPlan:
+    """The run's final plan, once earlier runs are fenced: the resume point read again (now final),
+    and only the segments it adds to ``checked`` (the plan made before fencing) checked.
+
+    In the idempotent mode nothing is fenced and the resume point does not change: ``checked`` is final.
+    """
+    if mode == "idempotent" and checked.mode == "idempotent":
+        return checked
+    plan = checked.plan
+    point = resume_point(plan, clients, settings, mode=mode, dry_run=False)
+    run = RunPlan(plan=plan, mode=mode, point=point, work=_work_of(point), counts={})
+    refuse_rewritten_timestamps(plan, {item.partition.target_topic for item in run.work})
+    known, added = split_checked(run.work, checked)
+    run.counts = {**known, **_check(added, storage, plan, settings, scratch_dir, progress)}
+    return run
+
+
+def split_checked(work: list[SegmentWork], checked: RunPlan) -> tuple[dict[str, int], list[SegmentWork]]:
+    """The counts ``checked`` already has for ``work`` (a segment read from the same offset), and
+    the items it did not check."""
+    before = {_read_from(item) for item in checked.work}
+    known: dict[str, int] = {}
+    added: list[SegmentWork] = []
+    for item in work:
+        if _read_from(item) not in before:
+            added.append(item)
+        elif item.segment.key in checked.counts:
+            known[item.segment.key] = checked.counts[item.segment.key]
+    return known, added
+
+
+def _read_from(item: SegmentWork) -> tuple[str, int]:
+    """A segment and the offset its selected records are read from (which decides their count)."""
+    return item.segment.key, max(item.from_offset, item.segment.first_offset)
+
+
+def _work_of(point: ResumePoint) -> list[SegmentWork]:
+    return [
         item for state in point.states.values() for item in remaining_segments(state.plan, state.next_offset)
     ]
-    run = RunPlan(plan=plan, mode=mode, point=point, work=work, counts={})
-    create_topics(clients, plan, progress_topic=run.creates_progress_topic, validate_only=True)
+
+
+def _check(
+    work: list[SegmentWork],
+    storage: Storage,
+    plan: RestorePlan,
+    settings: RestoreSettings,
+    scratch_dir: Path | None,
+    progress: Progress | None,
+) -> dict[str, int]:
+    """Sizes and SHA-256 of ``work``'s segments; the selected records of each one counted."""
+    if not work:
+        return {}
     with progress or Progress(enabled=False) as bars:
         task = bars.task("check backup segments", total=len(work))
-        run.counts = verify_work(
+        return verify_work(
             storage,
             plan.backup_id,
             work,
@@ -88,4 +161,3 @@ def plan_run(
             scratch_dir=scratch_dir,
             on_segment=lambda _item: task.advance(),
         )
-    return run

@@ -1,4 +1,4 @@
-"""Executing a restore plan: fence, plan the run, check, create topics, produce, commit, verify counts.
+"""Executing a restore plan: check, fence, plan the run again, create topics, produce, commit, verify.
 
 The pieces: :mod:`~kbackup.restore.run_plan` (where this run starts and what it reads, checked
 before anything is written), :mod:`~kbackup.restore.segment_reader` (segments decoded ahead on a
@@ -22,14 +22,15 @@ from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.restore_progress import PartitionProgress
 from kbackup.restore.batches import batch_records
+from kbackup.restore.compaction import CompactionTally
 from kbackup.restore.integrity import SegmentWork
 from kbackup.restore.plan import RestorePlan
 from kbackup.restore.resume import PartitionState
-from kbackup.restore.run_plan import RunPlan, plan_run
+from kbackup.restore.run_plan import RunPlan, plan_run, plan_run_after_fence
 from kbackup.restore.segment_reader import READ_BATCH_RECORDS, PrefetchingReader, SegmentEnd
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary, TopicTotals
-from kbackup.restore.target import create_topics
+from kbackup.restore.target import create_topics, switch_to_log_append_time
 from kbackup.restore.writer import TargetWriter
 from kbackup.storage import Storage
 
@@ -63,28 +64,46 @@ class Restorer:
         #: Source partitions whose progress advanced since the last commit.
         self._dirty: dict[TopicPartitionKey, PartitionState] = {}
         self._landed_by_topic: dict[str, int] = {}
+        #: Compacted target topics, by source topic: what the target's cleaner may remove.
+        self._compaction = {
+            topic.source_topic: CompactionTally(topic.target_topic, topic.cleanup_policy)
+            for topic in plan.topics
+            if topic.compacted
+        }
 
     def run(self) -> RestoreSummary:
         started = time.monotonic()
         plan = self.plan
-        # First, in the exactly-once mode: fence any earlier run of this restore and abort its open
-        # transaction, so the progress read next is final.
-        mode = self.writer.fence()
-        self._phase(f"mode {mode}", started)
-        run = plan_run(
+        # First every check that writes nothing to the target, from the progress as earlier runs left
+        # it (read without fencing): the timestamp types, the topics to create (validated by the
+        # broker), every segment still to read. A refused restore leaves the target as it was: the
+        # transactional producer below already writes to it (its id, in __transaction_state).
+        checked = plan_run(
             plan,
             self.storage,
             self.clients,
             self.settings,
+            mode=plan.mode,
+            scratch_dir=self.scratch_dir,
+            progress=self.progress,
+        )
+        self._phase(f"{len(checked.work)} segment(s) checked", started)
+        # Then, in the exactly-once mode, fence any earlier run of this restore and abort its open
+        # transaction: only progress read after that is final (an unfenced run could still commit),
+        # so it is read again, and the segments it adds are checked.
+        mode = self.writer.fence()
+        self._phase(f"mode {mode}", started)
+        run = plan_run_after_fence(
+            checked,
+            self.storage,
+            self.clients,
+            self.settings,
             mode=mode,
-            dry_run=False,
             scratch_dir=self.scratch_dir,
             progress=self.progress,
         )
         self.warnings.extend(run.point.warnings)
-        # Nothing was written before the broker accepted every topic to create and every segment
-        # still to read was checked.
-        self._phase(f"{len(run.work)} segment(s) checked", started)
+        self._phase(f"{len(run.work)} segment(s) to read", started)
         created = create_topics(self.clients, plan, progress_topic=run.creates_progress_topic)
         self._phase("topics created", started)
         totals = self._totals(run)
@@ -99,6 +118,7 @@ class Restorer:
         if mode == "exactly-once" and any(t.records for t in totals.values()):
             self._wait_until_visible([t.target_topic for t in plan.topics if totals[t.source_topic].records])
             self._phase("commit markers written", started)
+        switched = switch_to_log_append_time(self.clients, plan)
         summary = RestoreSummary(
             restore_id=plan.restore_id,
             backup_id=plan.backup_id,
@@ -112,6 +132,8 @@ class Restorer:
             already_landed=sum(self._landed_by_topic.values()),
             timestamps_not_kept=self.writer.timestamps_not_kept,
             warnings=self.warnings,
+            compaction=[tally.facts(resumed=run.point.resumed) for tally in self._compaction.values()],
+            switched_to_log_append_time=switched,
         )
         self._check_counts(summary)
         return summary
@@ -233,6 +255,9 @@ class Restorer:
                             self._landed_by_topic.get(partition.source_topic, 0) + records.already_landed
                         )
                     produced = writer.produce(partition.target_topic, records) if records.offsets else 0
+                    tally = self._compaction.get(partition.source_topic)
+                    if tally is not None and produced:
+                        tally.add(records.targets, records.keys, records.values)
                     state.restored_records += produced
                     topic_totals = totals[partition.source_topic]
                     topic_totals.records += produced

@@ -140,7 +140,6 @@ def dry_run(
         job.clients,
         job.settings,
         mode=plan.mode,
-        dry_run=True,
         scratch_dir=scratch_dir,
         progress=progress,
     )

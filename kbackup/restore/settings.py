@@ -13,6 +13,9 @@ from kbackup.restore.selection import parse_time_ms
 #: Where restores keep their progress on the target (exactly-once mode); see docs/restore.md.
 DEFAULT_PROGRESS_TOPIC = "kafka-backup.restore-progress"
 
+#: What a restore does with target topics that use LogAppendTime (``restore.log_append_time``).
+LogAppendTimePolicy = Literal["keep-original", "switch-after", "rewrite"]
+
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -79,6 +82,18 @@ class RestoreSettings(StrictModel):
         ge=1,
         le=32,
         description="Replication factor of created topics; unset: the target's default.",
+    )
+    log_append_time: LogAppendTimePolicy = Field(
+        default="keep-original",
+        description=(
+            "Target topics that would use `message.timestamp.type: LogAppendTime` (copied from the "
+            "source, or the target's default), where the broker would stamp every restored record with "
+            "the restore time. `keep-original`: create them as CreateTime, so every record keeps its "
+            "original timestamp, and refuse an existing LogAppendTime topic. `switch-after`: the same, "
+            "then switch them to LogAppendTime once their records are restored (records produced later "
+            "get the broker's time). `rewrite`: keep LogAppendTime and let the broker rewrite the "
+            "timestamps (the original stays in `x-kafka-backup-timestamp`)."
+        ),
     )
 
     topics: list[str] = Field(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbackup.restore.compaction import CompactionFacts
+
 
 @dataclass
 class TopicTotals:
@@ -38,6 +40,10 @@ class RestoreSummary:
     timestamps_not_kept: int
     warnings: list[str] = field(default_factory=list)
     verified: bool = False
+    #: Per compacted target topic: records the target's cleaner may remove, and why.
+    compaction: list[CompactionFacts] = field(default_factory=list)
+    #: Topics set to LogAppendTime once their records were restored (``log_append_time: switch-after``).
+    switched_to_log_append_time: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -78,6 +84,8 @@ class RestoreSummary:
                 }
                 for t in self.topics
             ],
+            "compaction": [facts.to_dict() for facts in self.compaction],
+            "switched_to_log_append_time": self.switched_to_log_append_time,
             "warnings": self.warnings,
         }
 
@@ -103,6 +111,16 @@ class RestoreSummary:
             )
         if self.created_topics:
             lines.append(f"  created topics: {', '.join(self.created_topics)}")
+        if self.switched_to_log_append_time:
+            lines.append(
+                "  switched to LogAppendTime after the restore: "
+                + ", ".join(self.switched_to_log_append_time)
+            )
+        for facts in self.compaction:
+            lines.append(
+                f"  {facts.topic} is compacted: the target's cleaner may remove {facts.may_remove:,} of the "
+                f"{facts.records:,} record(s) restored ({facts.why})"
+            )
         if self.timestamps_not_kept:
             lines.append(
                 f"  {self.timestamps_not_kept:,} record(s) had no timestamp (<= 0) and got the restore time"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, PreconditionError
 from kbackup.core.kafka import Admin, ConfigValue, KafkaClients, TopicSpec
 from kbackup.core.logs import get_logger
-from kbackup.restore.plan import RestorePlan, TargetState
+from kbackup.restore.plan import LOG_APPEND_TIME, TIMESTAMP_TYPE, RestorePlan, TargetState
 
 log = get_logger("restore.target")
 
@@ -38,7 +38,8 @@ def _int_config(configs: dict[str, ConfigValue], name: str) -> int | None:
 
 
 def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
-    """Metadata of the target, the timestamp type of the given existing topics, transaction support."""
+    """Metadata of the target, the timestamp type and cleanup policy of the given existing topics,
+    transaction support."""
     connection = clients.connection
     admin = Admin(clients)
     metadata = admin.metadata()
@@ -49,6 +50,7 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
         )
     counts = metadata.partition_counts()
     timestamp_types: dict[str, str] = {}
+    cleanup_policies: dict[str, str] = {}
     retention: dict[str, int] = {}
     for name in sorted(set(topics)):
         if name in counts:
@@ -56,16 +58,18 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
             if found is None:
                 continue
             configs = found
-            if "message.timestamp.type" in configs:
-                timestamp_types[name] = str(configs["message.timestamp.type"].value)
+            if TIMESTAMP_TYPE in configs:
+                timestamp_types[name] = str(configs[TIMESTAMP_TYPE].value)
             cleanup = configs.get("cleanup.policy")
             policy = str(cleanup.value if cleanup is not None else "delete")
+            cleanup_policies[name] = policy
             value = _int_config(configs, "retention.ms")
             if "delete" in policy and value is not None:
                 retention[name] = value
     broker_id = min(metadata.brokers)
     broker = _configs_or_none(lambda: admin.broker_configs(broker_id), f"broker {broker_id}")
     default_type = "CreateTime"
+    default_cleanup = "delete"
     default_retention = 7 * 24 * 3600 * 1000
     possible, note = True, None
     if broker is not None:
@@ -80,6 +84,8 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
                 break
         if "log.message.timestamp.type" in broker:
             default_type = str(broker["log.message.timestamp.type"].value)
+        if broker.get("log.cleanup.policy") is not None:
+            default_cleanup = str(broker["log.cleanup.policy"].value)
         factor = _int_config(broker, "transaction.state.log.replication.factor")
         needed = factor if factor is not None and factor >= 0 else 1
         exists = TRANSACTION_STATE_TOPIC in counts or TRANSACTION_STATE_TOPIC in metadata.unavailable
@@ -96,6 +102,8 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
         topics=counts,
         timestamp_types=timestamp_types,
         default_timestamp_type=default_type,
+        cleanup_policies=cleanup_policies,
+        default_cleanup_policy=default_cleanup,
         retention_ms=retention,
         default_retention_ms=default_retention,
         transactions_possible=possible,
@@ -163,3 +171,14 @@ def _check_existing(admin: Admin, name: str, plan: RestorePlan) -> None:
             hint="run the restore again: it plans against the topic as it now is",
             retryable=True,
         )
+
+
+def switch_to_log_append_time(clients: KafkaClients, plan: RestorePlan) -> list[str]:
+    """Set the planned topics to LogAppendTime, now that their records are restored; their names."""
+    topics = [topic.target_topic for topic in plan.topics if topic.switch_to_log_append_time]
+    if not topics:
+        return []
+    admin = Admin(clients)
+    for topic in topics:
+        admin.set_topic_configs(topic, {TIMESTAMP_TYPE: LOG_APPEND_TIME})
+    return topics

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from kbackup.core.config import StorageSettings
 from kbackup.core.errors import (
     BackupIntegrityError,
     KafkaUnreachableError,
@@ -18,12 +19,13 @@ from kbackup.core.errors import (
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.layout import manifest_key, object_key
 from kbackup.format.segments import SegmentLimits
-from kbackup.restore.settings import DEFAULT_PROGRESS_TOPIC
+from kbackup.restore import service
+from kbackup.restore.settings import DEFAULT_PROGRESS_TOPIC, RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord
 from tests.support.kafka_io import create_topic, end_offsets
-from tests.support.restore_checks import run_restore_cli
+from tests.support.restore_checks import run_restore_cli, transactional_ids
 
 NOW = int(time.time() * 1000)
 
@@ -63,10 +65,12 @@ def args(root: Path, cluster: LocalKafkaCluster, *extra: str) -> list[str]:
     return ["-p", str(root), "--backup-id", "nightly", "-b", cluster.bootstrap_servers, *extra]
 
 
-@pytest.mark.parametrize("damage", ["missing", "corrupt"])
-def test_damaged_later_segment_is_named_before_anything_is_written(
+@pytest.mark.parametrize("damage", ["missing", "truncated", "corrupt"])
+def test_damaged_later_segment_is_refused_before_the_target_is_touched(
     target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, damage: str
 ) -> None:
+    """Every check that needs no write runs before the transactional producer starts: the refused
+    restore leaves the target's topics and its transaction coordinator's state as they were."""
     storage = build_backup(tmp_path / "store", unique_name)
     segments = BackupCatalog(storage).load("nightly").manifests[0].segments
     segment = max(segments, key=lambda s: (s.partition, s.first_offset))  # the last one read
@@ -76,15 +80,31 @@ def test_damaged_later_segment_is_named_before_anything_is_written(
     else:
         path = storage.local_path(key)
         data = bytearray(path.read_bytes())
-        data[100] ^= 0x01
+        if damage == "truncated":
+            del data[-100:]
+        else:
+            data[100] ^= 0x01
         path.write_bytes(bytes(data))
-    before = progress_end(target_cluster)
-    result = run_restore_cli(*args(tmp_path / "store", target_cluster))
+    transactional_id = service.prepare(
+        backup_id="nightly",
+        storage=StorageSettings(url=str(tmp_path / "store")),
+        target=target_cluster.connection(),
+        settings=RestoreSettings(topics=[unique_name]),  # the selection makes the restore id this test's own
+    ).plan.transactional_id
+    # In this order: reading __transaction_state looks up a consumer group coordinator, which makes
+    # the broker create __consumer_offsets.
+    ids_before = transactional_ids(target_cluster)
+    topics_before = target_topics(target_cluster)
+    result = run_restore_cli(*args(tmp_path / "store", target_cluster, "--topic", unique_name))
     assert result.returncode == BackupIntegrityError.exit_code, result.stderr
     assert f"segment {key}" in result.stderr
-    assert ("is missing" if damage == "missing" else "fails its SHA-256 check") in result.stderr
-    assert unique_name not in target_topics(target_cluster)
-    assert progress_end(target_cluster) == before
+    assert {"missing": "is missing", "truncated": "bytes in", "corrupt": "fails its SHA-256 check"}[
+        damage
+    ] in result.stderr
+    assert target_topics(target_cluster) == topics_before
+    ids_after = transactional_ids(target_cluster)
+    assert ids_after == ids_before
+    assert transactional_id not in (ids_after or set())
 
 
 def test_unknown_format_version_is_refused(

@@ -286,7 +286,7 @@ def test_log_append_time_target_is_warned_and_headers_keep_the_original_time(
     )
     backup_from_cluster(source_cluster, [topic], LocalStorage(tmp_path / "store"), "lat")
     create_topic(target_cluster, topic, 1, {"message.timestamp.type": "LogAppendTime"})
-    summary = restore(target_cluster, tmp_path / "store", "lat")
+    summary = restore(target_cluster, tmp_path / "store", "lat", log_append_time="rewrite")
     assert any(f"target topic {topic} uses LogAppendTime" in w for w in summary.warnings)
     restored = consume_all(target_cluster, topic)
     assert len(restored) == 20

@@ -15,8 +15,9 @@ from kbackup.format.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS, parse_or
 from kbackup.restore import service
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary
+from kbackup.restore.target import TRANSACTION_STATE_TOPIC
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.support.kafka_io import Record
+from tests.support.kafka_io import Record, admin, consume_all
 
 REPO = Path(__file__).resolve().parents[2]
 CONFLUENT_CREATE_TIME = 1
@@ -54,6 +55,24 @@ def run_restore_cli(*args: str, timeout: float = 300) -> subprocess.CompletedPro
         env=env,
         check=False,
     )
+
+
+def transactional_ids(cluster: LocalKafkaCluster) -> set[str] | None:
+    """Every transactional id the cluster's transaction coordinators recorded, read from
+    ``__transaction_state`` (None: the topic does not exist, no transactional producer ever started)."""
+    topics = admin(cluster).list_topics(timeout=10).topics
+    if TRANSACTION_STATE_TOPIC not in topics:
+        return None
+    partitions = sorted(topics[TRANSACTION_STATE_TOPIC].partitions)
+    ids: set[str] = set()
+    for record in consume_all(
+        cluster, TRANSACTION_STATE_TOPIC, partitions, isolation_level="read_uncommitted"
+    ):
+        key = record.key or b""
+        # Kafka's TransactionLogKey: an int16 version, then the transactional id as an int16-length string.
+        length = int.from_bytes(key[2:4], "big")
+        ids.add(key[4 : 4 + length].decode())
+    return ids
 
 
 def own_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:

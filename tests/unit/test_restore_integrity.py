@@ -13,6 +13,8 @@ from kbackup.format.layout import manifest_key, object_key
 from kbackup.format.segments import SegmentLimits
 from kbackup.restore.integrity import remaining_segments, verify_work
 from kbackup.restore.plan import TargetState, build_plan
+from kbackup.restore.resume import ResumePoint
+from kbackup.restore.run_plan import RunPlan, split_checked
 from kbackup.restore.settings import RestoreSettings
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord
@@ -96,3 +98,28 @@ def test_resumed_work_counts_only_what_is_left(tmp_path: Path) -> None:
     left = remaining_segments(plan.partitions[0], 50)
     assert [w.segment.first_offset for w in left] == [40, 80]
     assert sum(verify_work(storage, "b1", left, checksums=True).values()) == 50
+
+
+def test_after_fencing_only_segments_read_from_another_offset_are_checked_again(tmp_path: Path) -> None:
+    """The run checks every segment before it fences; the progress read after fencing may start a
+    partition later (a run committed meanwhile): only the segments it reads from another offset are
+    checked again, the others keep the counts of the first check."""
+    storage, backup = build(tmp_path)
+    state = TargetState(description="t", cluster_id="c", broker_count=1, topics={})
+    plan = build_plan(backup, RestoreSettings(), state, storage_url="s", now_ms=2000)
+    first = remaining_segments(plan.partitions[0], 10)
+    checked = RunPlan(
+        plan=plan,
+        mode="exactly-once",
+        point=ResumePoint(states={}, resumed=True, earlier={}),
+        work=first,
+        counts=verify_work(storage, "b1", first, checksums=True),
+    )
+    final = remaining_segments(plan.partitions[0], 50)
+    known, added = split_checked(final, checked)
+    assert [(w.segment.first_offset, w.from_offset) for w in added] == [(40, 50)]
+    assert known == {final[1].segment.key: checked.counts[final[1].segment.key]}
+    counts = {**known, **verify_work(storage, "b1", added, checksums=True)}
+    assert sum(counts.values()) == 50
+    # The same resume point: nothing is checked twice.
+    assert split_checked(first, checked) == (checked.counts, [])

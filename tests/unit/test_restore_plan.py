@@ -10,7 +10,13 @@ import pytest
 from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.segments import SegmentLimits
-from kbackup.restore.plan import TargetState, build_plan, plan_lines, restore_identity
+from kbackup.restore.plan import (
+    TargetState,
+    build_plan,
+    plan_lines,
+    refuse_rewritten_timestamps,
+    restore_identity,
+)
 from kbackup.restore.settings import RestoreSettings
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord
@@ -186,12 +192,49 @@ def test_offset_ranges_and_time_window_select_segments_and_mark_partial_counts(b
     assert partition.records_upper_bound == 100
 
 
-def test_log_append_time_target_is_warned(backup: Backup) -> None:
+def test_log_append_time_topics_are_created_as_create_time_unless_rewrite(backup: Backup) -> None:
+    """A topic that would get LogAppendTime (the target's default here) is created as CreateTime, so
+    every record keeps its timestamp; switch-after plans the switch; rewrite keeps LogAppendTime."""
+    lat_default = target(default_timestamp_type="LogAppendTime")
+    kept = plan_for(backup, lat_default, topics=["payments"]).topic("payments")
+    assert (kept.timestamp_type, kept.configs, kept.switch_to_log_append_time) == (
+        "CreateTime",
+        {"message.timestamp.type": "CreateTime"},
+        False,
+    )
+    assert any(
+        "payments is created with message.timestamp.type CreateTime instead of LogAppendTime" in w
+        for w in plan_for(backup, lat_default, topics=["payments"]).warnings
+    )
+    switched = plan_for(backup, lat_default, topics=["payments"], log_append_time="switch-after")
+    assert switched.topic("payments").timestamp_type == "CreateTime"
+    assert switched.topic("payments").switch_to_log_append_time
+    assert any("switched to LogAppendTime once its records are restored" in w for w in switched.warnings)
+    assert any(line.endswith("; then switched to LogAppendTime") for line in plan_lines(switched))
+    rewritten = plan_for(backup, lat_default, topics=["payments"], log_append_time="rewrite")
+    assert rewritten.topic("payments").timestamp_type == "LogAppendTime"
+    assert "message.timestamp.type" not in rewritten.topic("payments").configs
+    assert any(
+        "payments uses LogAppendTime (restore.log_append_time: rewrite)" in w for w in rewritten.warnings
+    )
+    # A CreateTime target gets no note and no switch.
+    plain = plan_for(backup, target(), topics=["payments"], log_append_time="switch-after")
+    assert not plain.topic("payments").switch_to_log_append_time
+    assert not any("LogAppendTime" in w for w in plain.warnings)
+
+
+def test_existing_log_append_time_topic_is_left_for_the_run_plan_to_refuse(backup: Backup) -> None:
     state = target(topics={"orders": 3}, timestamp_types={"orders": "LogAppendTime"})
     plan = plan_for(backup, state, topics=["orders"])
-    assert any("orders uses LogAppendTime" in w for w in plan.warnings)
-    created = plan_for(backup, target(default_timestamp_type="LogAppendTime"), topics=["payments"])
-    assert any("payments uses LogAppendTime" in w for w in created.warnings)
+    assert plan.topic("orders").timestamp_type == "LogAppendTime"
+    with pytest.raises(
+        PreconditionError, match=r"'orders' exists with message\.timestamp\.type LogAppendTime"
+    ):
+        refuse_rewritten_timestamps(plan, ["orders"])
+    refuse_rewritten_timestamps(plan, [])  # nothing left to write into it: nothing to refuse
+    rewrite = plan_for(backup, state, topics=["orders"], log_append_time="rewrite")
+    refuse_rewritten_timestamps(rewrite, ["orders"])
+    assert any("orders uses LogAppendTime" in w for w in rewrite.warnings)
 
 
 def test_records_older_than_retention_are_warned(backup: Backup) -> None:

@@ -25,6 +25,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
@@ -400,6 +402,20 @@ class Admin:
     def broker_configs(self, broker_id: int) -> dict[str, ConfigValue]:
         resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
         return self._configs([resource], lambda _resource: f"broker {broker_id}")[str(broker_id)]
+
+    def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Set ``configs`` on ``topic``, leaving its other configs as they are (incremental alter)."""
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in sorted(configs.items())
+        ]
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+        settings = ", ".join(f"{name}={value}" for name, value in sorted(configs.items()))
+        action = f"set {settings} on topic {topic}"
+        self._wait(
+            lambda: self.client.incremental_alter_configs([resource], request_timeout=self.timeout)[resource],
+            action,
+        )
 
     def topic_ids(self, names: Iterable[str]) -> dict[str, str | None]:
         wanted = sorted(set(names))
