@@ -221,14 +221,41 @@ class StorageSettings(StrictModel):
     def _check_scheme(cls, url: str | None) -> str | None:
         if url is None:
             return url
-        scheme = urlparse(url).scheme
+        parsed = urlparse(url)
+        scheme = parsed.scheme
         if scheme not in ("", "file", "s3") and not re.match(r"^[A-Za-z]:[\\/]", url):
             raise ValueError(f"expected a folder path, file:// or s3:// URL, got scheme {scheme!r}")
+        # A mistyped URL must not quietly become a folder: 's3//bucket/prod' would back up to
+        # ./s3/bucket/prod on local disk and exit 0.
+        mistyped = _MISTYPED_SCHEME.match(url) if not scheme else None
+        if mistyped:
+            name, rest = mistyped.group("name"), url[mistyped.end() :]
+            # A file: URL always holds an absolute path (file:///srv), whatever was lost with the colon.
+            meant = f"file:///{rest.lstrip('/')}" if name.lower() == "file" else f"{name}://{rest}"
+            raise ValueError(
+                f"{url!r} looks like {meant} with the colon missing (a folder really named so: ./{url})"
+            )
+        if scheme == "s3" and not parsed.netloc:
+            raise ValueError(f"{url!r}: expected s3://bucket[/prefix]")
+        if scheme == "file" and parsed.netloc not in ("", "localhost"):
+            # file://relative/x is the folder /x on the host 'relative', never ./relative/x.
+            raise ValueError(
+                f"{url!r} names the host {parsed.netloc!r} and the folder {parsed.path or '/'}: a file:// "
+                f"URL holds an absolute path (file:///data/backups); for a relative folder write "
+                f"{parsed.netloc}{parsed.path} (in a config file relative to the file's folder, "
+                "on the command line to the current folder)"
+            )
+        if scheme == "file" and not parsed.path.startswith("/"):
+            raise ValueError(f"{url!r}: a file: URL holds an absolute path, e.g. file:///data/backups")
         return url
 
 
 #: The embedded default: backups go to a folder beside where the command runs.
 DEFAULT_STORAGE_PATH = "./kafka-backups"
+
+#: A storage URL whose scheme lost its colon (``s3//bucket``, ``file//data``): a relative path that
+#: begins with a scheme-like name and ``//``, which no one writes on purpose as a folder name.
+_MISTYPED_SCHEME = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9+.-]*)//")
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 

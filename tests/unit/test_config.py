@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,25 @@ def test_storage_url_resolution(settings: dict[str, str], url: str) -> None:
 def test_storage_url_rejects_unknown_scheme() -> None:
     with pytest.raises(ValueError, match="scheme 'gs'"):
         StorageSettings.model_validate({"url": "gs://bucket"})
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("s3//bucket/prod", "looks like s3://bucket/prod with the colon missing"),
+        ("file///data/backups", "looks like file:///data/backups with the colon missing"),
+        ("s3:/bucket", "expected s3://bucket[/prefix]"),
+        ("file://backups/x", "names the host 'backups' and the folder /x"),
+        ("file:backups", "a file: URL holds an absolute path"),
+    ],
+)
+def test_storage_url_typos_are_refused(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        StorageSettings.model_validate({"url": url})
+
+
+@pytest.mark.parametrize(
+    "url", ["./s3//bucket", "backups/prod", "file:///data/x", "file://localhost/x", "C:\\b"]
+)
+def test_storage_urls_that_are_folders_pass(url: str) -> None:
+    assert StorageSettings.model_validate({"url": url}).resolved_url() == url
