@@ -216,6 +216,22 @@ class StorageSettings(StrictModel):
             return f"s3://{self.bucket}/{prefix}" if prefix else f"s3://{self.bucket}"
         return self.path or DEFAULT_STORAGE_PATH
 
+    @field_validator("endpoint_url")
+    @classmethod
+    def _check_endpoint(cls, endpoint: str | None) -> str | None:
+        # botocore would take 'minio:9000' as an invalid endpoint only on the first request, or
+        # 'htp://minio:9000' as one it cannot resolve; both are typos, found here before any call.
+        if endpoint is None:
+            return endpoint
+        parsed = urlparse(endpoint)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"expected http(s)://host[:port], got {endpoint!r}")
+        try:
+            parsed.port  # noqa: B018 (raises ValueError for a port that is not a number)
+        except ValueError:
+            raise ValueError(f"{endpoint!r}: the port is not a number") from None
+        return endpoint
+
     @field_validator("url")
     @classmethod
     def _check_scheme(cls, url: str | None) -> str | None:

@@ -181,3 +181,9 @@ def test_storage_url_typos_are_refused(url: str, message: str) -> None:
 )
 def test_storage_urls_that_are_folders_pass(url: str) -> None:
     assert StorageSettings.model_validate({"url": url}).resolved_url() == url
+
+
+@pytest.mark.parametrize("endpoint", ["minio:9000", "htp://minio:9000", "http://:9000", "http://minio:port"])
+def test_s3_endpoint_must_be_an_http_url(endpoint: str) -> None:
+    with pytest.raises(ValueError, match="endpoint_url"):
+        StorageSettings.model_validate({"endpoint_url": endpoint})
