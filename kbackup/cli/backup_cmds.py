@@ -10,7 +10,7 @@ import typer
 from kbackup.app.overrides import backup_id_of, backup_job, storage_settings
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.cli.signals import stop_on_signals
-from kbackup.core.errors import BackupIntegrityError, InterruptedByUser
+from kbackup.core.errors import BackupIntegrityError, InterruptedByUser, NotFoundError
 from kbackup.core.progress import Progress
 from kbackup.storage import Storage, open_storage
 
@@ -103,6 +103,12 @@ def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: 
 
     json_mode(as_json)
     storage = open_backup_storage(config, path)
+    if not storage.location_exists():
+        raise NotFoundError(
+            f"there is no folder {storage.url}",
+            hint="check --path (relative to the current folder) or storage.url (relative to the config "
+            "file's folder)",
+        )
     rows = list_rows(storage)
     if as_json:
         print_json({"storage": storage.url, "backups": rows})

@@ -435,10 +435,11 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], source
         elif kind == "missing":
             message = "required key is missing"
         else:
-            message = error["msg"]
+            # A validator's own message is the whole sentence; pydantic's "Value error, " adds nothing.
+            message = error["msg"].removeprefix("Value error, ")
             if location and not is_secret_key(str(location[-1])) and "input" in error:
                 shown = repr(error["input"])
-                if len(shown) <= 60:
+                if len(shown) <= 60 and shown not in message:
                     message += f" (got {shown})"
         lines.append(f"{source}: {key}: {message}")
     head = lines[0]
