@@ -149,7 +149,8 @@ class StorageSettings(StrictModel):
         default=None,
         description=(
             "Where backups live: a folder (`./kafka-backups`, `file:///data/backups`) or "
-            "`s3://bucket/prefix`. Unset: built from the keys below, else `./kafka-backups`."
+            "`s3://bucket/prefix`. Unset: built from the keys below, else `./kafka-backups`. A relative "
+            "folder is relative to the config file's folder (to the current folder with `--path`)."
         ),
     )
     backend: StorageBackend | None = Field(
@@ -266,7 +267,7 @@ class StorageSettings(StrictModel):
         return url
 
 
-#: The embedded default: backups go to a folder beside where the command runs.
+#: The embedded default: a folder beside the config file, or beside where the command runs without one.
 DEFAULT_STORAGE_PATH = "./kafka-backups"
 
 #: A storage URL whose scheme lost its colon (``s3//bucket``, ``file//data``): a relative path that
