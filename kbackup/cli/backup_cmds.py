@@ -66,7 +66,10 @@ def backup(
         Progress() as progress,
     ):
         summary = run_backup(job, stop=stop, progress=progress)
-    interrupted = summary.stopped_early or (stop.is_set() and not summary.increments)
+    # A follow run stopped with nothing new to commit since its last checkpoint ended cleanly.
+    interrupted = summary.stopped_early or (
+        stop.is_set() and not summary.increments and summary.nothing_new_since is None
+    )
     if as_json:
         print_json({**summary.to_dict(), "interrupted": interrupted})
         if interrupted:
@@ -78,6 +81,11 @@ def backup(
             f"{_size(item.bytes)} in {item.segments} segment(s)"
             + (f", {item.consumer_groups} consumer group(s)" if item.consumer_groups is not None else "")
             + (" (stopped early)" if item.partial else "")
+        )
+    if summary.nothing_new_since is not None:
+        typer.echo(
+            f"nothing new since increment {summary.nothing_new_since} of backup {summary.backup_id}: "
+            "no increment committed"
         )
     rate = f", {summary.records / summary.seconds:,.0f} records/s" if summary.seconds > 0 else ""
     typer.echo(
