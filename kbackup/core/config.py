@@ -228,9 +228,9 @@ class StorageSettings(StrictModel):
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"expected http(s)://host[:port], got {endpoint!r}")
         try:
-            parsed.port  # noqa: B018 (raises ValueError for a port that is not a number)
+            parsed.port  # noqa: B018 (raises ValueError for a port that is not a number from 0 to 65535)
         except ValueError:
-            raise ValueError(f"{endpoint!r}: the port is not a number") from None
+            raise ValueError(f"{endpoint!r}: the port is not a number from 0 to 65535") from None
         return endpoint
 
     @field_validator("url")

@@ -15,7 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import ConfigError, KBackupError, StorageError
+from kbackup.core.errors import KBackupError, StorageError
 from kbackup.core.logs import get_logger
 from kbackup.core.retry import call_with_retries
 from kbackup.storage.base import ObjectInfo, Storage, check_key
@@ -54,11 +54,11 @@ _CREDENTIAL_KEYS = {
     "aws_secret_access_key": "storage.secret_access_key",
     "aws_session_token": "storage.session_token",
 }
+#: getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a resolver down, is not one).
+_NO_SUCH_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
 #: Failures on the way to the store that can go away by themselves: a refused or reset connection,
 #: a timeout, a response cut short. Any other botocore error (no credentials, an invalid endpoint
 #: or bucket name, a TLS certificate not trusted) stays until something is changed.
-#: getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a resolver down, is not one).
-_NO_SUCH_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
 _TRANSIENT_ERRORS = (
     botocore_errors.ConnectionError,
     botocore_errors.HTTPClientError,
@@ -111,11 +111,6 @@ class S3Storage(Storage):
             )
         except BotoCoreError as exc:
             raise self._error(exc, "connect to") from None
-        except ValueError as exc:  # botocore's "Invalid endpoint: ..."
-            raise ConfigError(
-                f"storage.endpoint_url {settings.endpoint_url!r}: {exc}",
-                hint="write the endpoint as http(s)://host[:port]",
-            ) from None
         self._extra_args: dict[str, Any] = {}
         if settings.sse is not None:
             self._extra_args["ServerSideEncryption"] = settings.sse
