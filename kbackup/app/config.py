@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
+from urllib.parse import urlparse
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.backup.settings import BackupSettings, SourceSettings
-from kbackup.core.config import StorageSettings, StrictModel, load_config
+from kbackup.core.config import (
+    DEFAULT_STORAGE_PATH,
+    KafkaConnection,
+    StorageSettings,
+    StrictModel,
+    load_config,
+)
 from kbackup.mapping.settings import MappingSettings
 from kbackup.reset.settings import OffsetResetSettings
 from kbackup.restore.settings import RestoreSettings, TargetSettings
+
+Settings = TypeVar("Settings", bound=BaseModel)
+Connection = TypeVar("Connection", bound=KafkaConnection)
 
 
 class KBackupConfig(StrictModel):
@@ -45,5 +56,90 @@ class KBackupConfig(StrictModel):
 
 
 def load(path: str | Path) -> KBackupConfig:
-    """Read and validate a config file (no network access)."""
-    return load_config(path, KBackupConfig)
+    """Read and validate a config file (no network access).
+
+    Relative file and folder paths in the file, and the defaults of the folder keys, are made
+    absolute against the file's own folder, so a command finds the same files (a three-phase
+    restore its earlier state) from whatever folder it is run. Command-line flags are put over
+    the result afterwards and stay relative to the current folder.
+    """
+    config = load_config(path, KBackupConfig)
+    return anchored_paths(config, Path(path).absolute().parent)
+
+
+#: librdkafka properties that name a file (besides the ``security`` keys).
+_FILE_PROPERTIES = frozenset(
+    {
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.crl.location",
+        "ssl.keystore.location",
+        "ssl.engine.location",
+        "sasl.kerberos.keytab",
+    }
+)
+_SECURITY_FILES = ("ssl_ca_location", "ssl_certificate_location", "ssl_key_location")
+
+
+def anchored_paths(config: KBackupConfig, folder: Path) -> KBackupConfig:
+    """``config`` with every relative local path in it resolved against ``folder``."""
+
+    def anchor(value: str) -> str:
+        # librdkafka's ssl.ca.location 'probe' asks it to find the system's CAs: not a path.
+        if value == "probe" or _is_url(value):
+            return value
+        return str(folder / Path(value).expanduser())  # an absolute value replaces the folder
+
+    def files(model: Settings, *names: str) -> Settings:
+        found = {name: getattr(model, name) for name in names}
+        return model.model_copy(update={name: anchor(value) for name, value in found.items() if value})
+
+    storage = config.storage
+    if storage.url is not None:
+        storage = files(storage, "url")
+    elif not (storage.backend == "s3" or (storage.backend is None and storage.bucket)):
+        # The default folder too: it belongs beside the file like the keys written in it.
+        storage = storage.model_copy(update={"path": anchor(storage.path or DEFAULT_STORAGE_PATH)})
+    mapping = config.mapping.model_copy(
+        update={
+            "spark_jars": [anchor(jar) for jar in config.mapping.spark_jars],
+            "kafka_options": {
+                key: anchor(value) if key.removeprefix("kafka.").endswith(".location") else value
+                for key, value in config.mapping.kafka_options.items()
+            },
+        }
+    )
+    return config.model_copy(
+        update={
+            "source": _anchored_connection(config.source, anchor),
+            "target": _anchored_connection(config.target, anchor),
+            "storage": storage,
+            "backup": files(config.backup, "scratch_dir"),
+            "mapping": mapping,
+            "offset_reset": files(config.offset_reset, "snapshot_dir", "mapping_file"),
+            "three_phase": files(config.three_phase, "state_dir"),
+            "drill": files(config.drill, "report_path"),
+        }
+    )
+
+
+def _anchored_connection(connection: Connection | None, anchor: Callable[[str], str]) -> Connection | None:
+    if connection is None:
+        return None
+    security = connection.security
+    security = security.model_copy(
+        update={name: anchor(getattr(security, name)) for name in _SECURITY_FILES if getattr(security, name)}
+    )
+    properties = {
+        name: anchor(value) if name in _FILE_PROPERTIES and isinstance(value, str) else value
+        for name, value in connection.properties.items()
+    }
+    return connection.model_copy(update={"security": security, "properties": properties})
+
+
+def _is_url(value: str) -> bool:
+    """``s3://b``, ``file:///x``, ``hdfs://...``: not a local path to anchor (a Windows drive
+    letter, ``C:\\x``, is a path)."""
+    scheme = urlparse(value).scheme
+    return len(scheme) > 1 or value.startswith("file:")

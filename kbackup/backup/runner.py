@@ -98,6 +98,8 @@ class BackupSummary:
     seconds: float = 0.0
     #: A snapshot run was interrupted (SIGINT/SIGTERM) before it reached its end offsets.
     stopped_early: bool = False
+    #: The last checkpoint found nothing new since this increment, and committed none.
+    nothing_new_since: int | None = None
 
     @property
     def records(self) -> int:
@@ -126,6 +128,7 @@ class BackupSummary:
             "seconds": round(self.seconds, 3),
             "records_per_second": round(self.records / self.seconds, 1) if self.seconds > 0 else None,
             "stopped_early": self.stopped_early,
+            "nothing_new_since": self.nothing_new_since,
         }
 
 
@@ -413,6 +416,10 @@ class _ChainState:
     previous_run_id: str | None
     coverage: dict[TopicPartitionKey, PartitionCoverage]
     topics: dict[str, TopicEntry]
+    #: Each topic as the committed increments last recorded it (``topics`` runs ahead of them).
+    committed_topics: dict[str, TopicEntry] = field(default_factory=dict)
+    #: The latest group snapshot the committed increments hold.
+    groups: ConsumerGroupsSnapshot | None = None
 
     @classmethod
     def of(cls, backup: Backup | None) -> _ChainState:
@@ -423,6 +430,8 @@ class _ChainState:
             previous_run_id=backup.latest.run_id,
             coverage=backup.coverage(),
             topics=dict(backup.topics),
+            committed_topics=dict(backup.topics),
+            groups=backup.consumer_groups,
         )
 
     def remember_topics(self, entries: list[TopicEntry]) -> None:
@@ -432,8 +441,47 @@ class _ChainState:
     def committed(self, manifest: Manifest) -> None:
         for entry in manifest.partitions:
             merge_partition(self.coverage, entry)
+        self.committed_topics.update({topic.name: topic for topic in manifest.topics})
+        if manifest.consumer_groups is not None:
+            self.groups = manifest.consumer_groups
         self.increment = manifest.increment + 1
         self.previous_run_id = manifest.run_id
+
+    def nothing_new(
+        self,
+        entries: list[PartitionEntry],
+        segments: list[Any],
+        groups: ConsumerGroupsSnapshot | None,
+        topics: list[TopicEntry],
+    ) -> bool:
+        """Whether an increment of these would tell a reader nothing the backup does not say already.
+
+        News is a record, an offset range that moved without records (transaction markers,
+        aborted or compacted records: the backup covers further), a new partition or topic, a
+        topic whose metadata changed, or a group whose committed offsets moved, even with no new
+        record (a consumer that caught up). A group's state alone (Stable, Empty) and the time
+        of the snapshot are not. The first increment of a backup is always committed.
+        """
+        if self.increment == 0 or segments:
+            return False
+        if any(
+            entry.end_offset != entry.start_offset or (entry.topic, entry.partition) not in self.coverage
+            for entry in entries
+        ):
+            return False
+        if any(self.committed_topics.get(topic.name) != topic for topic in topics):
+            return False
+        return groups is None or _positions(groups) == _positions(self.groups)
+
+
+def _positions(snapshot: ConsumerGroupsSnapshot | None) -> dict[str, set[tuple[str, int, int, str | None]]]:
+    """What a group snapshot says about positions: each group's committed offsets and metadata."""
+    if snapshot is None:
+        return {}
+    return {
+        group.group_id: {(item.topic, item.partition, item.offset, item.metadata) for item in group.offsets}
+        for group in snapshot.groups
+    }
 
 
 class _Committer:
@@ -462,7 +510,21 @@ class _Committer:
 
     def full(self, groups: ConsumerGroupsSnapshot | None, topics: list[TopicEntry]) -> None:
         entries, segments = self.copier.take_increment()
+        groups = self._covered(entries, groups, partial=False)
+        if self.state.nothing_new(entries, segments, groups, topics):
+            self._skip(entries)
+            return
         self._commit(entries, segments, groups, topics, partial=False)
+
+    def _skip(self, entries: list[PartitionEntry]) -> None:
+        """An increment with nothing new is not committed (a cron every few minutes would pile
+        them up); the copier moves on as after a commit, the chain stays where it is."""
+        latest = self.state.increment - 1
+        self.copier.after_commit(entries)
+        self.summary.nothing_new_since = latest
+        log.info(
+            "nothing new since increment %d of %s: no increment committed", latest, self.run.job.backup_id
+        )
 
     def partial(
         self, groups: ConsumerGroupsSnapshot | None, topics: list[TopicEntry], *, take_fresh_snapshot: bool
@@ -475,12 +537,14 @@ class _Committer:
                 log.warning("no group snapshot in the last increment: %s", exc.message)
                 groups = None
         entries, segments = self.copier.take_increment(partial=True)
-        if not segments and all(entry.end_offset == entry.start_offset for entry in entries):
-            log.info("nothing read since the last commit; no increment to add")
-            if not self.run.follow:
-                self.summary.stopped_early = True
-            return
-        self._commit(entries, segments, groups, topics, partial=True)
+        groups = self._covered(entries, groups, partial=True)
+        nothing_read = not segments and all(entry.end_offset == entry.start_offset for entry in entries)
+        if nothing_read and self.state.increment == 0:
+            log.info("nothing read before the stop; no increment committed")
+        elif self.state.nothing_new(entries, segments, groups, topics):
+            self._skip(entries)
+        else:
+            self._commit(entries, segments, groups, topics, partial=True)
         if not self.run.follow:
             self.summary.stopped_early = True
 
@@ -490,6 +554,35 @@ class _Committer:
             self.partial(groups, topics, take_fresh_snapshot=False)
         except Exception as exc:
             log.warning("could not commit what was read before the error: %s", exc)
+
+    def _covered(
+        self, entries: list[PartitionEntry], groups: ConsumerGroupsSnapshot | None, *, partial: bool
+    ) -> ConsumerGroupsSnapshot | None:
+        """The snapshot the increment of ``entries`` carries: None if it stopped short of the groups."""
+        if groups is None:
+            return None
+        ends = {key: item.end_offset for key, item in self.state.coverage.items()}
+        ends.update({(e.topic, e.partition): e.end_offset for e in entries})
+        uncovered = uncovered_group_offsets(groups, ends)
+        if uncovered and partial:
+            # The run stopped before the data caught up with the groups: an older snapshot,
+            # which the backup covers, stays the latest.
+            log.warning(
+                "increment %d has no group snapshot: %d committed offset(s) are beyond the data "
+                "copied before the stop, e.g. %s",
+                self.state.increment,
+                len(uncovered),
+                uncovered[0],
+            )
+            return None
+        if uncovered:
+            log.warning(
+                "%d committed group offset(s) are above the end offsets read after them "
+                "(a read_uncommitted consumer or an offset set by hand?), e.g. %s",
+                len(uncovered),
+                uncovered[0],
+            )
+        return groups
 
     def _commit(
         self,
@@ -501,28 +594,6 @@ class _Committer:
         partial: bool,
     ) -> None:
         state, settings = self.state, self.run.settings
-        if groups is not None:
-            ends = {key: item.end_offset for key, item in state.coverage.items()}
-            ends.update({(e.topic, e.partition): e.end_offset for e in entries})
-            uncovered = uncovered_group_offsets(groups, ends)
-            if uncovered and partial:
-                # The run stopped before the data caught up with the groups: an older snapshot,
-                # which the backup covers, stays the latest.
-                log.warning(
-                    "increment %d has no group snapshot: %d committed offset(s) are beyond the data "
-                    "copied before the stop, e.g. %s",
-                    state.increment,
-                    len(uncovered),
-                    uncovered[0],
-                )
-                groups = None
-            elif uncovered:
-                log.warning(
-                    "%d committed group offset(s) are above the end offsets read after them "
-                    "(a read_uncommitted consumer or an offset set by hand?), e.g. %s",
-                    len(uncovered),
-                    uncovered[0],
-                )
         manifest = Manifest(
             backup_id=self.run.job.backup_id,
             increment=state.increment,
@@ -558,6 +629,7 @@ class _Committer:
             partial=partial,
         )
         self.summary.increments.append(committed)
+        self.summary.nothing_new_since = None
         log.info(
             "committed increment %d of %s: %d records in %d segment(s)%s",
             committed.increment,

@@ -10,7 +10,7 @@ import typer
 from kbackup.app.overrides import backup_id_of, backup_job, storage_settings
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.cli.signals import stop_on_signals
-from kbackup.core.errors import BackupIntegrityError, InterruptedByUser
+from kbackup.core.errors import BackupIntegrityError, InterruptedByUser, NotFoundError
 from kbackup.core.progress import Progress
 from kbackup.storage import Storage, open_storage
 
@@ -66,7 +66,10 @@ def backup(
         Progress() as progress,
     ):
         summary = run_backup(job, stop=stop, progress=progress)
-    interrupted = summary.stopped_early or (stop.is_set() and not summary.increments)
+    # A follow run stopped with nothing new to commit since its last checkpoint ended cleanly.
+    interrupted = summary.stopped_early or (
+        stop.is_set() and not summary.increments and summary.nothing_new_since is None
+    )
     if as_json:
         print_json({**summary.to_dict(), "interrupted": interrupted})
         if interrupted:
@@ -78,6 +81,11 @@ def backup(
             f"{_size(item.bytes)} in {item.segments} segment(s)"
             + (f", {item.consumer_groups} consumer group(s)" if item.consumer_groups is not None else "")
             + (" (stopped early)" if item.partial else "")
+        )
+    if summary.nothing_new_since is not None:
+        typer.echo(
+            f"nothing new since increment {summary.nothing_new_since} of backup {summary.backup_id}: "
+            "no increment committed"
         )
     rate = f", {summary.records / summary.seconds:,.0f} records/s" if summary.seconds > 0 else ""
     typer.echo(
@@ -103,6 +111,12 @@ def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: 
 
     json_mode(as_json)
     storage = open_backup_storage(config, path)
+    if not storage.location_exists():
+        raise NotFoundError(
+            f"there is no folder {storage.url}",
+            hint="check --path (relative to the current folder) or storage.url (relative to the config "
+            "file's folder)",
+        )
     rows = list_rows(storage)
     if as_json:
         print_json({"storage": storage.url, "backups": rows})

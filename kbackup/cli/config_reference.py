@@ -66,6 +66,19 @@ error line naming the file and the key (exit code 3, see
   are masked (`***`) wherever they would appear. See [security.md](security.md).
 - *unset* means the key may be left out (or set to `null`); what happens then
   is in the description.
+- Relative paths in a config file are relative to **the config file's
+  folder**, not to the folder the command runs in: a folder `storage.url`
+  (or `storage.path`), `backup.scratch_dir`, `three_phase.state_dir`,
+  `offset_reset.snapshot_dir` and `mapping_file`, `drill.report_path`,
+  `mapping.spark_jars`, the `security` files (`ssl_*_location`), and files
+  named in librdkafka `properties` and `mapping.kafka_options`
+  (`*.location`, `sasl.kerberos.keytab`). With a config file, the defaults of
+  the folder keys (`./kafka-backups`, `three-phase-state`, `offset-snapshots`,
+  `drill-report.json`) are beside the file too, so a command run again from
+  another folder finds the same backup and state. Command-line options
+  (`--path`, `--state-dir`, `--snapshot-dir`, `--report`, `--output`) are
+  relative to the current folder, and so are the defaults when no config file
+  is given.
 
 Example files: [examples/](../examples/).
 """

@@ -8,11 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
+from kbackup.app.overrides import with_bootstrap_servers
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import UsageError
 from kbackup.core.kafka import check_client_properties, open_admin
 from kbackup.storage import open_storage
+
+#: How long ``check`` waits for each storage request: a preflight answers in seconds, where a run
+#: retries a failing request for storage.retry_timeout_secs.
+CHECK_STORAGE_TIMEOUT_SECS = 5.0
 
 
 def check(
@@ -24,8 +29,9 @@ def check(
     json_mode(as_json)
     cfg = load_config(config)
     clusters: dict[str, KafkaConnection] = {}
-    if bootstrap_servers:
-        clusters["cluster"] = KafkaConnection.model_validate({"bootstrap_servers": bootstrap_servers})
+    flag_cluster = with_bootstrap_servers(None, bootstrap_servers, KafkaConnection)
+    if flag_cluster is not None:
+        clusters["cluster"] = flag_cluster
     if cfg.source is not None:
         clusters["source"] = cfg.source
     if cfg.target is not None:
@@ -46,15 +52,17 @@ def check(
             "brokers": len(info.brokers),
             "topics": len(info.topics),
         }
-    storage = open_storage(cfg.storage)
-    objects = sum(1 for _ in storage.list(""))
-    report["storage"] = {"url": storage.url, "objects": objects}
+    storage = open_storage(cfg.storage, check_timeout_secs=CHECK_STORAGE_TIMEOUT_SECS)
+    exists = storage.location_exists()
+    objects = sum(1 for _ in storage.list("")) if exists else 0
+    report["storage"] = {"url": storage.url, "exists": exists, "objects": objects}
     if as_json:
         print_json(report)
         return
     for role, item in report.items():
         if role == "storage":
-            typer.echo(f"{role:<8} {item['url']}: reachable, {item['objects']} object(s)")
+            found = "reachable" if item["exists"] else "no such folder yet (a backup creates it)"
+            typer.echo(f"{role:<8} {item['url']}: {found}, {item['objects']} object(s)")
         else:
             typer.echo(
                 f"{role:<8} {','.join(item['bootstrap_servers'])}: cluster id {item['cluster_id']}, "

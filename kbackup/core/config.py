@@ -149,7 +149,8 @@ class StorageSettings(StrictModel):
         default=None,
         description=(
             "Where backups live: a folder (`./kafka-backups`, `file:///data/backups`) or "
-            "`s3://bucket/prefix`. Unset: built from the keys below, else `./kafka-backups`."
+            "`s3://bucket/prefix`. Unset: built from the keys below, else `./kafka-backups`. A relative "
+            "folder is relative to the config file's folder (to the current folder with `--path`)."
         ),
     )
     backend: StorageBackend | None = Field(
@@ -216,19 +217,62 @@ class StorageSettings(StrictModel):
             return f"s3://{self.bucket}/{prefix}" if prefix else f"s3://{self.bucket}"
         return self.path or DEFAULT_STORAGE_PATH
 
+    @field_validator("endpoint_url")
+    @classmethod
+    def _check_endpoint(cls, endpoint: str | None) -> str | None:
+        # botocore would take 'minio:9000' as an invalid endpoint only on the first request, or
+        # 'htp://minio:9000' as one it cannot resolve; both are typos, found here before any call.
+        if endpoint is None:
+            return endpoint
+        parsed = urlparse(endpoint)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"expected http(s)://host[:port], got {endpoint!r}")
+        try:
+            parsed.port  # noqa: B018 (raises ValueError for a port that is not a number from 0 to 65535)
+        except ValueError:
+            raise ValueError(f"{endpoint!r}: the port is not a number from 0 to 65535") from None
+        return endpoint
+
     @field_validator("url")
     @classmethod
     def _check_scheme(cls, url: str | None) -> str | None:
         if url is None:
             return url
-        scheme = urlparse(url).scheme
+        parsed = urlparse(url)
+        scheme = parsed.scheme
         if scheme not in ("", "file", "s3") and not re.match(r"^[A-Za-z]:[\\/]", url):
             raise ValueError(f"expected a folder path, file:// or s3:// URL, got scheme {scheme!r}")
+        # A mistyped URL must not quietly become a folder: 's3//bucket/prod' would back up to
+        # ./s3/bucket/prod on local disk and exit 0.
+        mistyped = _MISTYPED_SCHEME.match(url) if not scheme else None
+        if mistyped:
+            name, rest = mistyped.group("name"), url[mistyped.end() :]
+            # A file: URL always holds an absolute path (file:///srv), whatever was lost with the colon.
+            meant = f"file:///{rest.lstrip('/')}" if name.lower() == "file" else f"{name}://{rest}"
+            raise ValueError(
+                f"{url!r} looks like {meant} with the colon missing (a folder really named so: ./{url})"
+            )
+        if scheme == "s3" and not parsed.netloc:
+            raise ValueError(f"{url!r}: expected s3://bucket[/prefix]")
+        if scheme == "file" and parsed.netloc not in ("", "localhost"):
+            # file://relative/x is the folder /x on the host 'relative', never ./relative/x.
+            raise ValueError(
+                f"{url!r} names the host {parsed.netloc!r} and the folder {parsed.path or '/'}: a file:// "
+                f"URL holds an absolute path (file:///data/backups); for a relative folder write "
+                f"{parsed.netloc}{parsed.path} (in a config file relative to the file's folder, "
+                "on the command line to the current folder)"
+            )
+        if scheme == "file" and not parsed.path.startswith("/"):
+            raise ValueError(f"{url!r}: a file: URL holds an absolute path, e.g. file:///data/backups")
         return url
 
 
-#: The embedded default: backups go to a folder beside where the command runs.
+#: The embedded default: a folder beside the config file, or beside where the command runs without one.
 DEFAULT_STORAGE_PATH = "./kafka-backups"
+
+#: A storage URL whose scheme lost its colon (``s3//bucket``, ``file//data``): a relative path that
+#: begins with a scheme-like name and ``//``, which no one writes on purpose as a folder name.
+_MISTYPED_SCHEME = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9+.-]*)//")
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -392,10 +436,11 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], source
         elif kind == "missing":
             message = "required key is missing"
         else:
-            message = error["msg"]
+            # A validator's own message is the whole sentence; pydantic's "Value error, " adds nothing.
+            message = error["msg"].removeprefix("Value error, ")
             if location and not is_secret_key(str(location[-1])) and "input" in error:
                 shown = repr(error["input"])
-                if len(shown) <= 60:
+                if len(shown) <= 60 and shown not in message:
                     message += f" (got {shown})"
         lines.append(f"{source}: {key}: {message}")
     head = lines[0]

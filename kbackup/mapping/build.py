@@ -115,6 +115,18 @@ def build_offset_mapping(
     else:
         result = _run_job(spark, settings, kafka_options, plan, source_cluster, progress)
     spark_seconds = time.monotonic() - spark_started
+    if not result.ranges and not result.malformed_records and result.other_clusters:
+        # Most often a mistyped --source-cluster: an empty mapping would move every group to
+        # nowhere. Say which origins the restored records do carry.
+        found = ", ".join(
+            f"{name!r} ({count:,} record(s))"
+            for name, count in sorted(result.other_clusters.items(), key=lambda item: (-item[1], item[0]))
+        )
+        raise NotFoundError(
+            f"no restored record of source cluster {source_cluster!r} in the {len(plan.partitions)} "
+            f"partition(s) scanned; their x-kafka-backup-cluster headers name {found}",
+            hint="give --source-cluster (or offset_reset.source_cluster) as one of those",
+        )
     if result.malformed_records:
         assert result.first_malformed is not None
         topic, partition, offset = result.first_malformed

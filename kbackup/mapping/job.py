@@ -12,7 +12,9 @@ the ranges:
 2. A projection evaluated in the JVM: the last value of each
    ``x-kafka-backup-*`` header (so a header restore appended after one the
    record already had wins; see :func:`origin_of`), decoded from ASCII
-   decimal; only records whose origin cluster is the wanted one are kept.
+   decimal; only records whose origin cluster is the wanted one are mapped
+   (the first pass counts the others per cluster, so a scan that finds none
+   of the wanted cluster can name the clusters the headers do carry).
 3. First pass, entirely in the JVM (:func:`offset_groups`): a hash
    aggregate by (Spark task, target topic, target partition, source topic,
    source partition, target offset minus source offset) into min/max target
@@ -43,7 +45,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kbackup.core.logs import get_logger
@@ -94,6 +96,8 @@ class ScanResult:
     pieces: int
     #: Target partitions that had a gappy group and took the exact path (second pass).
     rescanned_partitions: int = 0
+    #: Records restored from other origin clusters, by cluster (x-kafka-backup-cluster).
+    other_clusters: dict[str, int] = field(default_factory=dict)
 
 
 def read_options(
@@ -168,8 +172,8 @@ def origin_of(headers: Any) -> Any:
     return F.when(in_order, by_position).otherwise(F.aggregate(headers, nothing, keep_last))
 
 
-def restored_records(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> DataFrame:
-    """The target records whose origin cluster is ``source_cluster``, in the columns of INPUT_SCHEMA."""
+def origins(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """Every target record that has an origin cluster header: its place and its ``origin`` struct."""
     from pyspark.sql import functions as F
 
     reader = spark.read.format("kafka")
@@ -180,14 +184,49 @@ def restored_records(spark: SparkSession, options: Mapping[str, str], source_clu
     if headers_type != "array<struct<key:string,value:binary>>":
         raise RuntimeError(f"Spark's Kafka source gave headers as {headers_type}, expected key/value structs")
     origin = records.select("topic", "partition", "offset", origin_of(F.col("headers")).alias("origin"))
-    return origin.where(F.col("origin.cluster") == F.lit(bytearray(source_cluster.encode()))).select(
+    return origin.where(F.col("origin.cluster").isNotNull())
+
+
+def _record_columns(wanted: Any) -> list[Any]:
+    """Target place and source place of a record; the source columns null unless ``wanted`` holds."""
+    from pyspark.sql import functions as F
+
+    return [
         F.col("topic").cast("string").alias("topic"),
         F.col("partition").cast("int").alias("partition"),
         F.col("offset").cast("bigint").alias("offset"),
-        F.col("origin.topic").cast("string").alias("source_topic"),
+        F.when(wanted, F.col("origin.topic").cast("string")).alias("source_topic"),
         # try_cast: a damaged header becomes null and is reported, instead of failing the job.
-        F.col("origin.partition").cast("string").try_cast("int").alias("source_partition"),
-        F.col("origin.offset").cast("string").try_cast("bigint").alias("source_offset"),
+        F.when(wanted, F.col("origin.partition").cast("string").try_cast("int")).alias("source_partition"),
+        F.when(wanted, F.col("origin.offset").cast("string").try_cast("bigint")).alias("source_offset"),
+    ]
+
+
+def _of_cluster(source_cluster: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("origin.cluster") == F.lit(bytearray(source_cluster.encode()))
+
+
+def restored_records(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> DataFrame:
+    """The target records whose origin cluster is ``source_cluster``, in the columns of INPUT_SCHEMA."""
+    from pyspark.sql import functions as F
+
+    wanted = _of_cluster(source_cluster)
+    return origins(spark, options).where(wanted).select(*_record_columns(F.lit(True)))
+
+
+def restored_and_foreign_records(
+    spark: SparkSession, options: Mapping[str, str], source_cluster: str
+) -> DataFrame:
+    """Like :func:`restored_records`, plus the records of other origin clusters, with their
+    ``foreign_cluster`` set and null source columns (the first pass counts them per cluster)."""
+    from pyspark.sql import functions as F
+
+    wanted = _of_cluster(source_cluster)
+    return origins(spark, options).select(
+        *_record_columns(wanted),
+        F.when(~wanted, F.col("origin.cluster").cast("string")).alias("foreign_cluster"),
     )
 
 
@@ -233,10 +272,12 @@ def offset_groups(records: DataFrame) -> DataFrame:
         F.spark_partition_id().alias("task"),
         F.col("topic"),
         F.col("partition"),
-        # Null source columns mark the malformed records' group (when() without otherwise is null).
+        # Null source columns mark the malformed records' group (when() without otherwise is null),
+        # or, with foreign_cluster set, the group of another cluster's records.
         F.when(readable, F.col("source_topic")).alias("source_topic"),
         F.when(readable, F.col("source_partition")).alias("source_partition"),
         F.when(readable, F.col("offset") - F.col("source_offset")).alias("difference"),
+        F.col("foreign_cluster"),
     ).agg(
         F.min("offset").alias("low"),
         F.max("offset").alias("high"),
@@ -253,7 +294,7 @@ class FirstPass:
 
 def first_pass(spark: SparkSession, options: Mapping[str, str], source_cluster: str) -> FirstPass:
     """Run the JVM aggregation and read its groups on the driver."""
-    task_groups = offset_groups(restored_records(spark, options, source_cluster)).toArrow()
+    task_groups = offset_groups(restored_and_foreign_records(spark, options, source_cluster)).toArrow()
     return FirstPass(
         read_groups(task_groups.select(GROUPS_SCHEMA.names).cast(GROUPS_SCHEMA)), task_groups.num_rows
     )
@@ -329,4 +370,5 @@ def scan_ranges(
         unordered_records=exact.unordered_records,
         pieces=first.task_rows + exact.pieces,
         rescanned_partitions=len(groups.gappy_targets),
+        other_clusters=groups.other_clusters,
     )

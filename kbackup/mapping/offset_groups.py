@@ -29,7 +29,7 @@ partition goes to the exact path instead.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,6 +52,9 @@ GROUPS_SCHEMA = pa.schema(
         pa.field("low", pa.int64()),
         pa.field("high", pa.int64()),
         pa.field("records", pa.int64()),
+        # Set on the rows of records restored from another origin cluster (their source columns
+        # are null): counted, so a scan that finds none of the wanted cluster can name the others.
+        pa.field("foreign_cluster", pa.string()),
     ]
 )
 
@@ -69,12 +72,24 @@ class GroupsRead:
     #: Malformed restored records, and where the first of them is (target topic, partition, offset).
     malformed_records: int
     first_malformed: tuple[str, int, int] | None
+    #: Records of other origin clusters (x-kafka-backup-cluster), by cluster.
+    other_clusters: dict[str, int] = field(default_factory=dict)
 
 
 def read_groups(task_groups: pa.Table) -> GroupsRead:
     """Combine the per-task rows of each group and sort the groups into ranges and gappy partitions."""
+    foreign = pc.is_valid(task_groups.column("foreign_cluster"))
+    others = task_groups.filter(foreign).group_by("foreign_cluster").aggregate([("records", "sum")])
+    other_clusters = dict(
+        zip(
+            others.column("foreign_cluster").to_pylist(),
+            others.column("records_sum").to_pylist(),
+            strict=True,
+        )
+    )
     combined = (
-        task_groups.select([*GROUP_KEYS, "low", "high", "records"])
+        task_groups.filter(pc.invert(foreign))
+        .select([*GROUP_KEYS, "low", "high", "records"])
         .group_by(GROUP_KEYS, use_threads=False)
         .aggregate([("low", "min"), ("high", "max"), ("records", "sum")])
         .rename_columns({"low_min": "low", "high_max": "high", "records_sum": "records"})
@@ -94,6 +109,7 @@ def read_groups(task_groups: pa.Table) -> GroupsRead:
         gappy_targets=gappy_targets,
         malformed_records=pc.sum(malformed.column("records")).as_py() or 0,
         first_malformed=first_malformed,
+        other_clusters=other_clusters,
     )
 
 

@@ -63,7 +63,7 @@ def spark_kafka_options(
             )
     if security.ssl_ca_location:
         java["ssl.truststore.type"] = "PEM"
-        java["ssl.truststore.location"] = security.ssl_ca_location
+        java["ssl.truststore.location"] = _absolute(security.ssl_ca_location)
     if security.ssl_certificate_location and security.ssl_key_location:
         # Java reads a PEM key store from one file or from inline values; librdkafka has two files.
         java["ssl.keystore.type"] = "PEM"
@@ -78,5 +78,13 @@ def spark_kafka_options(
     if security.ssl_endpoint_identification_algorithm:
         algorithm = security.ssl_endpoint_identification_algorithm
         java["ssl.endpoint.identification.algorithm"] = "" if algorithm == "none" else algorithm
-    java.update(user_options)
+    java.update(
+        {key: _absolute(value) if key.endswith(".location") else value for key, value in user_options.items()}
+    )
     return {f"kafka.{key}": value for key, value in java.items()}
+
+
+def _absolute(path: str) -> str:
+    """A file the Java client opens, made absolute against the current folder: Spark's driver runs
+    with its working folder in kafka-backup's cache (see spark_session.spark_conf)."""
+    return str(Path(path).expanduser().absolute()) if path else path

@@ -93,15 +93,40 @@ def spark_conf(
             }
         )
     if jars:
-        conf["spark.jars"] = ",".join(jars)
+        # The driver's working folder is the cache's (below): a relative jar means the current folder.
+        conf["spark.jars"] = ",".join(_absolute_local_path(jar) for jar in jars)
     else:
         conf["spark.jars.packages"] = spark_kafka_package()
         conf["spark.jars.ivySettings"] = ivy_settings_file()
         conf["spark.jars.ivy"] = str(cache_root() / "ivy")
         # Spark ships these already; fetching them again only slows the first start.
         conf["spark.jars.excludes"] = ",".join(SPARK_PROVIDED_ARTIFACTS)
-    conf.update(extra_conf or {})
+    user = dict(extra_conf or {})
+    conf.update(user)
+    # Spark 4.0 creates its artifact folder as the relative path 'artifacts' (ArtifactManager, fixed
+    # upstream by SPARK-52396), which left an empty artifacts/ in the folder a command ran in. The
+    # driver's user.dir, which the JVM resolves relative paths against, moves it to the cache.
+    java_options = user.get(DRIVER_JAVA_OPTIONS, "")
+    if "-Duser.dir=" not in java_options:
+        conf[DRIVER_JAVA_OPTIONS] = f"{java_options} -Duser.dir={spark_work_dir()}".strip()
     return conf
+
+
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def spark_work_dir() -> Path:
+    """The Spark driver's working folder (``user.dir``): where Spark's relative scratch folders go."""
+    folder = cache_root() / "spark-driver"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _absolute_local_path(path: str) -> str:
+    """``path`` made absolute against the current folder, unless it is a URL (hdfs://, https://)."""
+    if "://" in path or path.startswith("file:"):
+        return path
+    return str(Path(path).expanduser().absolute())
 
 
 def spark_log_file() -> Path:

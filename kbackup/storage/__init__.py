@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from kbackup.core.config import StorageSettings
+from kbackup.core.config import StorageSettings, validate_config
 from kbackup.core.errors import ConfigError, StorageError
 from kbackup.storage.base import ObjectInfo, Storage, check_key
 from kbackup.storage.local import LocalStorage
@@ -13,10 +13,14 @@ from kbackup.storage.local import LocalStorage
 __all__ = ["LocalStorage", "ObjectInfo", "Storage", "check_key", "open_storage"]
 
 
-def open_storage(settings: StorageSettings | str) -> Storage:
-    """The storage a URL names: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path."""
+def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float | None = None) -> Storage:
+    """The storage a URL names: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path.
+
+    ``check_timeout_secs`` (``check``): each S3 request is tried once, with this connect and read
+    timeout, instead of being retried for ``storage.retry_timeout_secs``.
+    """
     if isinstance(settings, str):
-        settings = StorageSettings(url=settings)
+        settings = validate_config({"url": settings}, StorageSettings, "storage url")
     url = settings.resolved_url()
     parsed = urlparse(url)
     if parsed.scheme == "s3":
@@ -36,7 +40,7 @@ def open_storage(settings: StorageSettings | str) -> Storage:
                     "(no '..', '.', empty segments or characters outside letters, digits and . _ = + @ , -)",
                     hint="name a plain prefix such as s3://bucket/backups/prod",
                 ) from exc
-        return S3Storage(parsed.netloc, prefix, settings)
+        return S3Storage(parsed.netloc, prefix, settings, check_timeout_secs=check_timeout_secs)
     if parsed.scheme == "file":
         return LocalStorage(Path(unquote(parsed.path)))
     return LocalStorage(Path(url))

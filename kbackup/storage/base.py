@@ -96,6 +96,12 @@ class Storage(ABC):
     def exists(self, key: str) -> bool:
         return self.size(key) is not None
 
+    def location_exists(self) -> bool:
+        """Whether the location itself is there: a folder that is not holds no backups, and is most
+        often a mistyped path. An S3 prefix has no existence of its own (a missing bucket fails the
+        first request)."""
+        return True
+
     def check_writable(self) -> None:
         """Write and remove a probe object, so a run fails before it copies anything."""
         probe = ".kafka-backup-write-probe"

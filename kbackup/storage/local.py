@@ -136,6 +136,9 @@ class LocalStorage(Storage):
         except FileNotFoundError:
             raise StorageError(f"object {key} not found in {self.url}") from None
 
+    def location_exists(self) -> bool:
+        return self.root.is_dir()
+
     def local_path(self, key: str) -> Path:
         """Where an object lives on disk (lets readers skip a copy)."""
         return self._path(key)

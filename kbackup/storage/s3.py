@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -9,6 +10,7 @@ from typing import Any, TypeVar
 import boto3
 from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
+from botocore import exceptions as botocore_errors
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -27,18 +29,63 @@ MULTIPART_THRESHOLD = 64 * 1024 * 1024
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
 #: Error codes S3 and S3-compatible stores send when they ask the client to slow down or retry.
 _TRANSIENT_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable"}
+_DENIED_CODES = {"AccessDenied", "AllAccessDisabled", "AccountProblem", "403"}
+#: Credentials the store does not accept, and what to check for each.
+_REJECTED_CREDENTIALS = {
+    "InvalidAccessKeyId": "the access key is unknown to the store: check storage.access_key_id "
+    "(or AWS_ACCESS_KEY_ID, or the AWS profile in use)",
+    "SignatureDoesNotMatch": "the secret key does not belong to the access key: check "
+    "storage.secret_access_key (or AWS_SECRET_ACCESS_KEY)",
+    "ExpiredToken": "the temporary credentials expired: get fresh ones (storage.session_token or "
+    "AWS_SESSION_TOKEN)",
+    "InvalidToken": "the session token is malformed: check storage.session_token (or AWS_SESSION_TOKEN)",
+    "TokenRefreshRequired": "the session token must be refreshed: get fresh temporary credentials",
+}
+#: The bucket is in another region than the requests were signed for.
+_WRONG_REGION_CODES = {
+    "AuthorizationHeaderMalformed",
+    "PermanentRedirect",
+    "301",
+    "IllegalLocationConstraintException",
+}
+#: Where botocore looked for the credential a PartialCredentialsError says is missing.
+_CREDENTIAL_KEYS = {
+    "aws_access_key_id": "storage.access_key_id",
+    "aws_secret_access_key": "storage.secret_access_key",
+    "aws_session_token": "storage.session_token",
+}
+#: getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a resolver down, is not one).
+_NO_SUCH_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
+#: Failures on the way to the store that can go away by themselves: a refused or reset connection,
+#: a timeout, a response cut short. Any other botocore error (no credentials, an invalid endpoint
+#: or bucket name, a TLS certificate not trusted) stays until something is changed.
+_TRANSIENT_ERRORS = (
+    botocore_errors.ConnectionError,
+    botocore_errors.HTTPClientError,
+    botocore_errors.IncompleteReadError,
+)
 #: Backoff of the outer retry loop (``storage.retry_timeout_secs``): doubles from the first to the cap.
 RETRY_FIRST_DELAY_SECS = 0.5
 RETRY_MAX_DELAY_SECS = 10.0
 
 
 class S3Storage(Storage):
-    def __init__(self, bucket: str, prefix: str, settings: StorageSettings) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        settings: StorageSettings,
+        *,
+        check_timeout_secs: float | None = None,
+    ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self.endpoint = settings.endpoint_url
+        self.region = settings.region
         self.retry_timeout_secs = settings.retry_timeout_secs
+        #: ``check``: each request tried once with this timeout, so a preflight answers in seconds.
+        self.check_timeout_secs = check_timeout_secs
         credentials: dict[str, Any] = {}
         if settings.access_key_id is not None:
             credentials["aws_access_key_id"] = settings.access_key_id.get_secret_value()
@@ -46,18 +93,24 @@ class S3Storage(Storage):
             credentials["aws_secret_access_key"] = settings.secret_access_key.get_secret_value()
         if settings.session_token is not None:
             credentials["aws_session_token"] = settings.session_token.get_secret_value()
-        self._client = boto3.session.Session().client(
-            "s3",
-            endpoint_url=settings.endpoint_url,
-            region_name=settings.region,
-            config=Config(
-                retries={"max_attempts": settings.max_attempts, "mode": "standard"},
-                connect_timeout=10,
-                read_timeout=60,
-                s3={"addressing_style": "path"} if settings.endpoint_url else None,
-            ),
-            **credentials,
-        )
+        checking = check_timeout_secs is not None
+        try:
+            # botocore looks for credentials here (explicit ones, then the environment, the
+            # profile, the instance role): a partial set fails now, none at all on the first request.
+            self._client = boto3.session.Session().client(
+                "s3",
+                endpoint_url=settings.endpoint_url,
+                region_name=settings.region,
+                config=Config(
+                    retries={"max_attempts": 1 if checking else settings.max_attempts, "mode": "standard"},
+                    connect_timeout=check_timeout_secs if checking else 10,
+                    read_timeout=check_timeout_secs if checking else 60,
+                    s3={"addressing_style": "path"} if settings.endpoint_url else None,
+                ),
+                **credentials,
+            )
+        except BotoCoreError as exc:
+            raise self._error(exc, "connect to") from None
         self._extra_args: dict[str, Any] = {}
         if settings.sse is not None:
             self._extra_args["ServerSideEncryption"] = settings.sse
@@ -72,30 +125,80 @@ class S3Storage(Storage):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _error(self, exc: Exception, action: str, key: str | None = None) -> StorageError:
+        """One StorageError naming the object and what to do; retryable only if waiting can fix it."""
         where = f"{self.url}/{key}" if key else self.url
         if isinstance(exc, ClientError):
-            code = str(exc.response.get("Error", {}).get("Code", "unknown"))
-            if code == "NoSuchBucket":
-                return StorageError(
-                    f"bucket {self.bucket} does not exist ({action} {where})",
-                    hint="create the bucket or fix storage.url",
-                )
-            if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
-                return StorageError(
-                    f"access to {where} denied ({code}) while trying to {action}",
-                    hint="check the S3 credentials and the bucket policy",
-                )
-            if code in _NOT_FOUND_CODES:
-                return StorageError(f"object {key} not found in {self.url}")
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-            return StorageError(
-                f"{action} {where} failed: {code}", retryable=status >= 500 or code in _TRANSIENT_CODES
-            )
+            return self._client_error(exc, action, where, key)
         endpoint = self.endpoint or "AWS S3"
+        if isinstance(exc, botocore_errors.NoCredentialsError):
+            return StorageError(
+                f"no S3 credentials to {action} {where}: storage.access_key_id and "
+                "storage.secret_access_key are not set, and boto3 found none in the environment, "
+                "the AWS profile or an instance role",
+                hint="set storage.access_key_id and storage.secret_access_key (write ${ENV_VAR} for "
+                "secrets), or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+            )
+        if isinstance(exc, botocore_errors.PartialCredentialsError):
+            provider = str(exc.kwargs.get("provider", ""))
+            missing = str(exc.kwargs.get("cred_var", "a credential"))
+            if provider == "explicit":
+                missing, given = _CREDENTIAL_KEYS.get(missing, missing), "the storage section"
+            else:
+                given = "the environment" if provider == "env" else f"the AWS {provider}"
+            return StorageError(
+                f"partial S3 credentials in {given}: {missing} is not set ({action} {where})",
+                hint=f"set {missing}, or remove the other credential keys to use boto3's default chain",
+            )
+        if isinstance(exc, botocore_errors.EndpointConnectionError) and _unresolvable(exc) and self.endpoint:
+            return StorageError(
+                f"the host of storage.endpoint_url {self.endpoint} does not resolve ({action} {where})",
+                hint="check storage.endpoint_url",
+            )
+        if isinstance(exc, _TRANSIENT_ERRORS) and "CERTIFICATE_VERIFY_FAILED" not in str(exc):
+            reason = _os_reason(exc)
+            failure = (
+                f"cannot connect to {endpoint} ({reason})"
+                if isinstance(exc, botocore_errors.EndpointConnectionError) and reason
+                else f"{exc} (endpoint {endpoint})"
+            )
+            return StorageError(
+                f"{action} {where} failed: {failure}",
+                hint="check storage.endpoint_url and that the object store is reachable",
+                retryable=True,
+            )
         return StorageError(
             f"{action} {where} failed: {exc} (endpoint {endpoint})",
-            hint="check storage.endpoint_url and that the object store is reachable",
-            retryable=True,
+            hint="check storage.endpoint_url, storage.region and the bucket name",
+        )
+
+    def _client_error(self, exc: ClientError, action: str, where: str, key: str | None) -> StorageError:
+        code = str(exc.response.get("Error", {}).get("Code", "unknown"))
+        if code == "NoSuchBucket":
+            return StorageError(
+                f"bucket {self.bucket} does not exist ({action} {where})",
+                hint="create the bucket or fix storage.url",
+            )
+        if code in _REJECTED_CREDENTIALS:
+            return StorageError(
+                f"the S3 credentials were rejected ({code}) while trying to {action} {where}",
+                hint=_REJECTED_CREDENTIALS[code],
+            )
+        if code in _DENIED_CODES:
+            return StorageError(
+                f"access to {where} denied ({code}) while trying to {action}",
+                hint="check the S3 credentials and the bucket policy",
+            )
+        if code in _WRONG_REGION_CODES:
+            region = self.region or "the default region"
+            return StorageError(
+                f"bucket {self.bucket} is not in {region} ({code}) while trying to {action} {where}",
+                hint="set storage.region to the bucket's region",
+            )
+        if code in _NOT_FOUND_CODES:
+            return StorageError(f"object {key} not found in {self.url}")
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        return StorageError(
+            f"{action} {where} failed: {code}", retryable=status >= 500 or code in _TRANSIENT_CODES
         )
 
     def _call(self, action: str, key: str | None, request: Callable[[], T]) -> T:
@@ -122,6 +225,12 @@ class S3Storage(Storage):
             log.warning("%s; trying again in %.1fs", error.message, delay)
 
         def give_up(error: KBackupError, elapsed: float) -> KBackupError:
+            if self.check_timeout_secs is not None:
+                # A preflight reports what it found; a run would retry for retry_timeout_secs.
+                return StorageError(
+                    f"{error.message}; check tries once, with a {self.check_timeout_secs:g}s timeout",
+                    hint=error.hint,
+                )
             return StorageError(
                 f"{error.message} (still failing after {elapsed:.0f}s of retries; "
                 f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
@@ -131,7 +240,7 @@ class S3Storage(Storage):
 
         return call_with_retries(
             once,
-            within_secs=self.retry_timeout_secs,
+            within_secs=0 if self.check_timeout_secs is not None else self.retry_timeout_secs,
             first_delay_secs=RETRY_FIRST_DELAY_SECS,
             max_delay_secs=RETRY_MAX_DELAY_SECS,
             on_retry=say_retry,
@@ -238,3 +347,26 @@ class S3Storage(Storage):
 
     def delete(self, key: str) -> None:
         self._call("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, innermost last."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _unresolvable(exc: BaseException) -> bool:
+    """The endpoint's host name does not exist (not a resolver that is down for a moment)."""
+    return any(isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_HOST for cause in _causes(exc))
+
+
+def _os_reason(exc: BaseException) -> str | None:
+    """The operating system's words for why a connection failed ('Connection refused'), if any."""
+    for cause in reversed(list(_causes(exc))):
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+    return None

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kbackup.cli.main import run
+from kbackup.core.errors import NotFoundError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
@@ -133,3 +134,24 @@ def test_unknown_backup_id_is_not_found(
         code, _, err = cli(capsys, command, "--path", str(store), "--backup-id", "weekly")
         assert code == 9
         assert "no backup 'weekly'" in err
+
+
+def test_list_of_a_folder_that_does_not_exist_is_not_found(
+    two_increment_backup: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped path used to say 'no backups in ...' and exit 0, as if the backups were gone."""
+    store, _ = two_increment_backup
+    mistyped = store.parent / f"{store.name}-typo"
+    code, out, err = cli(capsys, "list", "--path", str(mistyped))
+    assert code == NotFoundError.exit_code
+    assert out == ""
+    assert err.splitlines() == [
+        f"kafka-backup: error: there is no folder {mistyped}",
+        "kafka-backup: next step: check --path (relative to the current folder) or storage.url (relative "
+        "to the config file's folder)",
+    ]
+    # An existing folder without backups is an answer, not an error.
+    empty = store / "empty"
+    empty.mkdir()
+    code, out, _ = cli(capsys, "list", "--path", str(empty))
+    assert (code, out) == (0, f"no backups in {empty}\n")

@@ -47,8 +47,12 @@ def test_each_run_adds_an_increment_from_where_the_last_ended(
     produce(source_cluster, unique_name, batch(90, 60, 4))  # partitions 4 and 5 get nothing new
     second = take_backup(source_cluster, tmp_path, "inc", [unique_name])
     assert second.records == 60
+    # Nothing new: no increment (test_backup_nothing_new.py has the cases).
     third = take_backup(source_cluster, tmp_path, "inc", [unique_name])
-    assert third.records == 0
+    assert (third.records, third.increments, third.nothing_new_since) == (0, [], 1)
+    produce(source_cluster, unique_name, batch(150, 6, 6))
+    fourth = take_backup(source_cluster, tmp_path, "inc", [unique_name])
+    assert fourth.records == 6
 
     backup = BackupCatalog(open_storage(str(tmp_path))).load("inc")
     assert [m.increment for m in backup.manifests] == [0, 1, 2]
@@ -60,11 +64,10 @@ def test_each_run_adds_an_increment_from_where_the_last_ended(
         for entry in after.partitions:
             assert entry.start_offset == previous[(entry.topic, entry.partition)]
     assert {(p.partition, p.end_offset) for p in backup.manifests[2].partitions} == set(ends.items())
-    assert backup.manifests[2].segments == []
     # Every record exactly once, at its offset.
     backed_up = read_backup(tmp_path, "inc")
     assert backed_up == consume_all(source_cluster, unique_name, list(range(partitions)))
-    assert len({(r.partition, r.offset) for r in backed_up}) == 150
+    assert len({(r.partition, r.offset) for r in backed_up}) == 156
 
 
 def test_new_topic_joins_a_continued_backup_from_its_start(

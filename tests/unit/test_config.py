@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,97 @@ def test_storage_url_resolution(settings: dict[str, str], url: str) -> None:
 def test_storage_url_rejects_unknown_scheme() -> None:
     with pytest.raises(ValueError, match="scheme 'gs'"):
         StorageSettings.model_validate({"url": "gs://bucket"})
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("s3//bucket/prod", "looks like s3://bucket/prod with the colon missing"),
+        ("file///data/backups", "looks like file:///data/backups with the colon missing"),
+        ("s3:/bucket", "expected s3://bucket[/prefix]"),
+        ("file://backups/x", "names the host 'backups' and the folder /x"),
+        ("file:backups", "a file: URL holds an absolute path"),
+    ],
+)
+def test_storage_url_typos_are_refused(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        StorageSettings.model_validate({"url": url})
+
+
+@pytest.mark.parametrize(
+    "url", ["./s3//bucket", "backups/prod", "file:///data/x", "file://localhost/x", "C:\\b"]
+)
+def test_storage_urls_that_are_folders_pass(url: str) -> None:
+    assert StorageSettings.model_validate({"url": url}).resolved_url() == url
+
+
+@pytest.mark.parametrize("endpoint", ["minio:9000", "htp://minio:9000", "http://:9000", "http://minio:port"])
+def test_s3_endpoint_must_be_an_http_url(endpoint: str) -> None:
+    with pytest.raises(ValueError, match="endpoint_url"):
+        StorageSettings.model_validate({"endpoint_url": endpoint})
+
+
+def test_relative_paths_in_a_config_file_are_relative_to_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    monkeypatch.chdir(tmp_path)  # not the file's folder
+    path = folder / "dr.yaml"
+    path.write_text(
+        "source:\n"
+        "  bootstrap_servers: k:1\n"
+        "  security: {ssl_ca_location: tls/ca.pem, ssl_certificate_location: /abs/cert.pem}\n"
+        "  properties: {ssl.crl.location: tls/crl.pem, client.id: backup}\n"
+        "target:\n"
+        "  bootstrap_servers: k:2\n"
+        "  security: {ssl_ca_location: probe}\n"
+        "storage: {url: ./kafka-backups}\n"
+        "backup: {scratch_dir: ../scratch}\n"
+        "mapping:\n"
+        "  spark_jars: [jars/kafka.jar, 'hdfs://nn/jars/x.jar']\n"
+        "  kafka_options:\n"
+        "    {kafka.ssl.truststore.location: ts.jks, ssl.endpoint.identification.algorithm: ''}\n"
+        "offset_reset: {mapping_file: mapping.json}\n"
+        "drill: {report_path: reports/drill.json}\n"
+    )
+    cfg = config_module.load(Path("etc/dr.yaml"))  # a relative config path works as well
+    assert cfg.storage.resolved_url() == str(folder / "kafka-backups")
+    assert cfg.backup.scratch_dir == str(folder / ".." / "scratch")
+    assert cfg.offset_reset.mapping_file == str(folder / "mapping.json")
+    assert cfg.drill.report_path == str(folder / "reports" / "drill.json")
+    # The defaults of folder keys belong beside the file too.
+    assert cfg.three_phase.state_dir == str(folder / "three-phase-state")
+    assert cfg.offset_reset.snapshot_dir == str(folder / "offset-snapshots")
+    assert cfg.mapping.spark_jars == [str(folder / "jars" / "kafka.jar"), "hdfs://nn/jars/x.jar"]
+    assert cfg.mapping.kafka_options == {
+        "kafka.ssl.truststore.location": str(folder / "ts.jks"),
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    assert cfg.source is not None
+    assert cfg.target is not None
+    assert cfg.source.security.ssl_ca_location == str(folder / "tls" / "ca.pem")
+    assert cfg.source.security.ssl_certificate_location == "/abs/cert.pem"
+    assert cfg.source.properties == {
+        "ssl.crl.location": str(folder / "tls" / "crl.pem"),
+        "client.id": "backup",
+    }
+    assert cfg.target.security.ssl_ca_location == "probe"  # librdkafka's "find the system's CAs"
+
+
+@pytest.mark.parametrize(
+    ("storage", "url"),
+    [
+        ("{url: 's3://b/p'}", "s3://b/p"),
+        ("{url: 'file:///data/x'}", "file:///data/x"),
+        ("{backend: s3, bucket: b}", "s3://b"),
+        ("{backend: filesystem, path: data}", "{folder}/data"),
+        ("{}", "{folder}/kafka-backups"),
+    ],
+)
+def test_storage_location_is_anchored_only_when_it_is_a_relative_folder(
+    tmp_path: Path, storage: str, url: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"storage: {storage}\n")
+    assert config_module.load(path).storage.resolved_url() == url.format(folder=tmp_path)

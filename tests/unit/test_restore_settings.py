@@ -59,7 +59,7 @@ restore:
     [
         (
             "time_window_start: next tuesday",
-            "restore.time_window_start: Value error, expected epoch milliseconds",
+            "restore.time_window_start: expected epoch milliseconds",
         ),
         (
             "time_window_start: 10\n  time_window_end: 5",

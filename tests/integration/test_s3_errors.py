@@ -1,0 +1,244 @@
+"""S3 failures that retrying cannot fix fail at once, naming what is missing (issue 18, item 7).
+
+They used to be retried for ``storage.retry_timeout_secs`` (two minutes by default) and then
+called retryable: missing or partial credentials, an invalid endpoint URL, rejected credentials;
+and ``check`` waited as long for an endpoint that refuses connections.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kbackup.cli.main import run
+from kbackup.core.errors import ConfigError, StorageError
+from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
+from tests.conftest import TEST_BUCKET
+from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+
+#: Long enough that a retried failure cannot pass for an immediate one.
+RETRY_TIMEOUT_SECS = 20
+RETRY_HINT = "running the same command again may succeed"
+
+
+@pytest.fixture
+def topic(source_cluster: LocalKafkaCluster, unique_name: str) -> str:
+    create_topic(source_cluster, unique_name)
+    produce(source_cluster, unique_name, [Record(key=b"k", value=b"v")] * 3)
+    return unique_name
+
+
+def write_config(path: Path, cluster: LocalKafkaCluster, topic: str, storage: dict[str, Any]) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "backup_id": "b",
+                "source": {"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
+                "storage": {"retry_timeout_secs": RETRY_TIMEOUT_SECS, **storage},
+            }
+        )
+    )
+    return path
+
+
+def timed_run(args: list[str]) -> tuple[int, float]:
+    started = time.monotonic()
+    code = run(args)
+    return code, time.monotonic() - started
+
+
+def test_missing_credentials_fail_the_backup_at_once_naming_the_keys(
+    s3_server: S3Server, source_cluster: LocalKafkaCluster, topic: str, tmp_path: Path
+) -> None:
+    """No key in the config, none in the environment or a profile: boto3's NoCredentialsError."""
+    storage = {"url": f"s3://{TEST_BUCKET}/{topic}", "endpoint_url": s3_server.endpoint_url, "region": REGION}
+    config = write_config(tmp_path / "c.yaml", source_cluster, topic, storage)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    env.update(
+        HOME=str(tmp_path),  # no ~/.aws
+        AWS_EC2_METADATA_DISABLED="true",  # no instance role to look for
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        KBACKUP_NO_PROGRESS="1",
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "kbackup", "backup", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == StorageError.exit_code, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[-2] == (
+        f"kafka-backup: error: no S3 credentials to write s3://{TEST_BUCKET}/{topic}/"
+        ".kafka-backup-write-probe: "
+        "storage.access_key_id and storage.secret_access_key are not set, and boto3 found none in the "
+        "environment, the AWS profile or an instance role"
+    )
+    assert lines[-1].startswith(
+        "kafka-backup: next step: set storage.access_key_id and storage.secret_access_key"
+    )
+    assert RETRY_HINT not in done.stderr
+    assert elapsed < RETRY_TIMEOUT_SECS / 2, elapsed
+
+
+def test_a_secret_key_without_its_access_key_fails_at_once_naming_the_missing_key(
+    s3_server: S3Server,
+    source_cluster: LocalKafkaCluster,
+    topic: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    storage = {
+        "url": f"s3://{TEST_BUCKET}/{topic}",
+        "endpoint_url": s3_server.endpoint_url,
+        "region": REGION,
+        "access_key_id": ACCESS_KEY,
+    }
+    config = write_config(tmp_path / "c.yaml", source_cluster, topic, storage)
+    code, elapsed = timed_run(["backup", "-c", str(config)])
+    err = capsys.readouterr().err
+    assert code == StorageError.exit_code, err
+    assert err.splitlines()[0] == (
+        "kafka-backup: error: partial S3 credentials in the storage section: storage.secret_access_key is "
+        f"not set (connect to s3://{TEST_BUCKET}/{topic})"
+    )
+    assert RETRY_HINT not in err
+    assert ACCESS_KEY not in err
+    assert elapsed < RETRY_TIMEOUT_SECS / 2, elapsed
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "expected"),
+    [
+        ("127.0.0.1:{port}", "expected http(s)://host[:port], got '127.0.0.1:{port}'"),
+        ("htp://127.0.0.1:{port}", "expected http(s)://host[:port], got 'htp://127.0.0.1:{port}'"),
+    ],
+)
+def test_an_invalid_endpoint_url_is_a_config_error_before_any_request(
+    s3_server: S3Server,
+    source_cluster: LocalKafkaCluster,
+    topic: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    endpoint: str,
+    expected: str,
+) -> None:
+    """Without a scheme botocore raised a ValueError (an internal error, exit 1); with a mistyped
+    one, an endpoint error that was retried for retry_timeout_secs."""
+    storage = {
+        **s3_server.storage_settings(TEST_BUCKET, topic),
+        "endpoint_url": endpoint.format(port=s3_server.port),
+    }
+    config = write_config(tmp_path / "c.yaml", source_cluster, topic, storage)
+    code, elapsed = timed_run(["backup", "-c", str(config)])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code, err
+    assert err.splitlines()[0] == (
+        f"kafka-backup: error: {config}: storage.endpoint_url: {expected.format(port=s3_server.port)}"
+    )
+    assert elapsed < RETRY_TIMEOUT_SECS / 2, elapsed
+
+
+def test_an_endpoint_host_that_does_not_resolve_fails_at_once(
+    source_cluster: LocalKafkaCluster, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = "http://kbackup-no-such-host.invalid:9000"
+    storage = {
+        "url": f"s3://{TEST_BUCKET}/{topic}",
+        "endpoint_url": endpoint,
+        "region": REGION,
+        "access_key_id": ACCESS_KEY,
+        "secret_access_key": SECRET_KEY,
+        "max_attempts": 1,
+    }
+    config = write_config(tmp_path / "c.yaml", source_cluster, topic, storage)
+    code, elapsed = timed_run(["backup", "-c", str(config)])
+    err = capsys.readouterr().err
+    assert code == StorageError.exit_code, err
+    assert err.splitlines()[0] == (
+        f"kafka-backup: error: the host of storage.endpoint_url {endpoint} does not resolve "
+        f"(write s3://{TEST_BUCKET}/{topic}/.kafka-backup-write-probe)"
+    )
+    assert RETRY_HINT not in err
+    assert elapsed < RETRY_TIMEOUT_SECS / 2, elapsed
+
+
+@pytest.fixture(scope="module")
+def authenticating_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A moto server that checks credentials (it knows no access key, so every key is unknown)."""
+    server = S3Server(log_path=tmp_path_factory.mktemp("moto-auth") / "moto.log")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INITIAL_NO_AUTH_ACTION_COUNT", "0")  # read by the moto process it starts
+        server.start()
+    yield server
+    server.stop()
+
+
+def test_rejected_credentials_fail_at_once_saying_which_key_to_check(
+    authenticating_s3: S3Server,
+    source_cluster: LocalKafkaCluster,
+    topic: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = write_config(
+        tmp_path / "c.yaml", source_cluster, topic, authenticating_s3.storage_settings(TEST_BUCKET, topic)
+    )
+    code, elapsed = timed_run(["backup", "-c", str(config)])
+    err = capsys.readouterr().err.splitlines()
+    assert code == StorageError.exit_code, err
+    assert err == [
+        "kafka-backup: error: the S3 credentials were rejected (InvalidAccessKeyId) while trying to write "
+        f"s3://{TEST_BUCKET}/{topic}/.kafka-backup-write-probe",
+        "kafka-backup: next step: the access key is unknown to the store: check storage.access_key_id "
+        "(or AWS_ACCESS_KEY_ID, or the AWS profile in use)",
+    ]
+    assert elapsed < RETRY_TIMEOUT_SECS / 2, elapsed
+
+
+def test_check_reports_an_endpoint_that_refuses_connections_within_seconds(
+    source_cluster: LocalKafkaCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run retries a refused connection for retry_timeout_secs (an endpoint may be restarting);
+    ``check`` is a preflight and says at once what it found."""
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens here
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "source": {"bootstrap_servers": [source_cluster.bootstrap_servers]},
+                "storage": {
+                    "url": f"s3://{TEST_BUCKET}/check",
+                    "endpoint_url": endpoint,
+                    "region": REGION,
+                    "access_key_id": ACCESS_KEY,
+                    "secret_access_key": SECRET_KEY,
+                    "retry_timeout_secs": RETRY_TIMEOUT_SECS,
+                },
+            }
+        )
+    )
+    code, elapsed = timed_run(["check", "-c", str(config)])
+    err = capsys.readouterr().err.splitlines()
+    assert code == StorageError.exit_code, err
+    assert err[0] == (
+        f"kafka-backup: error: list s3://{TEST_BUCKET}/check failed: cannot connect to {endpoint} "
+        "(Connection refused); check tries once, with a 5s timeout"
+    )
+    assert err[1] == (
+        "kafka-backup: next step: check storage.endpoint_url and that the object store is reachable"
+    )
+    assert elapsed < 10, elapsed
