@@ -115,7 +115,9 @@ class RecoveryGapError(KBackupError):
 
 
 class UnverifiedError(KBackupError):
-    """A group position could not be checked against the target (no committed offset, no headers)."""
+    """Work that was done but could not be checked: a group position that cannot be judged on the
+    target (no committed offset, no headers), or restored records not readable with read_committed
+    within the timeout (the run is resumable: running it again checks again)."""
 
     exit_code = 13
     kind = "unverified"
@@ -171,7 +173,9 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     ),
     UnverifiedError.exit_code: (
         UnverifiedError.kind,
-        "Groups were moved, but some positions could not be verified on the target; the message names them.",
+        "The work was done but could not be verified: restored records not readable with read_committed "
+        "within the timeout (running again checks again), or group positions that could not be judged "
+        "on the target; the message names them.",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbackup.core.errors import InterruptedByUser, KBackupError, VerificationError
+from kbackup.core.errors import InterruptedByUser, KBackupError, UnverifiedError, VerificationError
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import Admin, KafkaClients, KafkaException
 from kbackup.core.logs import get_logger
@@ -115,8 +115,10 @@ class Restorer:
             with few_collections():
                 self._produce_all(run, totals, tasks)
         self._phase("records produced and committed", started)
-        if mode == "exactly-once" and any(t.records for t in totals.values()):
-            self._wait_until_visible([t.target_topic for t in plan.topics if totals[t.source_topic].records])
+        # Every run waits, also one with nothing left to write: the run that wrote the records may
+        # have stopped at this check.
+        if mode == "exactly-once":
+            self._wait_until_visible([t.target_topic for t in plan.topics])
             self._phase("commit markers written", started)
         switched = switch_to_log_append_time(self.clients, plan)
         summary = RestoreSummary(
@@ -164,7 +166,9 @@ class Restorer:
         A commit returns when the coordinator has decided it; the markers that make
         the records readable reach each partition a moment later. Waiting for every
         partition's last stable offset to reach its end lets the next step (the
-        mapping stage, a check) read the restored topics at once.
+        mapping stage, a check) read the restored topics at once. Not seeing them
+        fails the run: a mapping read now could miss records. The run is resumable
+        (everything is committed), and a re-run checks again.
         """
         partitions = [
             (topic, q)
@@ -180,16 +184,27 @@ class Restorer:
                 stable = admin.list_offsets(pending, "latest", read_committed=True)
                 pending = [key for key in pending if stable[key] < ends[key]]
                 if pending and time.monotonic() > deadline:
-                    topic, partition = pending[0]
-                    self.warnings.append(
-                        f"{topic}/{partition}: committed records were not yet "
-                        f"readable with read_committed after {self.settings.timeout_secs:g}s"
+                    named = ", ".join(f"{topic}/{partition}" for topic, partition in pending[:5])
+                    more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
+                    raise UnverifiedError(
+                        f"restored records of {named}{more} were committed but not readable with "
+                        f"read_committed after {self.settings.timeout_secs:g}s (its last stable offset "
+                        "stays below its end: a commit marker not yet written, or another producer's "
+                        "open transaction on the topic)",
+                        hint="run the same command again: the records are committed and it checks again "
+                        "(restore.timeout_secs waits longer)",
+                        retryable=True,
                     )
-                    return
                 if pending:
                     time.sleep(0.05)
+        except UnverifiedError:
+            raise
         except KBackupError as exc:
-            log.warning("could not check that the restored records are readable: %s", exc)
+            raise UnverifiedError(
+                f"could not check that the restored records are readable with read_committed: {exc}",
+                hint="run the same command again: the records are committed and it checks again",
+                retryable=True,
+            ) from exc
 
     def _check_counts(self, summary: RestoreSummary) -> None:
         for topic in summary.topics:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kbackup.core.config import StorageSettings
@@ -15,6 +16,7 @@ from kbackup.core.errors import (
     KafkaUnreachableError,
     NotFoundError,
     PreconditionError,
+    UnverifiedError,
 )
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.layout import manifest_key, object_key
@@ -197,3 +199,46 @@ def test_dry_run_changes_nothing(target_cluster: LocalKafkaCluster, unique_name:
     assert "dry run: nothing is created or written" in text.stdout
     assert f"topic {unique_name} -> {unique_name}: create with 2 partition(s)" in text.stdout
     assert "would write 600 record(s)" in text.stdout
+
+
+def test_records_not_readable_with_read_committed_fail_the_restore_until_a_rerun_sees_them(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """Another producer's open transaction on the target topic holds its last stable offset below
+    the restored records: a mapping read now would miss them, so the restore fails (exit 13,
+    resumable) instead of warning; once that transaction ends, a re-run writes nothing and passes."""
+    build_backup(tmp_path / "store", unique_name, partitions=1)
+    create_topic(target_cluster, unique_name, 1)
+    other = Producer(
+        {"bootstrap.servers": target_cluster.bootstrap_servers, "transactional.id": f"{unique_name}-other"}
+    )
+    other.init_transactions(10)
+    other.begin_transaction()
+    other.produce(unique_name, value=b"not yet committed", partition=0)
+    other.flush(10)
+    config = tmp_path / "restore.yaml"
+    config.write_text("restore:\n  timeout_secs: 4\n")
+    command = ["-c", str(config), *args(tmp_path / "store", target_cluster)]
+
+    result = run_restore_cli(*command)
+    assert result.returncode == UnverifiedError.exit_code, result.stderr
+    first_line = result.stderr.splitlines()[0]
+    assert f"restored records of {unique_name}/0 were committed but not readable with read_committed" in (
+        first_line
+    )
+    assert "run the same command again" in result.stderr
+    # The 300 records are written (and committed) behind the open transaction's record.
+    probe = Consumer(
+        {
+            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "group.id": f"{unique_name}-probe",
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    assert probe.get_watermark_offsets(TopicPartition(unique_name, 0), timeout=10)[1] > 300
+    probe.close()
+
+    other.commit_transaction(10)
+    result = run_restore_cli(*command)
+    assert result.returncode == 0, result.stderr
+    assert "restored 0 record(s)" in result.stdout
