@@ -100,6 +100,9 @@ class BackupSummary:
     stopped_early: bool = False
     #: The last checkpoint found nothing new since this increment, and committed none.
     nothing_new_since: int | None = None
+    #: What this run did not back up in full (a dropped topic, group offsets beyond the data): the
+    #: run still commits what it copied, and then exits with IncompleteBackupError's code.
+    problems: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -129,6 +132,7 @@ class BackupSummary:
             "records_per_second": round(self.records / self.seconds, 1) if self.seconds > 0 else None,
             "stopped_early": self.stopped_early,
             "nothing_new_since": self.nothing_new_since,
+            "problems": self.problems,
         }
 
 
@@ -375,7 +379,11 @@ class BackupRun:
                     commit.partial(None, topic_entries, take_fresh_snapshot=True)
                     return
                 metadata = cluster.metadata(self._selected)
+                before = topics
                 topics = self._select(metadata, cluster.servers, first=False)
+                commit.summary.problems.extend(
+                    dropped_topics(before, topics, metadata, cluster.servers, state.increment)
+                )
         except (KafkaUnreachableError, KafkaOperationError) as error:
             # What was read before the source failed is kept: commit it, then report the error.
             commit.after_failure(error, groups)
@@ -402,6 +410,23 @@ class BackupRun:
     def _finish_progress(self) -> None:
         if self._task is not None and self._task_total is not None:
             self._task.update(completed=self._task_total)
+
+
+def dropped_topics(
+    before: list[str], after: list[str], metadata: ClusterMetadata, servers: str, increment: int
+) -> list[str]:
+    """A line for each topic a follow run backed up and no longer can (unavailable, or deleted)."""
+    problems = []
+    for name in sorted(set(before) - set(after)):
+        why = (
+            f"not available ({metadata.unavailable[name]})"
+            if name in metadata.unavailable
+            else "no longer exists"
+        )
+        problems.append(
+            f"topic {name} {why} on {servers}: left out of the backup from increment {increment} on"
+        )
+    return problems
 
 
 def _time_reached(due: float) -> Callable[[], bool]:
@@ -576,12 +601,13 @@ class _Committer:
             )
             return None
         if uncovered:
-            log.warning(
-                "%d committed group offset(s) are above the end offsets read after them "
-                "(a read_uncommitted consumer or an offset set by hand?), e.g. %s",
-                len(uncovered),
-                uncovered[0],
+            problem = (
+                f"increment {self.state.increment}: {len(uncovered)} committed group offset(s) are beyond "
+                f"the data it copied (a read_uncommitted consumer, or an offset set by hand?), e.g. "
+                f"{uncovered[0]}; those groups restore with a recovery gap"
             )
+            log.warning("%s", problem)
+            self.summary.problems.append(problem)
         return groups
 
     def _commit(

@@ -10,7 +10,7 @@ import typer
 from kbackup.app.overrides import backup_id_of, backup_job, storage_settings
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.cli.signals import stop_on_signals
-from kbackup.core.errors import BackupIntegrityError, InterruptedByUser, NotFoundError
+from kbackup.core.errors import BackupIntegrityError, IncompleteBackupError, InterruptedByUser, NotFoundError
 from kbackup.core.progress import Progress
 from kbackup.storage import Storage, open_storage
 
@@ -74,6 +74,8 @@ def backup(
         print_json({**summary.to_dict(), "interrupted": interrupted})
         if interrupted:
             raise typer.Exit(InterruptedByUser.exit_code)
+        if summary.problems:
+            raise typer.Exit(IncompleteBackupError.exit_code)
         return
     for item in summary.increments:
         typer.echo(
@@ -94,6 +96,8 @@ def backup(
         f"{summary.records:,} records, {_size(summary.bytes)}, {summary.segments} segment(s), "
         f"{summary.seconds:.1f}s{rate}"
     )
+    for problem in summary.problems:
+        typer.echo(f"problem: {problem}")
     if interrupted:
         done = (
             f"increment {summary.increments[-1].increment} holds what was copied"
@@ -102,6 +106,13 @@ def backup(
         )
         raise InterruptedByUser(
             f"backup {summary.backup_id} interrupted before it reached its end offsets; {done}"
+        )
+    if summary.problems:
+        raise IncompleteBackupError(
+            f"backup {summary.backup_id} is not complete: {len(summary.problems)} problem(s), the first: "
+            f"{summary.problems[0]}",
+            hint="what was copied is committed; read the problems above, fix the source (or the "
+            "selection) and run the backup again",
         )
 
 

@@ -123,6 +123,13 @@ class UnverifiedError(KBackupError):
     kind = "unverified"
 
 
+class IncompleteBackupError(KBackupError):
+    """A backup ran and committed what it copied, but not everything selected is in it in full."""
+
+    exit_code = 14
+    kind = "incomplete"
+
+
 class InterruptedByUser(KBackupError):
     """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
 
@@ -176,6 +183,12 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "The work was done but could not be verified: restored records not readable with read_committed "
         "within the timeout (running again checks again), or group positions that could not be judged "
         "on the target; the message names them.",
+    ),
+    IncompleteBackupError.exit_code: (
+        IncompleteBackupError.kind,
+        "The backup committed what it copied, but something selected is not in it in full (a topic "
+        "became unavailable or was deleted during the run, committed group offsets beyond the copied "
+        "data); the summary's problems name it.",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,
