@@ -145,7 +145,7 @@ class Copier:
         max_open_segments: int,
         segment_max_interval_secs: float,
         stall_timeout_secs: float,
-        on_progress: Callable[[int], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.consumer = consumer
         self.storage = storage
@@ -159,7 +159,11 @@ class Copier:
         self.max_open_segments = max_open_segments
         self.segment_max_interval_secs = segment_max_interval_secs
         self.stall_timeout_secs = stall_timeout_secs
+        #: ``on_progress(records, data_bytes)`` after each poll: records read, and the Arrow bytes
+        #: they became (keys, values, headers and origin columns), for the rate a bar shows.
         self.on_progress = on_progress
+        self.arrow_bytes = 0
+        self._reported_bytes = 0
         self.partitions: dict[TopicPartitionKey, PartitionCopy] = {}
         #: The open increment's run id (in its manifest and its segments' names), and the next
         #: increment's: in follow mode a partition that reached the end starts the next one's segments.
@@ -361,7 +365,8 @@ class Copier:
             self._check_stall(now)
         self.records_read += read
         if self.on_progress is not None:
-            self.on_progress(read)
+            self.on_progress(read, self.arrow_bytes - self._reported_bytes)
+            self._reported_bytes = self.arrow_bytes
         self._housekeeping(now)
         return read
 
@@ -524,6 +529,7 @@ class Copier:
             sink.pending = []
             sink.batches.append(batch)
             sink.buffered_bytes += batch.nbytes
+            self.arrow_bytes += batch.nbytes
         if sink.buffered_bytes >= self._share:
             self._flush(copy, sink)
 

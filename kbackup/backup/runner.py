@@ -338,9 +338,9 @@ class BackupRun:
             on_progress=self._advance,
         )
 
-    def _advance(self, records: int) -> None:
+    def _advance(self, records: int, data_bytes: int) -> None:
         if self._task is not None:
-            self._task.advance(records)
+            self._task.advance(records, data_bytes=data_bytes)
 
     def _increments(
         self,
@@ -354,6 +354,7 @@ class BackupRun:
     ) -> None:
         settings = self.settings
         groups: ConsumerGroupsSnapshot | None = None
+        reached_the_end = False
         try:
             while True:
                 checkpoint_started = time.monotonic()
@@ -372,6 +373,7 @@ class BackupRun:
                     commit.partial(groups, topic_entries, take_fresh_snapshot=False)
                     return
                 commit.full(groups, topic_entries)
+                reached_the_end = True
                 if not self.follow:
                     return
                 due = checkpoint_started + settings.checkpoint_interval_secs
@@ -389,7 +391,7 @@ class BackupRun:
             commit.after_failure(error, groups)
             raise
         finally:
-            self._finish_progress()
+            self._finish_progress(reached_the_end=reached_the_end)
 
     def _copy_until(self, condition: Callable[[], bool], copier: Copier) -> bool:
         """Consume until ``condition`` holds (True) or a stop was requested (False)."""
@@ -405,11 +407,18 @@ class BackupRun:
         if self.progress is None or self._task is not None:
             return
         self._task_total = None if self.follow else max(total, 1)
-        self._task = self.progress.task(f"backup {self.job.backup_id}", total=self._task_total)
+        self._task = self.progress.task(
+            f"backup {self.job.backup_id}", total=self._task_total, unit="records"
+        )
 
-    def _finish_progress(self) -> None:
-        if self._task is not None and self._task_total is not None:
+    def _finish_progress(self, *, reached_the_end: bool) -> None:
+        """Close the bar. Only a run that reached its end offsets fills it (holes in the offsets
+        leave it short of its total); a stopped or failed run leaves it where the work stopped."""
+        if self._task is None:
+            return
+        if reached_the_end and self._task_total is not None:
             self._task.update(completed=self._task_total)
+        self._task.close()
 
 
 def dropped_topics(

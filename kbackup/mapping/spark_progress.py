@@ -36,7 +36,7 @@ class SparkTaskProgress:
 
     def __enter__(self) -> SparkTaskProgress:
         if self.progress is not None and self.progress.enabled:
-            self._bar = self.progress.task(self.description, total=None)
+            self._bar = self.progress.task(self.description, total=None, unit="tasks")
             self._thread = threading.Thread(
                 target=self._poll, name="kafka-backup-spark-progress", daemon=True
             )
@@ -49,9 +49,11 @@ class SparkTaskProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if self._bar is not None and exc_type is None:
-            self.stages = {stage: (total, total) for stage, (_, total) in self.stages.items()}
-            self._show()
+        if self._bar is not None:
+            if exc_type is None:
+                self.stages = {stage: (total, total) for stage, (_, total) in self.stages.items()}
+                self._show()
+            self._bar.close()
 
     def _poll(self) -> None:
         tracker = self.session.sparkContext.statusTracker()

@@ -154,23 +154,25 @@ class _Planner:
         group_plans = []
         deadline = None if request.timeout_secs is None else time.monotonic() + request.timeout_secs
         self.search_in_offset_order(groups, target_counts, deadline)
-        group_bar = self.progress.task("planning groups", total=len(groups))
-        for done, group in enumerate(groups):
-            self.check_deadline(deadline, f"{done} of {len(groups)} group(s) planned")
-            group_bar.advance()
-            target_group = prefix + group
-            current = currents[target_group]
-            rows: list[PartitionReset] = []
-            for topic in self.group_topics(group):
-                rows.extend(self.plan_topic(group, topic, target_counts[self.target_topic(topic)], current))
-            group_plans.append(
-                GroupReset(
-                    group_id=target_group,
-                    source_group_id=group if prefix else None,
-                    target_state=descriptions[target_group].state,
-                    partitions=rows,
+        with self.progress.task("planning groups", total=len(groups), unit="groups") as group_bar:
+            for done, group in enumerate(groups):
+                self.check_deadline(deadline, f"{done} of {len(groups)} group(s) planned")
+                group_bar.advance()
+                target_group = prefix + group
+                current = currents[target_group]
+                rows: list[PartitionReset] = []
+                for topic in self.group_topics(group):
+                    rows.extend(
+                        self.plan_topic(group, topic, target_counts[self.target_topic(topic)], current)
+                    )
+                group_plans.append(
+                    GroupReset(
+                        group_id=target_group,
+                        source_group_id=group if prefix else None,
+                        target_state=descriptions[target_group].state,
+                        partitions=rows,
+                    )
                 )
-            )
         touched = sorted(
             {(row.target_topic, row.target_partition) for g in group_plans for row in g.partitions}
         )
@@ -225,14 +227,16 @@ class _Planner:
                     searched.add(committed.get(partition) or 0)
         if not wanted:
             return
-        search_bar = self.progress.task(
-            "searching target offsets", total=sum(len(offsets) for offsets in wanted.values())
-        )
-        for (key, topic, partition), offsets in sorted(wanted.items()):
-            for offset in sorted(offsets):
-                self.check_deadline(deadline, f"searches running on {key[0]}/{key[1]}")
-                self.search(key, topic, partition, offset)
-                search_bar.advance()
+        with self.progress.task(
+            "searching target offsets",
+            total=sum(len(offsets) for offsets in wanted.values()),
+            unit="searches",
+        ) as search_bar:
+            for (key, topic, partition), offsets in sorted(wanted.items()):
+                for offset in sorted(offsets):
+                    self.check_deadline(deadline, f"searches running on {key[0]}/{key[1]}")
+                    self.search(key, topic, partition, offset)
+                    search_bar.advance()
 
     def search(self, key: TopicPartitionKey, topic: str, partition: int, offset: int) -> SearchResult:
         """Where source offset ``offset`` of ``topic``/``partition`` lands on the target (binary search)."""

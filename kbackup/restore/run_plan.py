@@ -151,8 +151,10 @@ def _check(
     """Sizes and SHA-256 of ``work``'s segments; the selected records of each one counted."""
     if not work:
         return {}
-    with progress or Progress(enabled=False) as bars:
-        task = bars.task("check backup segments", total=len(work))
+    with (
+        progress or Progress(enabled=False) as bars,
+        bars.task("check backup segments", total=len(work), unit="segments") as task,
+    ):
         return verify_work(
             storage,
             plan.backup_id,

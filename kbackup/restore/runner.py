@@ -109,11 +109,18 @@ class Restorer:
         totals = self._totals(run)
         with self.progress or Progress(enabled=False) as bars:
             tasks = {
-                name: bars.task(f"restore {t.source_topic} -> {t.target_topic}", total=t.expected)
+                name: bars.task(
+                    f"restore {t.source_topic} -> {t.target_topic}", total=t.expected, unit="records"
+                )
                 for name, t in totals.items()
             }
-            with few_collections():
-                self._produce_all(run, totals, tasks)
+            try:
+                with few_collections():
+                    self._produce_all(run, totals, tasks)
+            finally:
+                # Done, failed or interrupted: each bar stays where its topic got to, its clock stops.
+                for task in tasks.values():
+                    task.close()
         self._phase("records produced and committed", started)
         # Every run waits, also one with nothing left to write: the run that wrote the records may
         # have stopped at this check.
@@ -277,7 +284,7 @@ class Restorer:
                     topic_totals = totals[partition.source_topic]
                     topic_totals.records += produced
                     topic_totals.bytes += records.size
-                    tasks[partition.source_topic].advance(produced)
+                    tasks[partition.source_topic].advance(produced, data_bytes=records.size)
                 writer.serve_deliveries()
                 if writer.transaction_due():
                     writer.commit(self._take_progress(), begin_next=True)

@@ -401,3 +401,46 @@ def test_sigint_during_a_snapshot_run_exits_130_after_committing(
     assert summary["interrupted"] is False
     assert summary["records"] == 300 - first.partitions[0].record_count
     assert read_backup(tmp_path, "sig") == consume_all(source_cluster, unique_name)
+
+
+class StopAfterFirstAdvance(Progress):
+    """Real bars (rich), and a stop asked for as soon as the run reports its first records."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__(enabled=True)
+        self.stop = stop
+
+    def task(self, description: str, total: float | None = None, *, unit: str = "items") -> Any:
+        bar = super().task(description, total, unit=unit)
+        advance = bar.advance
+
+        def advance_then_stop(amount: float = 1, *, data_bytes: int = 0) -> None:
+            advance(amount, data_bytes=data_bytes)
+            self.stop.set()
+
+        bar.advance = advance_then_stop  # type: ignore[method-assign]
+        return bar
+
+
+def test_a_stopped_backup_leaves_its_bar_where_the_copy_got_to(
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C used to fill the bar to 100 %: it stays at the records read, stopped, with a rate in
+    records and bytes."""
+    create_topic(source_cluster, unique_name)
+    produce(source_cluster, unique_name, records(0, 400))
+    monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10)
+    stop = threading.Event()
+    progress = StopAfterFirstAdvance(stop)
+    with progress:
+        summary = run_backup(
+            backup_job(source_cluster, tmp_path, "stopped", [unique_name]), stop=stop, progress=progress
+        )
+        [bar] = progress.bars.tasks
+        assert summary.stopped_early
+        assert bar.total == 400
+        assert 0 < bar.completed < 400
+        assert bar.completed == summary.records
+        assert bar.fields["unit"] == "records"
+        assert bar.fields["data_bytes"] > 0
+        assert bar.stop_time is not None  # closed: its clock and rate no longer move
