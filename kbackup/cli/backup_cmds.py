@@ -16,9 +16,11 @@ from kbackup.storage import Storage, open_storage
 
 PathOption = Annotated[
     str | None,
-    typer.Option("--path", "-p", help="Storage URL: a folder, file:///folder or s3://bucket/prefix."),
+    typer.Option(
+        "--path", "-p", metavar="URL", help="Storage URL: a folder, file:///folder or s3://bucket/prefix."
+    ),
 ]
-BackupIdOption = Annotated[str | None, typer.Option("--backup-id", help="Name of the backup.")]
+BackupIdOption = Annotated[str | None, typer.Option("--backup-id", metavar="ID", help="Name of the backup.")]
 
 
 def open_backup_storage(config_path: Any, path: str | None) -> Storage:
@@ -29,15 +31,19 @@ def backup(
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,
     include: Annotated[
-        list[str] | None, typer.Option("--include", help="Topic regex to back up (repeatable).")
+        list[str] | None,
+        typer.Option("--include", metavar="REGEX", help="Topic regex to back up (repeatable)."),
     ] = None,
     exclude: Annotated[
-        list[str] | None, typer.Option("--exclude", help="Topic regex to skip (repeatable).")
+        list[str] | None, typer.Option("--exclude", metavar="REGEX", help="Topic regex to skip (repeatable).")
     ] = None,
     path: PathOption = None,
     backup_id: BackupIdOption = None,
     source_cluster_id: Annotated[
-        str | None, typer.Option("--source-cluster-id", help="Origin cluster name stamped on every record.")
+        str | None,
+        typer.Option(
+            "--source-cluster-id", metavar="NAME", help="Origin cluster name stamped on every record."
+        ),
     ] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Keep copying until SIGINT/SIGTERM.")] = False,
     as_json: JsonOption = False,
@@ -47,6 +53,10 @@ def backup(
     A first run copies every selected partition up to the end offsets it reads at start;
     running again with the same backup id adds an increment from where the last one ended.
     With --follow it keeps copying and commits an increment every checkpoint_interval_secs.
+
+    \b
+    Example:
+      kafka-backup backup -c backup.yaml --follow
     """
     from kbackup.backup.runner import run_backup
 
@@ -117,7 +127,12 @@ def backup(
 
 
 def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """List the backups in a storage location: time, topics, record counts, sizes."""
+    """List the backups in a storage location: time, topics, record counts, sizes.
+
+    \b
+    Example:
+      kafka-backup list -p s3://backups/kafka
+    """
     from kbackup.backup.inspect import list_backups as list_rows
 
     json_mode(as_json)
@@ -154,7 +169,12 @@ def describe(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots."""
+    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots.
+
+    \b
+    Example:
+      kafka-backup describe -p s3://backups/kafka --backup-id nightly
+    """
     from kbackup.backup.inspect import describe_backup
 
     json_mode(as_json)
@@ -206,7 +226,12 @@ def validate(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check a backup's manifest (and with --deep every segment) for damage."""
+    """Check a backup's manifest (and with --deep every segment) for damage.
+
+    \b
+    Example:
+      kafka-backup validate -c backup.yaml --deep
+    """
     from kbackup.backup.inspect import validate_backup
 
     json_mode(as_json)

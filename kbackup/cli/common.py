@@ -14,7 +14,13 @@ from kbackup.core.secrets import redact
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="YAML config file (see docs/configuration.md).", show_default=False),
+    typer.Option(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="YAML config file (see docs/configuration.md).",
+        show_default=False,
+    ),
 ]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (progress bars off).")
@@ -22,7 +28,10 @@ JsonOption = Annotated[
 BootstrapOption = Annotated[
     str | None,
     typer.Option(
-        "--bootstrap-servers", "-b", help="host:port[,host:port...] of the cluster; overrides the config."
+        "--bootstrap-servers",
+        "-b",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="host:port[,host:port...] of the cluster; overrides the config.",
     ),
 ]
 

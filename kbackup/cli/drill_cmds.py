@@ -17,20 +17,27 @@ from kbackup.core.progress import Progress
 def three_phase_restore(
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,
-    path: Annotated[str | None, typer.Option("--path", "-p", help="Storage URL of the backup.")] = None,
-    backup_id: Annotated[str | None, typer.Option("--backup-id", help="Backup to restore.")] = None,
+    path: Annotated[
+        str | None, typer.Option("--path", "-p", metavar="URL", help="Storage URL of the backup.")
+    ] = None,
+    backup_id: Annotated[
+        str | None, typer.Option("--backup-id", metavar="ID", help="Backup to restore.")
+    ] = None,
     topics: Annotated[
         list[str] | None,
         typer.Option(
             "--topic",
             "-t",
+            metavar="REGEX",
             help="Source topic (full-match regex) to restore, and whose groups' offsets to move; "
             "repeatable. Default: restore.topics, else all.",
         ),
     ] = None,
     state_dir: Annotated[
         Path | None,
-        typer.Option("--state-dir", help="Where phase results are recorded (three_phase.state_dir)."),
+        typer.Option(
+            "--state-dir", metavar="DIR", help="Where phase results are recorded (three_phase.state_dir)."
+        ),
     ] = None,
     dry_run: Annotated[
         bool,
@@ -55,6 +62,10 @@ def three_phase_restore(
     around it on the target (exit 11 wrong, 12 recovery gap, 13 unverifiable). Run the same
     command again after an interruption: finished phases are skipped.
     Flags replace what they name in the config, as for restore.
+
+    \b
+    Example:
+      kafka-backup three-phase-restore -c dr.yaml --dry-run
     """
     json_mode(as_json)
     from kbackup.app.overrides import three_phase_config
@@ -100,15 +111,21 @@ def drill(
         bool, typer.Option("--local", help="Start two throwaway local clusters and drill on realistic data.")
     ] = False,
     report: Annotated[
-        Path | None, typer.Option("--report", help="Where to write the drill report (JSON).")
+        Path | None, typer.Option("--report", metavar="FILE", help="Where to write the drill report (JSON).")
     ] = None,
     records: Annotated[
-        int, typer.Option("--records", min=10, help="With --local: records per source partition.")
+        int,
+        typer.Option("--records", min=10, metavar="N", help="With --local: records per source partition."),
     ] = 2_000,
     as_json: JsonOption = False,
 ) -> None:
     """Disaster-recovery drill: back up, restore under a prefix, map, reset copies of the groups, then prove
-    that no group skips a record. Exits 11 if any would."""
+    that no group skips a record. Exits 11 if any would.
+
+    \b
+    Example:
+      kafka-backup drill --local
+    """
     json_mode(as_json)
     from kbackup.app.drill import run_drill, run_local_drill
 

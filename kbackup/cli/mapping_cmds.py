@@ -25,7 +25,8 @@ from kbackup.mapping import build_offset_mapping
 def show_offset_mapping(
     bootstrap_servers: BootstrapOption = None,
     topic: Annotated[
-        list[str] | None, typer.Option("--topic", "-t", help="Restored (target) topic to scan (repeatable).")
+        list[str] | None,
+        typer.Option("--topic", "-t", metavar="TOPIC", help="Restored (target) topic to scan (repeatable)."),
     ] = None,
     all_topics: Annotated[
         bool, typer.Option("--all-topics", help="Scan every topic whose name does not start with '__'.")
@@ -33,22 +34,28 @@ def show_offset_mapping(
     source_cluster: Annotated[
         str | None,
         typer.Option(
-            "--source-cluster", help="Origin cluster id to keep records of (x-kafka-backup-cluster)."
+            "--source-cluster",
+            metavar="NAME",
+            help="Origin cluster id to keep records of (x-kafka-backup-cluster).",
         ),
     ] = None,
     output: Annotated[
-        str | None, typer.Option("--output", "-o", help="Write the mapping to this file.")
+        str | None, typer.Option("--output", "-o", metavar="FILE", help="Write the mapping to this file.")
     ] = None,
     output_format: Annotated[
         str | None,
         typer.Option(
             "--format",
+            metavar="text|json|csv|parquet",
             help="text, json, csv or parquet (default: the --output file's extension, else text).",
             show_default=False,
         ),
     ] = None,
     spark_master: Annotated[
-        str | None, typer.Option("--spark-master", help="Spark master URL (default: mapping.spark_master).")
+        str | None,
+        typer.Option(
+            "--spark-master", metavar="URL", help="Spark master URL (default: mapping.spark_master)."
+        ),
     ] = None,
     kafka_options: Annotated[
         list[str] | None,
@@ -61,20 +68,37 @@ def show_offset_mapping(
     ] = None,
     min_partitions: Annotated[
         int | None,
-        typer.Option("--min-partitions", min=1, help="Spark's minPartitions: split large Kafka partitions."),
+        typer.Option(
+            "--min-partitions",
+            min=1,
+            metavar="N",
+            help="Spark's minPartitions: split large Kafka partitions.",
+        ),
     ] = None,
     max_records_per_partition: Annotated[
         int | None,
-        typer.Option("--max-records-per-partition", min=1, help="Spark's maxRecordsPerPartition."),
+        typer.Option(
+            "--max-records-per-partition", min=1, metavar="N", help="Spark's maxRecordsPerPartition."
+        ),
     ] = None,
     connect_timeout: Annotated[
         float | None,
-        typer.Option("--connect-timeout", min=0.001, help="Seconds to reach the target (over the config's)."),
+        typer.Option(
+            "--connect-timeout",
+            min=0.001,
+            metavar="SECONDS",
+            help="Seconds to reach the target (over the config's).",
+        ),
     ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Scan restored topics' origin headers (a Spark job) into exact source-to-target offset ranges."""
+    """Scan restored topics' origin headers (a Spark job) into exact source-to-target offset ranges.
+
+    \b
+    Example:
+      kafka-backup show-offset-mapping -c dr.yaml -t orders -o mapping.json
+    """
     json_mode(as_json)
     chosen_format = parse_format(output_format, output)
     if chosen_format == "parquet" and output is None:

@@ -50,12 +50,22 @@ def render_cli_reference() -> str:
         "",
     ]
     for path, command in _commands(root, "kafka-backup"):
-        help_text = inspect.cleandoc(command.help or "")
+        help_text = _markdown(inspect.cleandoc(command.help or ""))
         lines += [f"## `{path}`", "", help_text, ""]
         rows = [row for row in (_option_row(param) for param in command.params) if row]
         if rows:
             lines += ["| option | meaning | default | required |", "|---|---|---|---|", *rows, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _markdown(help_text: str) -> str:
+    """A command's help as markdown: its ``Example:`` block (kept unwrapped by click's ``\\b``
+    marker in --help) becomes a console code block."""
+    description, marker, example = help_text.partition("\b\nExample:\n")
+    if not marker:
+        return help_text
+    commands = [f"$ {line.strip()}" for line in example.splitlines() if line.strip()]
+    return "\n".join([description.rstrip(), "", "Example:", "", "```console", *commands, "```"])
 
 
 if __name__ == "__main__":

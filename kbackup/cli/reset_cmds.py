@@ -25,7 +25,11 @@ offset_reset_app = typer.Typer(
 
 SnapshotDirOption = Annotated[
     Path | None,
-    typer.Option("--snapshot-dir", help="Folder of rollback snapshots (default: offset_reset.snapshot_dir)."),
+    typer.Option(
+        "--snapshot-dir",
+        metavar="DIR",
+        help="Folder of rollback snapshots (default: offset_reset.snapshot_dir).",
+    ),
 ]
 
 
@@ -87,14 +91,25 @@ def _emit_result(result: ExecuteResult, as_json: bool) -> None:
 @offset_reset_app.command("plan")
 def plan(
     config: ConfigOption = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the plan (JSON) here.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the plan (JSON) here.")
+    ] = None,
     groups: Annotated[
         str | None,
-        typer.Option("--groups", help="Comma-separated groups (default: offset_reset.groups, else all)."),
+        typer.Option(
+            "--groups",
+            metavar="GROUP[,GROUP...]",
+            help="Comma-separated groups (default: offset_reset.groups, else all).",
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Work out each group's new offsets on the target, and show them for review. Changes nothing."""
+    """Work out each group's new offsets on the target, and show them for review. Changes nothing.
+
+    \b
+    Example:
+      kafka-backup offset-reset plan -c dr.yaml --output plan.json
+    """
     json_mode(as_json)
     if config is None:
         raise UsageError("offset-reset plan needs --config (target, storage, backup_id, offset_reset)")
@@ -105,7 +120,9 @@ def plan(
 
 @offset_reset_app.command("execute")
 def execute(
-    plan_file: Annotated[Path, typer.Option("--plan", help="A plan written by 'offset-reset plan'.")],
+    plan_file: Annotated[
+        Path, typer.Option("--plan", metavar="FILE", help="A plan written by 'offset-reset plan'.")
+    ],
     bootstrap_servers: BootstrapOption = None,
     config: ConfigOption = None,
     dry_run: Annotated[
@@ -115,10 +132,17 @@ def execute(
         bool, typer.Option("--allow-rewind", help="Allow moving a group backwards.")
     ] = False,
     snapshot_dir: SnapshotDirOption = None,
-    parallelism: Annotated[int, typer.Option("--parallelism", min=1, max=256, help="Groups at once.")] = 8,
+    parallelism: Annotated[
+        int, typer.Option("--parallelism", min=1, max=256, metavar="N", help="Groups at once.")
+    ] = 8,
     as_json: JsonOption = False,
 ) -> None:
-    """Apply a reviewed plan: re-check it, snapshot current offsets, commit the new ones, read them back."""
+    """Apply a reviewed plan: re-check it, snapshot current offsets, commit the new ones, read them back.
+
+    \b
+    Example:
+      kafka-backup offset-reset execute -c dr.yaml --plan plan.json
+    """
     json_mode(as_json)
     cfg = load_config(config)
     reviewed = read_plan(plan_file)
@@ -145,15 +169,21 @@ def execute(
 def offset_reset_bulk(
     config: ConfigOption = None,
     groups_file: Annotated[
-        Path | None, typer.Option("--groups-file", help="One consumer group per line.")
+        Path | None, typer.Option("--groups-file", metavar="FILE", help="One consumer group per line.")
     ] = None,
     parallelism: Annotated[
         int | None,
         typer.Option(
-            "--parallelism", min=1, max=256, help="Groups at once [default: offset_reset.parallel_consumers]."
+            "--parallelism",
+            min=1,
+            max=256,
+            metavar="N",
+            help="Groups at once [default: offset_reset.parallel_consumers].",
         ),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the plan here.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Also write the plan here.")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and check, change nothing.")] = False,
     allow_rewind: Annotated[
         bool, typer.Option("--allow-rewind", help="Allow moving a group backwards.")
@@ -161,7 +191,12 @@ def offset_reset_bulk(
     snapshot_dir: SnapshotDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Plan and execute resets for many consumer groups in one go (one rollback snapshot for all)."""
+    """Plan and execute resets for many consumer groups in one go (one rollback snapshot for all).
+
+    \b
+    Example:
+      kafka-backup offset-reset-bulk -c dr.yaml --groups-file groups.txt
+    """
     json_mode(as_json)
     if config is None or groups_file is None:
         raise UsageError("offset-reset-bulk needs --config and --groups-file")
@@ -189,7 +224,9 @@ def offset_reset_bulk(
 
 def offset_rollback(
     bootstrap_servers: BootstrapOption = None,
-    snapshot: Annotated[str | None, typer.Option("--snapshot", help="Snapshot id to roll back to.")] = None,
+    snapshot: Annotated[
+        str | None, typer.Option("--snapshot", metavar="NAME", help="Snapshot id to roll back to.")
+    ] = None,
     list_only: Annotated[bool, typer.Option("--list", help="List the rollback snapshots.")] = False,
     snapshot_dir: SnapshotDirOption = None,
     dry_run: Annotated[
@@ -198,7 +235,12 @@ def offset_rollback(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Roll consumer groups back to the offsets an execute saved before changing them."""
+    """Roll consumer groups back to the offsets an execute saved before changing them.
+
+    \b
+    Example:
+      kafka-backup offset-rollback -c dr.yaml --snapshot 20261122T053424Z-cee8d1
+    """
     json_mode(as_json)
     cfg = load_config(config)
     folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)

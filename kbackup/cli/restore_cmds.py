@@ -44,16 +44,26 @@ def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, in
 def restore(
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,
-    path: Annotated[str | None, typer.Option("--path", "-p", help="Storage URL of the backup.")] = None,
-    backup_id: Annotated[str | None, typer.Option("--backup-id", help="Backup to restore.")] = None,
+    path: Annotated[
+        str | None, typer.Option("--path", "-p", metavar="URL", help="Storage URL of the backup.")
+    ] = None,
+    backup_id: Annotated[
+        str | None, typer.Option("--backup-id", metavar="ID", help="Backup to restore.")
+    ] = None,
     topics: Annotated[
         list[str] | None,
         typer.Option(
-            "--topic", "-t", help="Source topic (full-match regex) to restore; repeatable. Default: all."
+            "--topic",
+            "-t",
+            metavar="REGEX",
+            help="Source topic (full-match regex) to restore; repeatable. Default: all.",
         ),
     ] = None,
     topic_mapping: Annotated[
-        list[str] | None, typer.Option("--topic-mapping", help="Rename a topic: SOURCE=TARGET (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--topic-mapping", metavar="SOURCE=TARGET", help="Rename a topic: SOURCE=TARGET (repeatable)."
+        ),
     ] = None,
     repartition: Annotated[
         bool | None,
@@ -66,20 +76,27 @@ def restore(
     target_partitions: Annotated[
         list[str] | None,
         typer.Option(
-            "--target-partitions", help="Partition count of a created topic: SOURCE_TOPIC=N (repeatable)."
+            "--target-partitions",
+            metavar="TOPIC=N",
+            help="Partition count of a created topic: SOURCE_TOPIC=N (repeatable).",
         ),
     ] = None,
     time_window_start: Annotated[
         str | None,
-        typer.Option("--time-window-start", help="Only records at or after: epoch ms or ISO-8601."),
+        typer.Option(
+            "--time-window-start", metavar="TIME", help="Only records at or after: epoch ms or ISO-8601."
+        ),
     ] = None,
     time_window_end: Annotated[
-        str | None, typer.Option("--time-window-end", help="Only records before: epoch ms or ISO-8601.")
+        str | None,
+        typer.Option("--time-window-end", metavar="TIME", help="Only records before: epoch ms or ISO-8601."),
     ] = None,
     offset_ranges: Annotated[
         list[str] | None,
         typer.Option(
-            "--offset-range", help="Source offsets TOPIC:PARTITION:START-END, end exclusive (repeatable)."
+            "--offset-range",
+            metavar="TOPIC:PARTITION:START-END",
+            help="Source offsets TOPIC:PARTITION:START-END, end exclusive (repeatable).",
         ),
     ] = None,
     exactly_once: Annotated[
@@ -123,7 +140,12 @@ def restore(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers."""
+    """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers.
+
+    \b
+    Example:
+      kafka-backup restore -c dr.yaml --dry-run
+    """
     json_mode(as_json)
     inputs = restore_inputs(
         load_config(config),

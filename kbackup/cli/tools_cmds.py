@@ -25,7 +25,12 @@ def check(
     bootstrap_servers: BootstrapOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Validate a config file, then reach every cluster and the storage it names. Changes nothing."""
+    """Validate a config file, then reach every cluster and the storage it names. Changes nothing.
+
+    \b
+    Example:
+      kafka-backup check -c backup.yaml
+    """
     json_mode(as_json)
     cfg = load_config(config)
     clusters: dict[str, KafkaConnection] = {}
@@ -71,7 +76,9 @@ def check(
 
 
 def sandbox(
-    clusters: Annotated[int, typer.Option("--clusters", "-n", min=1, max=4, help="How many clusters.")] = 2,
+    clusters: Annotated[
+        int, typer.Option("--clusters", "-n", min=1, max=4, metavar="N", help="How many clusters.")
+    ] = 2,
     hold: Annotated[
         bool, typer.Option("--hold", help="Keep the clusters running until Ctrl-C (else stop at once).")
     ] = False,
@@ -81,6 +88,10 @@ def sandbox(
 
     The broker jars come from Maven Central the first time (cached in
     ~/.cache/kafka-backup). Used by the local drill, the tests and the benchmarks.
+
+    \b
+    Example:
+      kafka-backup sandbox -n 2
     """
     json_mode(as_json)
     from kbackup.sandbox.kafka import local_clusters
