@@ -99,9 +99,16 @@ def three_phase_restore(
     for phase in summary.phases:
         resumed = " (done in an earlier run)" if phase.name in summary.resumed_phases else ""
         details = ", ".join(
-            f"{key} {value}" for key, value in phase.details.items() if not isinstance(value, dict)
+            f"{key} {value}"
+            for key, value in phase.details.items()
+            if not isinstance(value, dict) and key != "compaction"
         )
         typer.echo(f"{phase.name:<8} {phase.seconds:7.1f}s{resumed}  {details}")
+        for facts in phase.details.get("compaction") or []:
+            typer.echo(
+                f"{'':<18}{facts['topic']} is compacted: the target's cleaner may remove "
+                f"{facts['may_remove']:,} of the {facts['records']:,} record(s) restored"
+            )
     typer.echo(f"three-phase restore complete; state in {summary.state_file}")
 
 
