@@ -95,6 +95,8 @@ def run_drill(
     report.phase_seconds["backup"] = time.monotonic() - started
     report.backup = backed_up.to_dict()
     report.source_cluster = backed_up.source_cluster_id
+    # What the backup did not copy in full (a `backup` run would exit 14): the auditor sees it.
+    report.notes.extend(f"backup: {problem}" for problem in backed_up.problems)
 
     restore_config = drill_config(config, backup_id, backed_up.topics, work_dir)
     report.topic_copies = dict(restore_config.restore.topic_mapping)
