@@ -59,6 +59,12 @@ class DrillReport:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def recovery_seconds(self) -> float | None:
+        """From the start of the three-phase restore until every group was committed."""
+        value = self.three_phase.get("recovery_seconds")
+        return None if value is None else float(value)
+
+    @property
     def passed(self) -> bool:
         return self.skipped == 0 and self.unproven is None
 
@@ -113,6 +119,7 @@ class DrillReport:
             "records_skipped": self.skipped,
             "records_reprocessed": self.reprocessed,
             "phase_seconds": {name: round(value, 2) for name, value in self.phase_seconds.items()},
+            "recovery_seconds": self.recovery_seconds,
             "groups": self.groups,
             "partitions": self.partitions,
             "backup": self.backup,
@@ -124,6 +131,11 @@ class DrillReport:
             f"drill {self.verdict}: {len(self.groups)} group(s), {len(self.partitions)} partition(s), "
             f"{self.skipped} record(s) skipped, {self.reprocessed} re-read",
             "phases: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.phase_seconds.items()),
+            *(
+                [f"recovery time: groups committed {self.recovery_seconds:.1f}s after the restore started"]
+                if self.recovery_seconds is not None
+                else []
+            ),
             *(f"note: {note}" for note in self.notes),
         ]
         for group, totals in sorted(self.groups.items()):
@@ -217,6 +229,12 @@ def render_html(report: DrillReport) -> str:
         ("Started (UTC)", report.started_at),
         ("Finished (UTC)", report.finished_at or "-"),
         ("Duration", "-" if seconds is None else f"{seconds:.1f} s"),
+        (
+            "Recovery time",
+            "-"
+            if report.recovery_seconds is None
+            else f"{report.recovery_seconds:.1f} s from the start of the restore to every group committed",
+        ),
         (
             "Backed up",
             f"{report.backup.get('records', 0):,} records of {len(report.backup.get('topics', []))} topic(s)",

@@ -40,11 +40,13 @@ class ThreePhaseSettings(StrictModel):
             "stopped; `--state-dir` overrides it."
         ),
     )
-    build_mapping: Literal["always", "when-needed"] = Field(
-        default="always",
+    build_mapping: Literal["audit", "always", "when-needed"] = Field(
+        default="audit",
         description=(
-            "Build the Spark offset mapping always (re-read counts for every topic), or only when a "
-            "topic was repartitioned."
+            "`audit`: move the groups by the header search right after the restore, then build the "
+            "Spark offset mapping as the audit that recounts every committed position (exit 15 if it "
+            "disagrees); a repartitioned topic needs the mapping first. `always`: build the mapping "
+            "before moving any group. `when-needed`: only when a topic was repartitioned, no audit."
         ),
     )
     group_prefix: str = Field(

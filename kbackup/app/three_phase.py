@@ -50,6 +50,11 @@ class ThreePhaseSummary:
     #: Phases found already done in the state file (this run continued an earlier one).
     resumed_phases: list[str] = field(default_factory=list)
     state_file: str = ""
+    #: Seconds from the start of this run until every group was committed (None: an earlier run
+    #: committed them). The audit, if any, runs after.
+    recovery_seconds: float | None = None
+    #: Seconds from the start of this run to its end.
+    total_seconds: float | None = None
 
     def phase(self, name: str) -> PhaseResult | None:
         return next((phase for phase in self.phases if phase.name == name), None)
@@ -61,6 +66,8 @@ class ThreePhaseSummary:
             "target_cluster_id": self.target_cluster_id,
             "resumed_phases": self.resumed_phases,
             "state_file": self.state_file,
+            "recovery_seconds": None if self.recovery_seconds is None else round(self.recovery_seconds, 3),
+            "total_seconds": None if self.total_seconds is None else round(self.total_seconds, 3),
             "phases": {
                 phase.name: {"seconds": round(phase.seconds, 3), **phase.details} for phase in self.phases
             },
@@ -112,6 +119,7 @@ def three_phase_restore(
 ) -> ThreePhaseSummary:
     """Restore, map, move the groups and verify; ``stop`` (SIGINT/SIGTERM) ends the restore phase at
     its next safe point, and a re-run continues from there."""
+    run_started = time.monotonic()
     config, target, backup_id = checked_inputs(config)
     from kbackup.restore import service as restore_service
 
@@ -158,15 +166,30 @@ def three_phase_restore(
 
     backup = job_backup(config)
     target_topics = selected_target_topics(config, backup)
+    audit = config.three_phase.build_mapping == "audit"
+    # The mapping comes first where the reset needs it (a repartitioned topic) or is told to;
+    # otherwise (audit) the groups move by the header search and the mapping audits them after.
+    mapping_first = (
+        not audit or phase_done_quietly(state, "mapping") or repartitioned(config, backup, target_topics)
+    )
 
-    # Phase 2: the exact source-to-target ranges (Spark).
-    if not phase_done("mapping"):
-        started = time.monotonic()
-        details = build_mapping_phase(config, backup, target_topics, files.mapping, progress)
-        seconds = time.monotonic() - started
-        state.record("mapping", seconds, details)
-        summary.phases.append(PhaseResult("mapping", seconds, details))
-    crash_point("three-phase:after-mapping")
+    mapping_seen: list[bool] = []
+
+    def mapping_phase() -> None:
+        if mapping_seen:  # the reset needed it first: the audit reads the same file
+            return
+        mapping_seen.append(True)
+        if not phase_done("mapping"):
+            started = time.monotonic()
+            details = build_mapping_phase(config, backup, target_topics, files.mapping, progress)
+            seconds = time.monotonic() - started
+            state.record("mapping", seconds, details)
+            summary.phases.append(PhaseResult("mapping", seconds, details))
+        crash_point("three-phase:after-mapping")
+
+    # Phase 2: the exact source-to-target ranges (Spark), where the reset needs them.
+    if mapping_first:
+        mapping_phase()
 
     # Phase 3: plan and execute the groups' new offsets (a re-run skips groups already moved).
     plan_path = files.reset_plan
@@ -192,6 +215,8 @@ def three_phase_restore(
         seconds = time.monotonic() - started
         state.record("reset", seconds, details)
         summary.phases.append(PhaseResult("reset", seconds, details))
+        # The recovery time: from the start of this run until every group is committed.
+        summary.recovery_seconds = time.monotonic() - run_started
 
     # Verify: every moved group's position, judged from the records around it on the target (not
     # from the plan's answer); a wrong position, an unverifiable one or a recovery gap fails the run
@@ -211,6 +236,25 @@ def three_phase_restore(
         seconds = time.monotonic() - started
         state.record("verify", seconds, details)
         summary.phases.append(PhaseResult("verify", seconds, details))
+
+    # The audit: the full mapping (built now, unless the reset needed it first) recounts every
+    # committed position; a disagreement fails the run before the phase is recorded.
+    if audit:
+        crash_point("three-phase:before-audit")
+        mapping_phase()
+        if not phase_done("audit"):
+            started = time.monotonic()
+            from kbackup.app.audit import audit_positions
+            from kbackup.format.mapping_file import read_mapping
+
+            plan = ResetPlan.model_validate_json(plan_path.read_text())
+            audited = audit_positions(plan, read_mapping(files.mapping))
+            audited.raise_for_disagreement()
+            details = audited.details()
+            seconds = time.monotonic() - started
+            state.record("audit", seconds, details)
+            summary.phases.append(PhaseResult("audit", seconds, details))
+    summary.total_seconds = time.monotonic() - run_started
     return summary
 
 
@@ -312,7 +356,8 @@ def preview_mapping(
     repartitioned_topics: list[str],
     records_left: int | None,
 ) -> PhasePreview:
-    always = config.three_phase.build_mapping == "always"
+    mode = config.three_phase.build_mapping
+    always = mode in ("always", "audit")
     details: dict[str, Any] = {"done": None, "build": always or bool(repartitioned_topics), "file": None}
     if not details["build"]:
         return PhasePreview(
@@ -323,9 +368,12 @@ def preview_mapping(
         )  # fmt: skip
     from kbackup.mapping.build import plan_scan
 
-    why = (
-        "three_phase.build_mapping: always" if always else f"repartitioned: {', '.join(repartitioned_topics)}"
-    )
+    if repartitioned_topics:
+        why = f"repartitioned: {', '.join(repartitioned_topics)}; before the groups move"
+    elif mode == "audit":
+        why = "three_phase.build_mapping: audit; after the groups move, as the audit of their positions"
+    else:
+        why = "three_phase.build_mapping: always; before the groups move"
     details.update(file=str(path), topics=target_topics, reason=why)
     lines = [f"would scan {', '.join(target_topics)} with Spark ({why}) and write {path}"]
     if missing:
@@ -388,6 +436,11 @@ def preview_reset(
     return PhasePreview("reset", lines, details)
 
 
+def phase_done_quietly(state: StateFile, name: str) -> bool:
+    """Whether an earlier run recorded phase ``name`` (a run that started in another order)."""
+    return state.done(name) is not None
+
+
 def job_backup(config: KBackupConfig) -> Any:
     from kbackup.format.catalog import BackupCatalog
     from kbackup.storage import open_storage
@@ -405,7 +458,9 @@ def selected_target_topics(config: KBackupConfig, backup: Any) -> list[str]:
 def build_mapping_phase(
     config: KBackupConfig, backup: Any, target_topics: list[str], path: Path, progress: Progress | None = None
 ) -> dict[str, Any]:
-    needed = config.three_phase.build_mapping == "always" or repartitioned(config, backup, target_topics)
+    needed = config.three_phase.build_mapping in ("always", "audit") or repartitioned(
+        config, backup, target_topics
+    )
     if not needed:
         return {"built": False, "reason": "no topic was repartitioned"}
     from kbackup.format.mapping_file import write_mapping

@@ -109,6 +109,11 @@ def three_phase_restore(
                 f"{'':<18}{facts['topic']} is compacted: the target's cleaner may remove "
                 f"{facts['may_remove']:,} of the {facts['records']:,} record(s) restored"
             )
+    if summary.recovery_seconds is not None and summary.total_seconds is not None:
+        typer.echo(
+            f"groups committed {summary.recovery_seconds:.1f}s after the start (the recovery time); "
+            f"run complete after {summary.total_seconds:.1f}s"
+        )
     typer.echo(f"three-phase restore complete; state in {summary.state_file}")
 
 

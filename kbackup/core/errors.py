@@ -130,6 +130,14 @@ class IncompleteBackupError(KBackupError):
     kind = "incomplete"
 
 
+class AuditDisagreementError(KBackupError):
+    """The audit (the full offset mapping, built after the groups moved) disagrees with a committed
+    group position."""
+
+    exit_code = 15
+    kind = "audit-disagrees"
+
+
 class InterruptedByUser(KBackupError):
     """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
 
@@ -189,6 +197,11 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "The backup committed what it copied, but something selected is not in it in full (a topic "
         "became unavailable or was deleted during the run, committed group offsets beyond the copied "
         "data); the summary's problems name it.",
+    ),
+    AuditDisagreementError.exit_code: (
+        AuditDisagreementError.kind,
+        "Groups were moved, but the audit (the full offset mapping, built after they moved) disagrees "
+        "with some positions; the message names them. Roll the groups back before starting consumers.",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

@@ -252,15 +252,24 @@ class PartitionIndex:
             offset = best[0]
         else:  # every record of the chosen sources was processed: one past the last of them
             offset = max((item.target_end + 1 for s in chosen for item in self.by_source[s]), default=0)
-        reprocessed = skipped = 0
-        for source in chosen:
-            done = committed.get(source, 0)
-            for item in self.by_source[source]:
-                reprocessed += _count_processed_at_or_after(item, done, offset)
-                skipped += _count_unprocessed_before(item, done, offset)
+        reprocessed, skipped = self.cost_at(offset, committed, chosen)
         return TargetPosition(
             self.target[0], self.target[1], offset, reprocessed, skipped, best[1] if best else None
         )
+
+    def cost_at(
+        self, offset: int, committed: Mapping[TopicPartitionKey, int], sources: Collection[TopicPartitionKey]
+    ) -> tuple[int, int]:
+        """(reprocessed, skipped) for a group resuming at target ``offset``, whatever chose it:
+        restored records of ``sources`` at or after it that the group had processed, and before it
+        that the group had not. The audit of a committed position."""
+        reprocessed = skipped = 0
+        for source in sources:
+            done = committed.get(source, 0)
+            for item in self.by_source.get(source, []):
+                reprocessed += _count_processed_at_or_after(item, done, offset)
+                skipped += _count_unprocessed_before(item, done, offset)
+        return reprocessed, skipped
 
 
 def _count_processed_at_or_after(item: OffsetRange, committed: int, position: int) -> int:

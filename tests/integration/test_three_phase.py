@@ -20,7 +20,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
-from kbackup.core.errors import RecoveryGapError, UnverifiedError, VerificationError
+from kbackup.core.errors import AuditDisagreementError, RecoveryGapError, UnverifiedError, VerificationError
 from kbackup.core.kafka import open_admin
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.integration.test_reset_stage import group_position
@@ -85,7 +85,14 @@ def produced_value(partition: int, source_offset: int) -> bytes:
     return f"v{2 * source_offset + partition}".encode()
 
 
-def check_final_state(target: LocalKafkaCluster, topic: str, state_dir: Path) -> None:
+def phases_of(build_mapping: str) -> set[str]:
+    """The phases a finished run records: the audit only with ``build_mapping: audit``."""
+    return {"restore", "mapping", "reset", "verify"} | ({"audit"} if build_mapping == "audit" else set())
+
+
+def check_final_state(
+    target: LocalKafkaCluster, topic: str, state_dir: Path, build_mapping: str = "always"
+) -> None:
     """Against an oracle built from the data this test produced, not from the headers the product
     parses: the source partitions have no holes, so a group committed at C must resume at the
     restored record whose value is the C-th value produced into its partition (or after the last)."""
@@ -109,7 +116,7 @@ def check_final_state(target: LocalKafkaCluster, topic: str, state_dir: Path) ->
     states = list(state_dir.glob("*.json"))
     recorded = [json.loads(p.read_text()) for p in states if "phases" in p.read_text()]
     assert len(recorded) == 1
-    assert set(recorded[0]["phases"]) == {"restore", "mapping", "reset", "verify"}
+    assert set(recorded[0]["phases"]) == phases_of(build_mapping)
 
 
 @pytest.mark.slow
@@ -121,8 +128,22 @@ def check_final_state(target: LocalKafkaCluster, topic: str, state_dir: Path) ->
         ("three-phase:mapping-scanned", "always"),
         ("reset:after-first-group", "when-needed"),
         ("three-phase:verified", "when-needed"),
+        (None, "audit"),
+        ("reset:after-first-group", "audit"),
+        ("three-phase:before-audit", "audit"),
+        ("three-phase:mapping-scanned", "audit"),
     ],
-    ids=["uninterrupted", "in-restore", "in-mapping", "in-reset", "in-verify"],
+    ids=[
+        "uninterrupted",
+        "in-restore",
+        "in-mapping",
+        "in-reset",
+        "in-verify",
+        "audit-uninterrupted",
+        "audit-in-reset",
+        "audit-before-it",
+        "audit-in-its-mapping",
+    ],
 )
 def test_three_phase_restore_resumes_after_a_kill(
     source_cluster: LocalKafkaCluster,
@@ -142,14 +163,27 @@ def test_three_phase_restore_resumes_after_a_kill(
     finished = run_cli(config)
     assert finished.returncode == 0, finished.stderr[-3000:]
     summary = json.loads(finished.stdout)
-    if crash_at in ("three-phase:mapping-scanned", "reset:after-first-group", "three-phase:verified"):
+    if crash_at in (
+        "three-phase:mapping-scanned",
+        "reset:after-first-group",
+        "three-phase:verified",
+        "three-phase:before-audit",
+    ):
         assert "restore" in summary["resumed_phases"]  # finished phases were not redone
     assert summary["phases"]["reset"]["records_reread"] == 0
-    check_final_state(target_cluster, topic, tmp_path / "state")
+    if build_mapping == "audit":
+        # The groups moved before the mapping was built; the mapping then audited every position.
+        audited = summary["phases"]["audit"]["audited_positions"]
+        assert audited == summary["phases"]["verify"]["positions_checked"] >= 5
+        assert summary["phases"]["audit"]["disagreements"] == []
+        if crash_at is None:
+            assert list(summary["phases"]) == ["restore", "reset", "verify", "mapping", "audit"]
+            assert 0 < summary["recovery_seconds"] < summary["total_seconds"]
+    check_final_state(target_cluster, topic, tmp_path / "state", build_mapping)
     # A third run finds everything done and changes nothing.
     again = run_cli(config)
     assert again.returncode == 0
-    assert set(json.loads(again.stdout)["resumed_phases"]) == {"restore", "mapping", "reset", "verify"}
+    assert set(json.loads(again.stdout)["resumed_phases"]) == phases_of(build_mapping)
 
 
 #: An hour ago: inside the target's retention, and not "now" (a timestamp of 0 means "now" to librdkafka).
@@ -287,3 +321,53 @@ def test_a_recovery_gap_fails_the_run_unless_accepted(
     )  # fmt: skip
     assert accepted.returncode == 0, accepted.stderr[-2000:]
     assert len(json.loads(accepted.stdout)["phases"]["verify"]["recovery_gaps"]) == 1
+
+
+def kill_before_the_audit(config: Path) -> None:
+    """A run killed once its groups are committed and verified, before the mapping audits them."""
+    killed = run_cli(config, "three-phase:before-audit")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+
+
+def test_the_audit_fails_the_run_when_records_change_under_the_moved_groups(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """Between the move and the audit, another producer writes copies of already processed records
+    (with their origin headers, as a second restore would) after reader-b's position on partition 0,
+    and DeleteRecords moves partition 1's start past reader-a's position there. The audit, which
+    reads every restored record, names both rows and fails the run (exit 15); the groups stay
+    committed for the operator to roll back."""
+    topic = f"{unique_name}-orders"
+    store = tmp_path / "store"
+    fill_and_back_up(source_cluster, topic, store)
+    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "audit")
+    kill_before_the_audit(config)
+    restored = f"{topic}-restored"
+    partition0 = consume_all(target_cluster, restored, [0])
+    # Copies of source offsets 100..109 of partition 0: reader-b (committed 120) had processed them.
+    copies = [r for r in partition0 if r.value in {produced_value(0, o) for o in range(100, 110)}]
+    assert len(copies) == 10
+    produce(
+        target_cluster,
+        restored,
+        [Record(key=r.key, value=r.value, headers=r.headers, partition=0) for r in copies],
+    )
+    # reader-a committed 0 on partition 1: its position is the start of the partition.
+    admin = open_admin(target_cluster.connection())
+    [deleted] = admin.client.delete_records([TopicPartition(restored, 1, 10)]).values()  # type: ignore[attr-defined]
+    deleted.result(30)
+
+    audited = run_cli(config)
+    assert audited.returncode == AuditDisagreementError.exit_code, audited.stderr[-3000:]
+    message = next(line for line in audited.stderr.splitlines() if line.startswith("kafka-backup: error:"))
+    assert message.startswith("kafka-backup: error: the audit (the full offset mapping) disagrees with ")
+    [reader_b] = [line for line in audited.stderr.splitlines() if f"group moved-{topic}-reader-b " in line]
+    assert reader_b.strip().startswith(f"group moved-{topic}-reader-b on {restored}/0 at ")
+    assert reader_b.endswith(": the group reads 10 record(s) again, the plan said 0")
+    assert f"group moved-{topic}-reader-a on {restored}/1 at 0: below the partition's log start 10" in (
+        audited.stderr
+    )
+    assert "offset-rollback" in audited.stderr
+    # Not recorded as done: a re-run audits again, and disagrees again.
+    again = run_cli(config)
+    assert again.returncode == AuditDisagreementError.exit_code

@@ -122,7 +122,10 @@ def test_three_phase_restore_takes_restores_flags_and_dry_runs_every_phase(
     always.write_text(config.read_text().replace("build_mapping: when-needed", "build_mapping: always"))
     assert run(["three-phase-restore", *flags, "-c", str(always), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"mapping:\n  would scan {restored} with Spark (three_phase.build_mapping: always)" in out
+    assert (
+        f"mapping:\n  would scan {restored} with Spark (three_phase.build_mapping: always; before the "
+        "groups move)"
+    ) in out
     assert "  2 partition(s) holding 30" in out  # 300 records and the transactions' commit markers
     assert not (work / "state").exists()
     assert not (work / "snapshots").exists()
@@ -178,7 +181,9 @@ def test_the_verify_step_after_a_repartitioned_three_phase_restore_plans_from_it
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert preview.returncode == 0, preview.stderr[-3000:]
-    assert f"would scan {topic}-restored with Spark (repartitioned: {topic}-restored)" in preview.stdout
+    assert (
+        f"would scan {topic}-restored with Spark (repartitioned: {topic}-restored; before the groups move)"
+    ) in preview.stdout
     assert f"planned during the run: {topic}-restored do not exist on the target yet" in preview.stdout
     assert not (tmp_path / "state").exists()
     restored = subprocess.run(
