@@ -354,7 +354,7 @@ def test_the_audit_fails_the_run_when_records_change_under_the_moved_groups(
     )
     # reader-a committed 0 on partition 1: its position is the start of the partition.
     admin = open_admin(target_cluster.connection())
-    [deleted] = admin.client.delete_records([TopicPartition(restored, 1, 10)]).values()  # type: ignore[attr-defined]
+    [deleted] = admin.client.delete_records([TopicPartition(restored, 1, 10)]).values()
     deleted.result(30)
 
     audited = run_cli(config)
