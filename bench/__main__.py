@@ -40,6 +40,7 @@ BENCHMARKS = {
     "restore": "bench.bench_restore",
     "mapping": "bench.bench_mapping",
     "reset": "bench.bench_reset",
+    "recovery": "bench.bench_recovery",
     "accuracy": "bench.accuracy",
 }
 #: Hours a benchmark may take before the runner gives up on it.

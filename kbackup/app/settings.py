@@ -31,7 +31,7 @@ class DrillSettings(StrictModel):
 
 
 class ThreePhaseSettings(StrictModel):
-    """The three-phase restore: restore, map, move the groups, verify."""
+    """The three-phase restore: restore, move the groups and verify them, then map and audit."""
 
     state_dir: str = Field(
         default="three-phase-state",

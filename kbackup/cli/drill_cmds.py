@@ -54,13 +54,15 @@ def three_phase_restore(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Restore data, build the offset mapping, and move every consumer group, in one resumable run.
+    """Restore data, move every consumer group to its exact place, and audit it, in one resumable run.
 
-    Phase 1 restores the backup with origin headers, phase 2 scans the restored
-    topics into exact offset ranges (Spark), phase 3 plans and executes the
-    groups' new offsets; then each new position is verified against the records
-    around it on the target (exit 11 wrong, 12 recovery gap, 13 unverifiable). Run the same
-    command again after an interruption: finished phases are skipped.
+    Phase 1 restores the backup with origin headers, phase 2 plans and executes
+    the groups' new offsets (found from the origin headers) and verifies each
+    against the records around it on the target (exit 11 wrong, 12 recovery gap,
+    13 unverifiable), phase 3 scans the restored topics into exact offset ranges
+    (Spark) and audits every committed position (exit 15 if it disagrees); a
+    repartitioned topic is mapped before its groups move. Run the same command
+    again after an interruption: finished phases are skipped.
     Flags replace what they name in the config, as for restore.
 
     \b
