@@ -175,10 +175,11 @@ def three_phase_restore(
     backup = job_backup(config)
     target_topics = selected_target_topics(config, backup)
     audit = config.three_phase.build_mapping == "audit"
-    # The mapping comes first where the reset needs it (a repartitioned topic) or is told to;
-    # otherwise (audit) the groups move by the header search and the mapping audits them after.
+    # A repartitioned topic's groups are placed from the mapping, so it comes first (and the audit
+    # would only repeat it); so it does where told to, or where an earlier run built it already.
+    placed_by_mapping = repartitioned(config, backup, target_topics)
     mapping_first = (
-        not audit or phase_done_quietly(state, "mapping") or repartitioned(config, backup, target_topics)
+        not audit or placed_by_mapping or (state.done("mapping") is not None and state.done("reset") is None)
     )
 
     mapping_seen: list[bool] = []
@@ -255,7 +256,7 @@ def three_phase_restore(
             from kbackup.app.audit import audit_positions
             from kbackup.format.mapping_file import read_mapping
 
-            if mapping_first:
+            if placed_by_mapping:
                 # The reset placed the groups from this very mapping (a repartitioned topic):
                 # recounting them from it would only repeat the plan, at a cost that grows with
                 # the interleaved ranges of a repartitioned topic.
@@ -448,11 +449,6 @@ def preview_reset(
         f"{config.offset_reset.snapshot_dir}/, then commit {totals['changes']} offset(s)"
     )
     return PhasePreview("reset", lines, details)
-
-
-def phase_done_quietly(state: StateFile, name: str) -> bool:
-    """Whether an earlier run recorded phase ``name`` (a run that started in another order)."""
-    return state.done(name) is not None
 
 
 def job_backup(config: KBackupConfig) -> Any:
