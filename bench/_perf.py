@@ -133,20 +133,33 @@ def replace_section(document: Path, start_marker: str, end_marker: str, body: st
     document.write_text(text if text.endswith("\n") else text + "\n")
 
 
-def _tree_rss_bytes(pid: int) -> int:
-    """Resident bytes of a process and all its descendants now (0 for any that ended meanwhile)."""
-    total, pending = 0, [pid]
+def process_tree(pid: int) -> list[int]:
+    """A process and all its descendants now (from /proc; any that ended meanwhile are left out)."""
+    found, pending = [], [pid]
     while pending:
         current = pending.pop()
+        try:
+            children: list[int] = []
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as listed:
+                    children.extend(int(child) for child in listed.read().split())
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        found.append(current)
+        pending.extend(children)
+    return found
+
+
+def _tree_rss_bytes(pid: int) -> int:
+    """Resident bytes of a process and all its descendants now (0 for any that ended meanwhile)."""
+    total = 0
+    for current in process_tree(pid):
         try:
             with open(f"/proc/{current}/status") as status:
                 for line in status:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1]) * 1024
                         break
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as children:
-                    pending.extend(int(child) for child in children.read().split())
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue
     return total

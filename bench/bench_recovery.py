@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from bench._perf import replace_section
+from bench._perf import process_tree, replace_section
 from bench._restore_perf import letter_payloads
 from bench._synthetic_backup import write_synthetic_backup
 from kbackup.format.catalog import BackupCatalog, commit_manifest
@@ -79,20 +79,6 @@ class Case:
         return float(statistics.median(float(getattr(run, attribute)) for run in self.runs[way]))
 
 
-def _tree(pid: int) -> list[int]:
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        try:
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as children:
-                    pending.extend(int(child) for child in children.read().split())
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
-    return found
-
-
 def _sample(pid: int) -> tuple[float, int] | None:
     """(CPU seconds, resident bytes) of one process now."""
     try:
@@ -126,7 +112,7 @@ def measured(command: list[str], cwd: Path) -> tuple[dict[str, Any], float, floa
         nonlocal peak
         while not done.wait(0.1):
             rss = 0
-            for pid in _tree(process.pid):
+            for pid in process_tree(process.pid):
                 found = _sample(pid)
                 if found is not None:
                     cpu[pid] = max(cpu.get(pid, 0.0), found[0])

@@ -182,15 +182,16 @@ def three_phase_restore(
         not audit or placed_by_mapping or (state.done("mapping") is not None and state.done("reset") is None)
     )
 
-    mapping_seen: list[bool] = []
+    # Built where it is used: always and audit scan every restored topic; when-needed only a
+    # repartitioned one.
+    mapping_needed = config.three_phase.build_mapping in ("always", "audit") or placed_by_mapping
 
     def mapping_phase() -> None:
-        if mapping_seen:  # the reset needed it first: the audit reads the same file
-            return
-        mapping_seen.append(True)
         if not phase_done("mapping"):
             started = time.monotonic()
-            details = build_mapping_phase(config, backup, target_topics, files.mapping, progress)
+            details = build_mapping_phase(
+                config, backup, target_topics, files.mapping, mapping_needed, progress
+            )
             seconds = time.monotonic() - started
             state.record("mapping", seconds, details)
             summary.phases.append(PhaseResult("mapping", seconds, details))
@@ -250,7 +251,8 @@ def three_phase_restore(
     # committed position; a disagreement fails the run before the phase is recorded.
     if audit:
         crash_point("three-phase:before-audit")
-        mapping_phase()
+        if not mapping_first:  # else the reset needed it first, and the audit reads the same file
+            mapping_phase()
         if not phase_done("audit"):
             started = time.monotonic()
             from kbackup.app.audit import audit_positions
@@ -466,11 +468,13 @@ def selected_target_topics(config: KBackupConfig, backup: Any) -> list[str]:
 
 
 def build_mapping_phase(
-    config: KBackupConfig, backup: Any, target_topics: list[str], path: Path, progress: Progress | None = None
+    config: KBackupConfig,
+    backup: Any,
+    target_topics: list[str],
+    path: Path,
+    needed: bool,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    needed = config.three_phase.build_mapping in ("always", "audit") or repartitioned(
-        config, backup, target_topics
-    )
     if not needed:
         return {"built": False, "reason": "no topic was repartitioned"}
     from kbackup.format.mapping_file import write_mapping
