@@ -19,8 +19,9 @@ the whole process tree (the Python process and the Spark JVM it starts), sampled
 
 Data: ``drill --local``'s data set (a real source cluster, a real backup), and a generated backup of
 1,000,000 x 1 KiB records over 6 partitions with six groups at different lags, restored as it is
-and repartitioned (6 -> 4 partitions, where the mapping must come first). Each case starts with
-one restore that is not measured (a warm page cache and broker for every measured run), then
+and repartitioned (6 -> 4 partitions: the groups found by a search per source partition). Each
+case starts with one restore that is not measured (a warm page cache and broker for every
+measured run), then
 ``--rounds`` rounds (default 2) of the three ways; the table shows medians. ``--quick`` runs
 smaller sizes, one round, and writes nothing into docs/.
 """

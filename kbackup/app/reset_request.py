@@ -64,12 +64,14 @@ def reset_request(
     groups: list[str] | None = None,
     mapping: MappingIndex | None = None,
     group_prefix: str = "",
+    search_repartitioned: bool = False,
 ) -> PlanRequest:
     """The reset stage's request for this config.
 
     ``groups`` (the command line's) replace ``offset_reset.groups``; ``mapping`` (the three-phase
     restore's own scan) replaces ``offset_reset.mapping_file``; the target group of source group
-    G is ``group_prefix + G``.
+    G is ``group_prefix + G``; ``search_repartitioned`` (the three-phase restore's audit order)
+    places repartitioned topics without a mapping by searching each source partition.
     """
     target = require_target(config)
     settings = config.offset_reset
@@ -105,6 +107,7 @@ def reset_request(
         group_prefix=group_prefix,
         source_topics=restored_source_topics(config, backup),
         mapping_hint=mapping_hint,
+        search_repartitioned=search_repartitioned,
     )
 
 
@@ -153,9 +156,16 @@ def plan_reset(
     mapping: MappingIndex | None = None,
     group_prefix: str = "",
     progress: Progress | None = None,
+    search_repartitioned: bool = False,
 ) -> ResetPlan:
     """Plan the groups' new offsets on the target (reads both sides; changes nothing)."""
-    request = reset_request(config, groups=groups, mapping=mapping, group_prefix=group_prefix)
+    request = reset_request(
+        config,
+        groups=groups,
+        mapping=mapping,
+        group_prefix=group_prefix,
+        search_repartitioned=search_repartitioned,
+    )
     return plan_offset_reset(request, progress=progress)
 
 

@@ -45,8 +45,9 @@ class ThreePhaseSettings(StrictModel):
         description=(
             "`audit`: move the groups by the header search right after the restore, then build the "
             "Spark offset mapping as the audit that recounts every committed position (exit 15 if it "
-            "disagrees); a repartitioned topic needs the mapping first. `always`: build the mapping "
-            "before moving any group. `when-needed`: only when a topic was repartitioned, no audit."
+            "disagrees); a repartitioned topic's groups are found by one search per source partition. "
+            "`always`: build the mapping before moving any group, and place repartitioned topics' "
+            "groups from it. `when-needed`: only when a topic was repartitioned, no audit."
         ),
     )
     group_prefix: str = Field(

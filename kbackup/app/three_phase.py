@@ -2,11 +2,11 @@
 
 The order serves the recovery time (start to the last group committed): with
 ``three_phase.build_mapping: audit`` (the default) the groups move by the reset
-stage's header search as soon as the data is back, and the Spark mapping, whose
+stage's header search as soon as the data is back (on a repartitioned topic, one
+search per source partition: ``merged-search``), and the Spark mapping, whose
 start-up dominates small restores, runs afterwards as the audit that recounts
-every committed position (:mod:`kbackup.app.audit`). A repartitioned topic needs
-the mapping to place its groups, so there it runs first; ``always`` keeps that
-order for every restore.
+every committed position (:mod:`kbackup.app.audit`). ``always`` builds the
+mapping first and places the groups from it, as before.
 
 Each phase records its result in a state file as soon as it finishes. A run
 that is interrupted anywhere and started again with the same config skips
@@ -175,16 +175,16 @@ def three_phase_restore(
     backup = job_backup(config)
     target_topics = selected_target_topics(config, backup)
     audit = config.three_phase.build_mapping == "audit"
-    # A repartitioned topic's groups are placed from the mapping, so it comes first (and the audit
-    # would only repeat it); so it does where told to, or where an earlier run built it already.
-    placed_by_mapping = repartitioned(config, backup, target_topics)
-    mapping_first = (
-        not audit or placed_by_mapping or (state.done("mapping") is not None and state.done("reset") is None)
-    )
+    # The audit order moves the groups first, also on a repartitioned topic (a search per source
+    # partition); the mapping comes first where told to, or where an earlier run built it already
+    # (the reset then reads it).
+    mapping_first = not audit or (state.done("mapping") is not None and state.done("reset") is None)
 
     # Built where it is used: always and audit scan every restored topic; when-needed only a
     # repartitioned one.
-    mapping_needed = config.three_phase.build_mapping in ("always", "audit") or placed_by_mapping
+    mapping_needed = config.three_phase.build_mapping in ("always", "audit") or repartitioned(
+        config, backup, target_topics
+    )
 
     def mapping_phase() -> None:
         if not phase_done("mapping"):
@@ -206,7 +206,12 @@ def three_phase_restore(
     if not phase_done("reset"):
         started = time.monotonic()
         # reset_request finds the mapping this run wrote (files.mapping), as offset-reset plan does.
-        plan = plan_reset(config, group_prefix=config.three_phase.group_prefix, progress=progress)
+        plan = plan_reset(
+            config,
+            group_prefix=config.three_phase.group_prefix,
+            progress=progress,
+            search_repartitioned=audit,
+        )
         plan_path.write_bytes(plan.to_json_bytes())
         crash_point("three-phase:after-plan")
         result = execute_plan(plan, target, snapshot_dir=Path(config.offset_reset.snapshot_dir))
@@ -258,16 +263,10 @@ def three_phase_restore(
             from kbackup.app.audit import audit_positions
             from kbackup.format.mapping_file import read_mapping
 
-            if placed_by_mapping:
-                # The reset placed the groups from this very mapping (a repartitioned topic):
-                # recounting them from it would only repeat the plan, at a cost that grows with
-                # the interleaved ranges of a repartitioned topic.
-                details = {"audited_positions": 0, "skipped": "the groups were placed from the mapping"}
-            else:
-                plan = ResetPlan.model_validate_json(plan_path.read_text())
-                audited = audit_positions(plan, read_mapping(files.mapping))
-                audited.raise_for_disagreement()
-                details = audited.details()
+            plan = ResetPlan.model_validate_json(plan_path.read_text())
+            audited = audit_positions(plan, read_mapping(files.mapping))
+            audited.raise_for_disagreement()
+            details = audited.details()
             seconds = time.monotonic() - started
             state.record("audit", seconds, details)
             summary.phases.append(PhaseResult("audit", seconds, details))
@@ -385,10 +384,10 @@ def preview_mapping(
         )  # fmt: skip
     from kbackup.mapping.build import plan_scan
 
-    if repartitioned_topics:
-        why = f"repartitioned: {', '.join(repartitioned_topics)}; before the groups move"
-    elif mode == "audit":
+    if mode == "audit":
         why = "three_phase.build_mapping: audit; after the groups move, as the audit of their positions"
+    elif repartitioned_topics:
+        why = f"repartitioned: {', '.join(repartitioned_topics)}; before the groups move"
     else:
         why = "three_phase.build_mapping: always; before the groups move"
     details.update(file=str(path), topics=target_topics, reason=why)
@@ -419,7 +418,12 @@ def preview_reset(
             f"{', '.join(missing)} do not exist on the target yet (the restore creates them): "
             "there is nothing to plan against before the restore"
         )
-    elif repartitioned_topics and not files.mapping.exists() and not config.offset_reset.mapping_file:
+    elif (
+        repartitioned_topics
+        and config.three_phase.build_mapping != "audit"
+        and not files.mapping.exists()
+        and not config.offset_reset.mapping_file
+    ):
         after = (
             f"{', '.join(repartitioned_topics)} are repartitioned: their positions come from the "
             "mapping, which is built after the restore"
@@ -437,7 +441,11 @@ def preview_reset(
             ],
             details,
         )
-    plan = plan_reset(config, group_prefix=config.three_phase.group_prefix)
+    plan = plan_reset(
+        config,
+        group_prefix=config.three_phase.group_prefix,
+        search_repartitioned=config.three_phase.build_mapping == "audit",
+    )
     details["plan"] = plan.model_dump(mode="json")
     totals = plan.totals()
     lines = render_plan_table(plan).splitlines()

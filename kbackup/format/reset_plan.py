@@ -26,7 +26,9 @@ Partition = Annotated[int, Field(ge=0, le=KAFKA_INT32_MAX)]
 PLAN_FORMAT = "kafka-backup-reset-plan"
 PLAN_VERSION = 1
 
-Method = Literal["binary-search", "mapping", "timestamp", "earliest", "latest", "offset", "none"]
+Method = Literal[
+    "binary-search", "merged-search", "mapping", "timestamp", "earliest", "latest", "offset", "none"
+]
 
 
 class PlanModel(BaseModel):

@@ -7,6 +7,15 @@ Method per target topic, chosen automatically under ``strategy: header-based``:
   order. The position is found with about log2(n) single-record fetches.
   If a probe meets records of another source partition, the topic was
   repartitioned and the plan stops with an error asking for a mapping.
+- **merged-search**: the partition counts differ, no mapping is given and the
+  request asks for it (the three-phase restore, whose audit recounts the
+  re-reads afterwards). A target partition then interleaves several source
+  partitions, each still in order, so the binary search runs once per source
+  partition with probes that skip the others' records, and the position is the
+  earliest unprocessed record any of them found (the reference's ``min``), or
+  one past the last restored record if the group had processed them all. The
+  re-reads (processed records of other source partitions after the position)
+  are unknown without a scan: the plan says so.
 - **mapping**: the partition counts differ, ``scan_all_partitions`` is set,
   or the strategy is ``from-mapping``: positions and re-read counts come from
   the mapping file's exact ranges.
@@ -76,6 +85,9 @@ class PlanRequest:
     source_topics: list[str] | None = None
     #: The next step printed when a repartitioned topic needs a mapping and none was given.
     mapping_hint: str = MAPPING_HINT
+    #: Without a mapping, place a repartitioned topic by a binary search per source partition
+    #: (``merged-search``) instead of refusing.
+    search_repartitioned: bool = False
 
 
 class _Planner:
@@ -87,9 +99,9 @@ class _Planner:
         self.cluster_id = self.admin.cluster_id()
         self._reader: PartitionReader | None = None
         self._probes: dict[TopicPartitionKey, PartitionProbe] = {}
-        #: Binary-search answers by (target partition, source topic, committed offset): groups
-        #: committed at the same offset share one search.
-        self._searches: dict[tuple[TopicPartitionKey, str, int], SearchResult] = {}
+        #: Binary-search answers by (target partition, source topic, source partition, committed
+        #: offset): groups committed at the same offset share one search.
+        self._searches: dict[tuple[TopicPartitionKey, str, int, int], SearchResult] = {}
         self.ranges: dict[TopicPartitionKey, PartitionRange] = {}
         self.warnings: list[str] = []
 
@@ -220,11 +232,15 @@ class _Planner:
             for topic in self.group_topics(group):
                 target_topic = self.target_topic(topic)
                 method, committed, partitions = self.topic_inputs(group, topic, target_counts[target_topic])
-                if method != "binary-search":
-                    continue
-                for partition in partitions:
-                    searched = wanted.setdefault(((target_topic, partition), topic, partition), set())
-                    searched.add(committed.get(partition) or 0)
+                if method == "binary-search":
+                    for partition in partitions:
+                        searched = wanted.setdefault(((target_topic, partition), topic, partition), set())
+                        searched.add(committed.get(partition) or 0)
+                elif method == "merged-search":
+                    for q in range(target_counts[target_topic]):
+                        for partition in self.source_partitions(topic, committed):
+                            searched = wanted.setdefault(((target_topic, q), topic, partition), set())
+                            searched.add(committed.get(partition) or 0)
         if not wanted:
             return
         with self.progress.task(
@@ -240,7 +256,7 @@ class _Planner:
 
     def search(self, key: TopicPartitionKey, topic: str, partition: int, offset: int) -> SearchResult:
         """Where source offset ``offset`` of ``topic``/``partition`` lands on the target (binary search)."""
-        memo = (key, topic, offset)
+        memo = (key, topic, partition, offset)
         if memo not in self._searches:
             probe = self.probe(key)
             span = self.ranges[key]
@@ -255,6 +271,8 @@ class _Planner:
             return "mapping"
         if strategy == "header-based":
             if source_count != target_count or self.request.scan_all_partitions:
+                if self.request.mapping is None and self.request.search_repartitioned:
+                    return "merged-search"
                 if self.request.mapping is None:
                     raise ConfigError(
                         f"topic {topic} was restored into {target_count} partitions from {source_count} "
@@ -283,6 +301,11 @@ class _Planner:
         ]
         return method, committed, partitions
 
+    def source_partitions(self, topic: str, committed: dict[int, int]) -> list[int]:
+        """Every source partition of ``topic``: any of them may feed a repartitioned target partition."""
+        count = self.request.source.partition_counts.get(topic, max(committed, default=-1) + 1)
+        return list(range(count))
+
     def plan_topic(
         self, group: str, topic: str, target_count: int, current: dict[TopicPartitionKey, int]
     ) -> list[PartitionReset]:
@@ -293,6 +316,8 @@ class _Planner:
                 self.plan_from_mapping(topic, target_topic, q, committed, current)
                 for q in range(target_count)
             ]
+        if method == "merged-search":
+            return [self.plan_merged(topic, target_topic, q, committed, current) for q in range(target_count)]
         return [
             self.plan_partition(method, topic, target_topic, partition, committed.get(partition), current)
             for partition in partitions
@@ -372,6 +397,68 @@ class _Planner:
             expected_origin=expected,
             rereads=rereads,
             recovery_gap=self.gap(topic, partition, offset),
+            probes=probes,
+            notes=notes,
+        )
+
+    def plan_merged(
+        self,
+        topic: str,
+        target_topic: str,
+        partition: int,
+        committed: dict[int, int],
+        current: dict[TopicPartitionKey, int],
+    ) -> PartitionReset:
+        """A repartitioned target partition: one search per source partition, and the earliest
+        unprocessed record any of them found (the reference's position), else one past the last
+        restored record. The source partitions with no record here are left out of the row."""
+        key = (target_topic, partition)
+        span = self.ranges[key]
+        feeding: list[int] = []
+        first_unprocessed: SearchResult | None = None
+        past_the_end = span.log_start
+        probes = 0
+        for source_partition in self.source_partitions(topic, committed):
+            result = self.search(key, topic, source_partition, committed.get(source_partition) or 0)
+            probes += result.probes
+            if result.record_at_position is None and result.position == span.log_start:
+                continue  # no restored record of this source partition here
+            feeding.append(source_partition)
+            if result.record_at_position is None:  # the group had processed all of them
+                past_the_end = max(past_the_end, result.position)
+            elif first_unprocessed is None or result.position < first_unprocessed.position:
+                first_unprocessed = result
+        notes: list[str] = []
+        expected: OriginOffset | None = None
+        new_offset: int | None
+        if not feeding:
+            new_offset = None
+            notes.append("no restored record of this topic on this target partition")
+        elif first_unprocessed is not None:
+            new_offset = first_unprocessed.position
+            record = first_unprocessed.record_at_position
+            assert record is not None
+            expected = OriginOffset(
+                topic=topic, partition=record.source_partition, offset=record.source_offset
+            )
+        else:
+            new_offset = past_the_end
+        if feeding:
+            notes.append(
+                "repartitioned: records of other source partitions before the position are read again "
+                "(counted by the audit's mapping)"
+            )
+        return PartitionReset(
+            target_topic=target_topic,
+            target_partition=partition,
+            source_topic=topic,
+            source_committed={p: committed.get(p) for p in feeding},
+            target_committed=current.get(key),
+            new_offset=new_offset,
+            method="merged-search",
+            expected_origin=expected,
+            rereads=None,
+            recovery_gap=sum(self.gap(topic, p, committed.get(p)) for p in feeding),
             probes=probes,
             notes=notes,
         )

@@ -81,3 +81,42 @@ def test_a_skip_a_reread_the_plan_did_not_announce_and_a_deleted_start_disagree(
     ) as caught:
         deleted.raise_for_disagreement()
     assert caught.value.exit_code == 15
+
+
+def interleaved_mapping() -> OffsetMapping:
+    """A repartitioned target partition: source partitions 0 and 1 alternate, source 0's offsets
+    0..4 at target 0, 2, 4, 6, 8 and source 1's offsets 0..4 at 1, 3, 5, 7, 9."""
+    ranges = [
+        OffsetRange("orders", p, "orders", 0, o, o, 2 * o + p, 2 * o + p) for p in (0, 1) for o in range(5)
+    ]
+    return OffsetMapping("prod", ranges, [ScannedPartition("orders", 0, 0, 10)])
+
+
+def merged(committed: dict[int, int | None], new_offset: int) -> PartitionReset:
+    return PartitionReset(
+        target_topic="orders",
+        target_partition=0,
+        source_topic="orders",
+        source_committed=committed,
+        target_committed=None,
+        new_offset=new_offset,
+        method="merged-search",
+        rereads=None,
+    )
+
+
+def test_a_repartitioned_search_is_judged_against_the_exact_position() -> None:
+    # Committed 0@3 and 1@1: the first unprocessed record is source 1@1 at target 3; of source 0's
+    # processed records (targets 0, 2, 4), the one at 4 is after it and read again.
+    exact = audit_positions(plan(merged({0: 3, 1: 1}, 3)), interleaved_mapping())
+    assert exact.disagreements == []
+    assert exact.records_reread == 1  # source 0@2 at target 4
+    # One step earlier skips nothing but re-reads source 0@1 (target 2) too: not the exact position.
+    early = audit_positions(plan(merged({0: 3, 1: 1}, 2)), interleaved_mapping())
+    assert early.disagreements == [
+        "group g0 on orders/0 at 2: the group reads 2 record(s) again, 1 at the exact position 3"
+    ]
+    late = audit_positions(plan(merged({0: 3, 1: 1}, 4)), interleaved_mapping())
+    assert late.disagreements == [
+        "group g0 on orders/0 at 4: 1 restored record(s) the group had not processed lie before it"
+    ]
