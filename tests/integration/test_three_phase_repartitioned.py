@@ -66,7 +66,9 @@ def fill_and_back_up(source: LocalKafkaCluster, topic: str, store: Path) -> None
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "crash_at", [None, "reset:after-first-group"], ids=["uninterrupted", "killed-in-reset"]
+    "crash_at",
+    [None, "restore:after-transaction", "reset:after-first-group"],
+    ids=["uninterrupted", "killed-in-restore", "killed-in-reset"],
 )
 def test_groups_of_a_repartitioned_topic_move_before_the_mapping_and_land_exactly(
     source_cluster: LocalKafkaCluster,
