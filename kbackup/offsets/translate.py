@@ -80,19 +80,31 @@ Probe = Callable[[int], RestoredRecord | None]
 MAX_GUESSES = 4
 
 
-def _guess(low_record: RestoredRecord, high_record: RestoredRecord | None, committed_offset: int) -> int:
+def _slope(first: RestoredRecord, second: RestoredRecord) -> float | None:
+    """Target offsets per origin offset between two records of one source partition."""
+    if second.source_offset <= first.source_offset:
+        return None
+    return (second.target_offset - first.target_offset) / (second.source_offset - first.source_offset)
+
+
+def _guess(
+    low_record: RestoredRecord,
+    high_record: RestoredRecord | None,
+    committed_offset: int,
+    pace: float | None = None,
+) -> int:
     """Where the record just below ``committed_offset`` should be, if origin and target offsets
-    advance together as they did between the two records known (one for one without a high one)."""
+    advance together as they did between the two records known (else at ``pace``, else one for one)."""
     steps = committed_offset - 1 - low_record.source_offset
-    if high_record is None or high_record.source_offset <= low_record.source_offset:
-        return low_record.target_offset + steps
-    slope = (high_record.target_offset - low_record.target_offset) / (
-        high_record.source_offset - low_record.source_offset
-    )
+    slope = _slope(low_record, high_record) if high_record is not None else None
+    if slope is None:
+        slope = pace if pace is not None else 1.0
     return low_record.target_offset + int(steps * slope)
 
 
-def search_position(probe: Probe, start: int, end: int, committed_offset: int) -> SearchResult:
+def search_position(
+    probe: Probe, start: int, end: int, committed_offset: int, *, learn_pace: bool = False
+) -> SearchResult:
     """Search for the first restored record with origin offset >= ``committed_offset``.
 
     Valid when the restored records of the source partition appear in the
@@ -109,6 +121,10 @@ def search_position(probe: Probe, start: int, end: int, committed_offset: int) -
     probes a record apart (one fetch). Any probe inside ``[low, high)`` keeps
     the search correct; after ``MAX_GUESSES`` guesses it halves, so it never
     needs more than ``MAX_GUESSES`` probes beyond a plain binary search.
+
+    With ``learn_pace`` the second restored record is probed too, and the first guesses advance
+    at the pace of those two: where the source partition shares its target partition with others
+    (a repartitioned restore), one for one would aim far past the record.
     """
     probes = 0
     low, high = start, end
@@ -126,12 +142,24 @@ def search_position(probe: Probe, start: int, end: int, committed_offset: int) -
         else:
             low = first.target_offset + 1
             below = first
+    pace: float | None = None
+    if learn_pace and below is not None and low < high:
+        second = probe(low)
+        probes += 1
+        if second is None or second.target_offset >= high:
+            high = low  # the first record is the only one
+        elif second.source_offset >= committed_offset:
+            return SearchResult(position=second.target_offset, record_at_position=second, probes=probes)
+        else:
+            pace = _slope(below, second)
+            low = second.target_offset + 1
+            below = second
     guesses = 0
     # Invariant: the answer is in [low, high), or it is `candidate`, or there is none.
     while low < high:
         if below is not None and guesses < MAX_GUESSES:
             guesses += 1
-            middle = min(max(_guess(below, candidate, committed_offset), low), high - 1)
+            middle = min(max(_guess(below, candidate, committed_offset, pace), low), high - 1)
         else:
             middle = (low + high) // 2
         record = probe(middle)
@@ -176,3 +204,53 @@ def last_record_before(probe: Probe, start: int, end: int) -> _LastRecord:
             best = record
             low = record.target_offset + 1
     return _LastRecord(record=best, probes=probes)
+
+
+#: ``probe(t, source_partition, limit)``: the first restored record of that source partition (of any,
+#: with None) at target offset >= t and below ``limit`` (None: the end), or None.
+SourceProbe = Callable[[int, int | None, int | None], RestoredRecord | None]
+
+
+def merged_search(
+    probe: SourceProbe,
+    start: int,
+    end: int,
+    committed: Mapping[int, int],
+    sources: Iterable[int],
+    processed_to: Mapping[int, int] | None = None,
+) -> SearchResult | None:
+    """The reference position in a target partition that interleaves several source partitions
+    (a repartitioned restore): the earliest restored record the group had not processed, of any
+    source partition, else one past the last restored record; None if there is no restored record.
+
+    Each source partition's records are still in origin order, so :func:`search_position` finds its
+    first unprocessed record with probes that skip the others'. Each search looks only below the
+    earliest record found so far: a restore writes the source partitions one after the other, so a
+    target partition holds them in long runs, and a search for a later one from the start would
+    read every run before it. A source partition whose ``committed`` offset reaches its
+    ``processed_to`` offset (the backup's end: the group had processed every record of it) needs no
+    search. ``committed`` lacks a partition the group never committed on: nothing processed.
+    """
+    bound = end
+    earliest: SearchResult | None = None
+    probes = 0
+    for partition in sources:
+        done = committed.get(partition, 0)
+        last = (processed_to or {}).get(partition)
+        if last is not None and done >= last:
+            continue  # every restored record of it was processed: none can be the position
+        result = search_position(_restricted(probe, partition, bound), start, bound, done, learn_pace=True)
+        probes += result.probes
+        if result.record_at_position is not None:
+            earliest, bound = result, result.position
+    if earliest is not None:
+        return SearchResult(earliest.position, earliest.record_at_position, probes)
+    found = last_record_before(lambda t: probe(t, None, None), start, end)
+    probes += found.probes
+    if found.record is None:
+        return None
+    return SearchResult(found.record.target_offset + 1, None, probes)
+
+
+def _restricted(probe: SourceProbe, partition: int, limit: int) -> Probe:
+    return lambda t: probe(t, partition, limit)

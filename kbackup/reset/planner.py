@@ -15,7 +15,9 @@ Method per target topic, chosen automatically under ``strategy: header-based``:
   earliest unprocessed record any of them found (the reference's ``min``), or
   one past the last restored record if the group had processed them all. The
   re-reads (processed records of other source partitions after the position)
-  are unknown without a scan: the plan says so.
+  are unknown without a scan: the plan says so. Each search looks only below
+  the earliest record found so far
+  (:func:`kbackup.offsets.translate.merged_search`).
 - **mapping**: the partition counts differ, ``scan_all_partitions`` is set,
   or the strategy is ``from-mapping``: positions and re-read counts come from
   the mapping file's exact ranges.
@@ -46,7 +48,7 @@ from kbackup.format.reset_plan import (
     TargetInfo,
 )
 from kbackup.offsets.ranges import OffsetRange, PartitionIndex, index_by_target
-from kbackup.offsets.translate import SearchResult, search_position
+from kbackup.offsets.translate import SearchResult, merged_search, search_position
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 from kbackup.reset.settings import Strategy
 from kbackup.reset.sources import RecordTimestampLookup, SourceOffsets
@@ -102,6 +104,8 @@ class _Planner:
         #: Binary-search answers by (target partition, source topic, source partition, committed
         #: offset): groups committed at the same offset share one search.
         self._searches: dict[tuple[TopicPartitionKey, str, int, int], SearchResult] = {}
+        #: Merged-search answers by (target partition, source topic, committed offsets).
+        self._merged: dict[tuple[TopicPartitionKey, str, tuple[int, ...]], SearchResult | None] = {}
         self.ranges: dict[TopicPartitionKey, PartitionRange] = {}
         self.warnings: list[str] = []
 
@@ -236,11 +240,7 @@ class _Planner:
                     for partition in partitions:
                         searched = wanted.setdefault(((target_topic, partition), topic, partition), set())
                         searched.add(committed.get(partition) or 0)
-                elif method == "merged-search":
-                    for q in range(target_counts[target_topic]):
-                        for partition in self.source_partitions(topic, committed):
-                            searched = wanted.setdefault(((target_topic, q), topic, partition), set())
-                            searched.add(committed.get(partition) or 0)
+
         if not wanted:
             return
         with self.progress.task(
@@ -409,57 +409,50 @@ class _Planner:
         committed: dict[int, int],
         current: dict[TopicPartitionKey, int],
     ) -> PartitionReset:
-        """A repartitioned target partition: one search per source partition, and the earliest
-        unprocessed record any of them found (the reference's position), else one past the last
-        restored record. The source partitions with no record here are left out of the row."""
+        """A repartitioned target partition, by :func:`kbackup.offsets.translate.merged_search`."""
         key = (target_topic, partition)
         span = self.ranges[key]
-        feeding: list[int] = []
-        first_unprocessed: SearchResult | None = None
-        past_the_end = span.log_start
-        probes = 0
-        for source_partition in self.source_partitions(topic, committed):
-            result = self.search(key, topic, source_partition, committed.get(source_partition) or 0)
-            probes += result.probes
-            if result.record_at_position is None and result.position == span.log_start:
-                continue  # no restored record of this source partition here
-            feeding.append(source_partition)
-            if result.record_at_position is None:  # the group had processed all of them
-                past_the_end = max(past_the_end, result.position)
-            elif first_unprocessed is None or result.position < first_unprocessed.position:
-                first_unprocessed = result
-        notes: list[str] = []
-        expected: OriginOffset | None = None
-        new_offset: int | None
-        if not feeding:
-            new_offset = None
-            notes.append("no restored record of this topic on this target partition")
-        elif first_unprocessed is not None:
-            new_offset = first_unprocessed.position
-            record = first_unprocessed.record_at_position
-            assert record is not None
-            expected = OriginOffset(
-                topic=topic, partition=record.source_partition, offset=record.source_offset
+        probe = self.probe(key)
+        ends = self.request.source.backup_end or {}
+        sources = self.source_partitions(topic, committed)
+        memo = (key, topic, tuple(committed.get(p) or 0 for p in sources))
+        if memo not in self._merged:
+            self._merged[memo] = merged_search(
+                lambda t, source, limit: probe.first_at_or_after(t, topic, source, limit),
+                span.log_start,
+                span.log_end,
+                {p: c for p, c in committed.items() if c is not None},
+                sources,
+                {p: end for (name, p), end in ends.items() if name == topic},
             )
+        result = self._merged[memo]
+        expected: OriginOffset | None = None
+        if result is None:
+            notes = ["no restored record of this topic on this target partition"]
         else:
-            new_offset = past_the_end
-        if feeding:
-            notes.append(
+            notes = [
                 "repartitioned: records of other source partitions before the position are read again "
                 "(counted by the audit's mapping)"
-            )
+            ]
+            if result.record_at_position is not None:
+                origin = result.record_at_position
+                expected = OriginOffset(
+                    topic=topic, partition=origin.source_partition, offset=origin.source_offset
+                )
         return PartitionReset(
             target_topic=target_topic,
             target_partition=partition,
             source_topic=topic,
-            source_committed={p: committed.get(p) for p in feeding},
+            # Every source partition may feed this one: the verify and the audit judge the records
+            # around the position by these.
+            source_committed={p: committed.get(p) for p in sources},
             target_committed=current.get(key),
-            new_offset=new_offset,
+            new_offset=None if result is None else result.position,
             method="merged-search",
             expected_origin=expected,
             rereads=None,
-            recovery_gap=sum(self.gap(topic, p, committed.get(p)) for p in feeding),
-            probes=probes,
+            recovery_gap=sum(self.gap(topic, p, committed.get(p)) for p in sources),
+            probes=0 if result is None else result.probes,
             notes=notes,
         )
 

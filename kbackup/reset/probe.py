@@ -44,17 +44,25 @@ def probe_consumer_properties() -> dict[str, object]:
     }
 
 
-def _target_offset(record: RestoredRecord) -> int:
-    return record.target_offset
-
-
 @dataclass
 class _KnownSpan:
-    """Target offsets [start, stop) have been read; ``records`` are the restored ones among them."""
+    """Target offsets [start, stop) have been read; the restored records among them, by source
+    partition in target order (with their target offsets apart, for bisecting): a probe for one
+    source partition of a repartitioned topic looks only at that partition's records instead of
+    walking past every other source partition's (planning was quadratic in them)."""
 
     start: int
     stop: int
-    records: list[RestoredRecord] = field(default_factory=list)
+    by_source: dict[tuple[str, int], list[RestoredRecord]] = field(default_factory=dict)
+    offsets_by_source: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+
+    def first_of(self, source: tuple[str, int], position: int) -> RestoredRecord | None:
+        """The first record of ``source`` at target offset >= ``position`` in this span."""
+        offsets = self.offsets_by_source.get(source)
+        if not offsets:
+            return None
+        index = bisect.bisect_left(offsets, position)
+        return self.by_source[source][index] if index < len(offsets) else None
 
 
 class PartitionProbe:
@@ -83,23 +91,30 @@ class PartitionProbe:
         self._span_starts: list[int] = []
 
     def first_at_or_after(
-        self, offset: int, source_topic: str, source_partition: int
+        self, offset: int, source_topic: str, source_partition: int | None, limit: int | None = None
     ) -> RestoredRecord | None:
-        """The first restored record of (source_topic, source_partition) at target offset >= ``offset``."""
+        """The first restored record of (source_topic, source_partition) at target offset >= ``offset``
+        (of any partition of ``source_topic`` if ``source_partition`` is None), and below ``limit``:
+        a search that only asks whether a record lies before a bound reads no further than it."""
+        stop = self.end_offset if limit is None else min(limit, self.end_offset)
         position = offset
-        while position < self.end_offset:
+        while position < stop:
             before = self._span_from(position)
             if before is not None and position < before.stop:
                 span = before
             else:
                 span = self._fetch(self._fetch_start(position, before))
-            # Records are in target order: start at the position instead of walking the whole span,
-            # which made planning for many groups quadratic in the span's size.
-            first = bisect.bisect_left(span.records, position, key=_target_offset)
-            for index in range(first, len(span.records)):
-                record = span.records[index]
-                if record.source_topic == source_topic and record.source_partition == source_partition:
-                    return record
+            if source_partition is not None:
+                found = span.first_of((source_topic, source_partition), position)
+            else:
+                candidates = [
+                    record
+                    for source in span.by_source
+                    if source[0] == source_topic and (record := span.first_of(source, position)) is not None
+                ]
+                found = min(candidates, default=None)
+            if found is not None:
+                return found if found.target_offset < stop else None
             # (A gap-filling fetch may end before the position.)
             position = max(position, span.stop)
         return None
@@ -147,11 +162,15 @@ class PartitionProbe:
             headers = message.headers()
             origin = parse_origin(headers if isinstance(headers, list) else None)
             if origin is not None and origin.cluster == self.source_cluster:
-                self.sources_seen.add((origin.topic, origin.partition))
-                span.records.append(
-                    # One string object per topic, not one per remembered record.
-                    RestoredRecord(message_offset, sys.intern(origin.topic), origin.partition, origin.offset)
-                )
+                # One string object per topic, not one per remembered record.
+                source = (sys.intern(origin.topic), origin.partition)
+                self.sources_seen.add(source)
+                record = RestoredRecord(message_offset, source[0], origin.partition, origin.offset)
+                if source not in span.by_source:
+                    span.by_source[source] = []
+                    span.offsets_by_source[source] = []
+                span.by_source[source].append(record)
+                span.offsets_by_source[source].append(message_offset)
             span.stop = message_offset + 1
 
     def _remember(self, span: _KnownSpan) -> _KnownSpan:

@@ -9,7 +9,14 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbackup.offsets.translate import MAX_GUESSES, RestoredRecord, measure, search_position
+from kbackup.offsets.translate import (
+    MAX_GUESSES,
+    RestoredRecord,
+    SourceProbe,
+    measure,
+    merged_search,
+    search_position,
+)
 from tests.support.oracles import reference_position
 
 
@@ -195,3 +202,65 @@ def test_ranges_give_reference_position_and_rereads(case) -> None:  # type: igno
         assert result.origin == (r.source_topic, r.source_partition, r.source_offset)
     else:
         assert result.origin is None
+
+
+def source_probe_over(records: list[RestoredRecord]) -> SourceProbe:
+    """Answers merged-search probes over one target partition's records, reading them all."""
+    ordered = sorted(records)
+
+    def probe(t: int, partition: int | None, limit: int | None) -> RestoredRecord | None:
+        return next(
+            (
+                r
+                for r in ordered
+                if r.target_offset >= t
+                and (limit is None or r.target_offset < limit)
+                and (partition is None or r.source_partition == partition)
+            ),
+            None,
+        )
+
+    return probe
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=st.data(),
+    sources=st.integers(min_value=1, max_value=4),
+    runs=st.booleans(),
+    gaps=st.lists(st.integers(min_value=0, max_value=2), min_size=60, max_size=60),
+)
+def test_merged_search_equals_reference(
+    data: st.DataObject, sources: int, runs: bool, gaps: list[int]
+) -> None:
+    """A target partition interleaving several source partitions (each in origin order, in long
+    runs one after the other as a restore writes them, or mixed), with commit markers between
+    records: the merged search finds the reference position for any committed offsets."""
+    origins = {p: data.draw(source_offsets, label=f"origins of {p}") for p in range(sources)}
+    order = [(p, o) for p in range(sources) for o in origins[p]]
+    if not runs:
+        # Any interleaving that keeps each source partition's order.
+        keys = data.draw(st.lists(st.integers(0, 10**6), min_size=len(order), max_size=len(order)))
+        by_partition = {p: iter(origins[p]) for p in range(sources)}
+        shuffled = sorted(range(len(order)), key=lambda i: keys[i])
+        order = [(order[i][0], next(by_partition[order[i][0]])) for i in shuffled]
+    records, target = [], 0
+    for index, (partition, origin) in enumerate(order):
+        records.append(RestoredRecord(target, "orders", partition, origin))
+        target += 1 + gaps[index % len(gaps)]
+    committed = {
+        p: c
+        for p in range(sources)
+        if (c := data.draw(st.one_of(st.none(), st.integers(0, 60)), label=f"committed {p}")) is not None
+    }
+    # The backup's end per source partition: past its last record (or the committed offset).
+    ends = {p: max(origins[p], default=-1) + 1 + data.draw(st.integers(0, 3)) for p in range(sources)}
+    result = merged_search(source_probe_over(records), 0, target, committed, range(sources), ends)
+    expected = reference_position(records, {("orders", p): c for p, c in committed.items()})
+    if expected is None:
+        assert result is None
+    else:
+        assert result is not None
+        assert result.position == expected
+        if result.record_at_position is not None:
+            assert result.record_at_position.target_offset == expected
