@@ -56,6 +56,11 @@ class _KnownSpan:
     by_source: dict[tuple[str, int], list[RestoredRecord]] = field(default_factory=dict)
     offsets_by_source: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
+    @property
+    def restored_records(self) -> int:
+        """How many restored records the span holds (of every source partition)."""
+        return sum(len(records) for records in self.by_source.values())
+
     def first_of(self, source: tuple[str, int], position: int) -> RestoredRecord | None:
         """The first record of ``source`` at target offset >= ``position`` in this span."""
         offsets = self.offsets_by_source.get(source)

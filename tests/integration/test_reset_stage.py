@@ -427,7 +427,7 @@ def test_many_groups_are_planned_exactly_reading_each_partition_about_once(
             probes.append(self)
 
         def _remember(self, span: Any) -> Any:
-            self.records_read += len(span.records)
+            self.records_read += span.restored_records
             return super()._remember(span)
 
     monkeypatch.setattr("kbackup.reset.planner.PartitionProbe", CountingProbe)
