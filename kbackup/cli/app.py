@@ -59,6 +59,7 @@ app.command("backup")(backup_cmds.backup)
 app.command("list")(backup_cmds.list_backups)
 app.command("describe")(backup_cmds.describe)
 app.command("validate")(backup_cmds.validate)
+app.command("status")(backup_cmds.status)
 # Stage 2: restore.
 app.command("restore")(restore_cmds.restore)
 # Stage 3: mapping.
