@@ -4,6 +4,7 @@ the command's exit codes where no broker is needed (real Kafka: tests/integratio
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -141,6 +142,7 @@ def store(tmp_path: Path) -> Path:
     first.partition("orders", 0, [BackupRecord(offset=o, value=b"v", timestamp=1_000 + o) for o in range(5)])
     first.partition("orders", 1, [], start_offset=0, end_offset=0)
     first.commit()
+    time.sleep(0.01)  # two commit times that differ, so the test can tell which one status reports
     second = BackupBuilder(storage, "nightly", scratch_dir=tmp_path)
     second.topic("orders", 2)
     second.partition(
@@ -156,6 +158,7 @@ def test_the_recovery_point_and_windows_come_from_the_manifests(store: Path) -> 
     now = parse_iso(backup.latest.finished_at) + timedelta(seconds=90)
     status = backup_status(backup, now=now)
     assert (status.increments, status.last_increment, status.records) == (2, 1, 9)
+    assert status.last_committed_at == backup.latest.finished_at != backup.manifests[0].finished_at
     assert status.age_seconds == pytest.approx(90)
     assert status.bytes == backup.total_bytes() > 0
     windows = [
@@ -218,3 +221,13 @@ def test_an_unreachable_source_without_max_lag_shows_the_status(
     config = _config(tmp_path, store)
     assert run(["status", "-c", str(config), "--max-age", "1h"]) == 0
     assert "behind the source: unknown" in capsys.readouterr().out
+
+
+def test_breaches_in_json(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["status", "-p", str(store), "--max-age", "0.001s", "--json"]) == RecoveryPointAlert.exit_code
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["ok"] is False
+    assert payload["limits"] == {"max_age_seconds": 0.001, "max_lag_records": None}
+    (breach,) = payload["breaches"]
+    assert (breach["backup_id"], breach["limit"], breach["allowed"]) == ("nightly", "max-age", 0.001)
+    assert breach["excess"] == pytest.approx(breach["value"] - 0.001)
