@@ -289,7 +289,11 @@ def status(
     path: PathOption = None,
     backup_id: Annotated[
         str | None,
-        typer.Option("--backup-id", metavar="ID", help="Name of the backup (default: every backup there)."),
+        typer.Option(
+            "--backup-id",
+            metavar="ID",
+            help="Name of the backup (default: the config's backup_id, else every backup there).",
+        ),
     ] = None,
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,

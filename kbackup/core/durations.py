@@ -32,8 +32,11 @@ def parse_duration(text: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """A short human reading of a duration: ``45s``, ``4m 12s``, ``2h 3m``, ``3d 4h``."""
-    whole = max(0, round(seconds))
+    """A short human reading of a duration: ``0.5s``, ``45s``, ``4m 12s``, ``2h 3m``, ``3d 4h``."""
+    if seconds < 10:
+        # Sub-second limits are for tests and tight checks: "0s over --max-age 0s" would say nothing.
+        return f"{max(0.0, seconds):.1f}".rstrip("0").rstrip(".") + "s"
+    whole = round(seconds)
     if whole < 60:
         return f"{whole}s"
     minutes, secs = divmod(whole, 60)

@@ -45,8 +45,10 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 def test_durations_read_back_shortly() -> None:
-    assert [format_duration(s) for s in (0.4, 45, 60, 252, 3600, 7380, 86400, 97200)] == [
+    assert [format_duration(s) for s in (0, 0.4, 2.0, 45, 60, 252, 3600, 7380, 86400, 97200)] == [
         "0s",
+        "0.4s",
+        "2s",
         "45s",
         "1m",
         "4m 12s",
