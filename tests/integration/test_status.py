@@ -170,15 +170,10 @@ def test_lag_against_another_cluster_is_refused(
     assert target_cluster.cluster_id in backup["lag_unknown_reason"]
 
 
-def test_log_format_json_lines_of_a_real_backup(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
-) -> None:
-    create_topic(source_cluster, unique_name, partitions=2)
-    produce(source_cluster, unique_name, [Record(key=b"k", value=b"v", partition=i % 2) for i in range(6)])
-    args = ["-v", "--log-format", "json", "backup", "-b", source_cluster.bootstrap_servers]
-    args += ["--include", unique_name, "--path", str(tmp_path), "--backup-id", "nightly"]
+def json_logged(*args: str) -> list[dict[str, Any]]:
+    """Run ``kafka-backup -v --log-format json ARGS`` in a new process; its stderr lines, parsed."""
     done = subprocess.run(
-        [sys.executable, "-m", "kbackup", *args],
+        [sys.executable, "-m", "kbackup", "-v", "--log-format", "json", *args],
         cwd=ROOT,
         env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
         capture_output=True,
@@ -187,12 +182,31 @@ def test_log_format_json_lines_of_a_real_backup(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    events: list[dict[str, Any]] = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
     assert events
     for event in events:
         assert {"time", "level", "logger", "message"} <= set(event), event
         assert event["time"].endswith("Z")
         assert event["logger"].startswith("kbackup")
+    return events
+
+
+def test_log_format_json_lines_of_a_real_backup_and_restore(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    create_topic(source_cluster, unique_name, partitions=2)
+    produce(source_cluster, unique_name, [Record(key=b"k", value=b"v", partition=i % 2) for i in range(6)])
+    events = json_logged(
+        "backup",
+        "-b",
+        source_cluster.bootstrap_servers,
+        "--include",
+        unique_name,
+        "--path",
+        str(tmp_path),
+        "--backup-id",
+        "nightly",
+    )
     committed = [e for e in events if e["message"].startswith("committed increment 0 of nightly")]
     assert len(committed) == 1
     assert (committed[0]["backup_id"], committed[0]["increment"], committed[0]["records"]) == (
@@ -207,3 +221,14 @@ def test_log_format_json_lines_of_a_real_backup(
     started = [e for e in events if e["message"].startswith("backing up 1 topic(s)")]
     assert started[0]["increment"] == 0
     assert started[0]["topics"] == [unique_name]
+
+    events = json_logged(
+        "restore", "-p", str(tmp_path), "--backup-id", "nightly", "-b", target_cluster.bootstrap_servers
+    )
+    restored = [e for e in events if "restored to" in e["message"]]
+    assert sorted((e["topic"], e["partition"], e["target_topic"]) for e in restored) == [
+        (unique_name, 0, unique_name),
+        (unique_name, 1, unique_name),
+    ]
+    assert {e["backup_id"] for e in restored} == {"nightly"}
+    assert len({e["restore_id"] for e in events if "restore_id" in e}) == 1
