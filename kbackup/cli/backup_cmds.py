@@ -339,7 +339,8 @@ def status(
             raise UsageError(f"--max-age {exc}") from None
     cfg = load_config(config)
     storage = open_storage(storage_settings(cfg, path))
-    chosen = backup_id or cfg.backup_id
+    # No id at all means every backup there; an empty --backup-id is a mistake, refused as elsewhere.
+    chosen = backup_id_of(cfg, backup_id) if backup_id is not None or cfg.backup_id else None
     source = with_bootstrap_servers(cfg.source, bootstrap_servers, SourceSettings)
     if max_lag is not None and source is None:
         raise UsageError(
