@@ -118,7 +118,8 @@ def test_a_lagging_backup_breaches_max_lag(
     backed_up_topic(source_cluster, unique_name, tmp_path)
     produce(source_cluster, unique_name, [Record(key=b"k", value=b"late", partition=1)] * 7)
     # A partition added after the backup is behind by everything it holds.
-    admin(source_cluster).create_partitions([NewPartitions(unique_name, 3)])[unique_name].result(30)
+    client = admin(source_cluster)  # must outlive the future: a collected client cancels it
+    client.create_partitions([NewPartitions(unique_name, 3)])[unique_name].result(30)
     produce(source_cluster, unique_name, [Record(key=b"k", value=b"new", partition=2)] * 4)
     assert end_offsets(source_cluster, unique_name, [0, 1, 2]) == {0: 10, 1: 17, 2: 4}
     args = ["-p", str(tmp_path), "--backup-id", "nightly", "-b", source_cluster.bootstrap_servers]
