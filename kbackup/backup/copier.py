@@ -17,6 +17,7 @@ increment and go into a new set of segments.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections import OrderedDict
@@ -221,6 +222,7 @@ class Copier:
                     "%s/%d no longer exists on the source; its backup ends at offset %d",
                     *key,
                     copy.next_offset,
+                    extra={"backup_id": self.backup_id, "topic": key[0], "partition": key[1]},
                 )
                 copy.retiring = True
                 self._set_end(copy, copy.next_offset)
@@ -265,6 +267,22 @@ class Copier:
     def _reach_end(self, copy: PartitionCopy) -> None:
         """The open increment has everything of this partition: upload its segments now."""
         end = copy.end_offset
+        # Once per partition and run in snapshot mode; at every checkpoint in follow mode, where
+        # a thousand partitions would flood -v.
+        log.log(
+            logging.DEBUG if self.follow else logging.INFO,
+            "%s/%d: copied up to offset %d of the increment (started at %d)",
+            copy.topic,
+            copy.partition,
+            end,
+            copy.start_offset,
+            extra={
+                "backup_id": self.backup_id,
+                "topic": copy.topic,
+                "partition": copy.partition,
+                "end_offset": end,
+            },
+        )
         sink = copy.sink
         if sink is not None:
             self._flush(copy, sink)

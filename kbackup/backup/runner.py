@@ -225,6 +225,7 @@ class BackupRun:
             storage.url,
             backup_id,
             state.increment,
+            extra={"backup_id": backup_id, "increment": state.increment, "topics": topics},
         )
         scratch_parent = Path(settings.scratch_dir) if settings.scratch_dir else None
         if scratch_parent is not None:
@@ -557,7 +558,10 @@ class _Committer:
         self.copier.after_commit(entries)
         self.summary.nothing_new_since = latest
         log.info(
-            "nothing new since increment %d of %s: no increment committed", latest, self.run.job.backup_id
+            "nothing new since increment %d of %s: no increment committed",
+            latest,
+            self.run.job.backup_id,
+            extra={"backup_id": self.run.job.backup_id, "increment": latest},
         )
 
     def partial(
@@ -574,7 +578,10 @@ class _Committer:
         groups = self._covered(entries, groups, partial=True)
         nothing_read = not segments and all(entry.end_offset == entry.start_offset for entry in entries)
         if nothing_read and self.state.increment == 0:
-            log.info("nothing read before the stop; no increment committed")
+            log.info(
+                "nothing read before the stop; no increment committed",
+                extra={"backup_id": self.run.job.backup_id},
+            )
         elif self.state.nothing_new(entries, segments, groups, topics):
             self._skip(entries)
         else:
@@ -672,6 +679,14 @@ class _Committer:
             committed.records,
             committed.segments,
             " (stopped early)" if partial else "",
+            extra={
+                "backup_id": manifest.backup_id,
+                "increment": committed.increment,
+                "records": committed.records,
+                "bytes": committed.bytes,
+                "segments": committed.segments,
+                "partial": partial,
+            },
         )
 
 
