@@ -189,8 +189,14 @@ class Admin:
             ) from None
 
     def _retried(self, attempt: Callable[[], Result]) -> Result:
+        def report(error: KBackupError, _delay: float) -> None:
+            kind = (
+                error.code_name if isinstance(error, KafkaOperationError) and error.code_name else error.kind
+            )
+            self.clients.report_error(kind)
+
         return call_with_retries(
-            attempt, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0
+            attempt, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0, on_retry=report
         )
 
     def _wait(self, issue: Callable[[], Future[Result]], action: str) -> Result:

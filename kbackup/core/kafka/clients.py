@@ -8,6 +8,7 @@ errors into the project's errors (keeping Kafka's error code) are done once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -101,17 +102,31 @@ def translate_kafka_error(exc: BaseException, *, action: str, connection: KafkaC
 class KafkaClients:
     """Factory of admin, consumer and producer clients for one cluster."""
 
-    def __init__(self, connection: KafkaConnection, *, client_id: str = CLIENT_ID_PREFIX) -> None:
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        *,
+        client_id: str = CLIENT_ID_PREFIX,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         self.connection = connection
         self.client_id = client_id
         #: The last authentication failure any client of this factory reported (see :meth:`list_topics`).
         self.auth_failure: KafkaError | None = None
+        #: Told the kind (librdkafka's error name, or the project error's kind) of every error a client
+        #: reports and of every failed admin attempt, for metrics and readiness.
+        self.on_error = on_error
 
     def _on_client_error(self, error: KafkaError) -> None:
         # With wrong credentials a metadata request only says "transport failure"; librdkafka
         # reports the real cause through this callback, which list_topics() consults.
         if error.code() in _AUTH_CODES:
             self.auth_failure = error
+        self.report_error(error.name())
+
+    def report_error(self, kind: str) -> None:
+        if self.on_error is not None:
+            self.on_error(kind)
 
     def _base_properties(self) -> dict[str, Any]:
         props: dict[str, Any] = {
