@@ -86,6 +86,17 @@ def test_every_metric_is_named_by_the_conventions_and_carries_the_backup_id(metr
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
         for sample in family.samples:
             assert sample.labels["backup_id"] == "nightly", sample
+            # Only names of things and kinds of events: never a server, a URL or a credential.
+            assert set(sample.labels) <= {
+                "backup_id",
+                "topic",
+                "partition",
+                "operation",
+                "kind",
+                "mode",
+                "version",
+                "le",
+            }
 
 
 def test_the_lag_is_records_not_committed_and_the_age_of_the_oldest(
