@@ -29,9 +29,12 @@ from kbackup.cli.main import run
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port, local_clusters
 from kbackup.storage import open_storage
+from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import read_backup
+from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.restore_checks import REPO
+from tests.support.s3server import S3Server
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -305,3 +308,60 @@ def test_bad_metrics_settings_fail_before_any_record_is_copied(
     # Nothing was copied, not even the storage's write probe.
     assert not BackupCatalog(open_storage(str(store))).exists("b1")
     assert not store.exists()
+
+
+def test_storage_errors_and_retries_are_counted_by_operation(
+    source_cluster: LocalKafkaCluster, s3_server: S3Server, unique_name: str, tmp_path: Path
+) -> None:
+    """The store refuses every connection when the run starts; the run waits it out, and its
+    textfile counts the failed tries and the retries (no secret in them)."""
+    topic = unique_name
+    create_topic(source_cluster, topic)
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v")] * 5)
+    proxy = FaultyProxy(upstream_port=s3_server.port)
+    textfile = tmp_path / "b1.prom"
+    config = tmp_path / "backup.yaml"
+    storage: dict[str, str | int] = {
+        **s3_server.storage_settings(TEST_BUCKET, f"metrics-{unique_name}"),
+        "endpoint_url": proxy.endpoint_url,
+        "max_attempts": 1,  # botocore tries once: every failure reaches the outer loop's count
+    }
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backup_id": "b1",
+                "source": {
+                    "bootstrap_servers": [source_cluster.bootstrap_servers],
+                    "topics": {"include": [topic]},
+                },
+                "storage": storage,
+                "metrics": {"textfile": str(textfile)},
+            }
+        )
+    )
+    proxy.set_mode("reset")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kbackup", "backup", "-c", str(config)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+        )
+        time.sleep(4)
+        proxy.set_mode("forward")
+        _, err = process.communicate(timeout=120)
+    finally:
+        proxy.close()
+    assert process.returncode == 0, err
+    assert proxy.faults_served > 0
+    text = textfile.read_text()
+    found = parse(text)
+    assert total(found, "kafka_backup_storage_errors_total", operation="write", kind="transient") >= 1
+    assert total(found, "kafka_backup_storage_retries_total", operation="write") >= 1
+    assert total(found, "kafka_backup_storage_errors_total", kind="permanent") == 0
+    assert total(found, "kafka_backup_storage_reachable") == 1
+    assert total(found, "kafka_backup_records_total", topic=topic) == 5
+    for secret in (storage["access_key_id"], storage["secret_access_key"]):
+        assert str(secret) not in text
