@@ -204,11 +204,10 @@ class BackupRun:
         # The source first: a cluster that is unreachable or refuses the credentials fails the run
         # before anything (not even the write probe's folder) is created in storage.
         cluster = SourceCluster(
-            KafkaClients(job.source, client_id="kafka-backup", on_error=metrics.source_error),
+            KafkaClients(job.source, client_id="kafka-backup", observer=metrics),
             request_timeout=settings.request_timeout_secs,
         )
         metadata = cluster.metadata(self._selected)
-        metrics.source_answered()
         # Before any record is read: a storage that cannot be written fails the run now.
         storage.check_writable()
         metrics.storage_request_succeeded("write")
@@ -374,7 +373,6 @@ class BackupRun:
                 groups = cluster.consumer_groups(topics) if settings.consumer_group_snapshot else None
                 keys = [(t, p) for t in topics for p in range(metadata.topics[t].partitions)]
                 offsets = cluster.offsets(keys, read_committed=settings.isolation_level == "read_committed")
-                self.metrics.source_answered()
                 topic_entries = cluster.topic_entries(metadata, topics)
                 check_topic_identity(existing, {entry.name: entry.topic_id for entry in topic_entries})
                 state.remember_topics(topic_entries)
@@ -394,7 +392,6 @@ class BackupRun:
                     commit.partial(None, topic_entries, take_fresh_snapshot=True)
                     return
                 metadata = cluster.metadata(self._selected)
-                self.metrics.source_answered()
                 before = topics
                 topics = self._select(metadata, cluster.servers, first=False)
                 commit.summary.problems.extend(

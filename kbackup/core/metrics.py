@@ -35,6 +35,9 @@ from kbackup.core.logs import get_logger
 
 log = get_logger("metrics")
 
+#: A request to the source unanswered for this long makes the run not ready (a healthy cluster
+#: answers in milliseconds; a broker that went away leaves the request waiting for its timeout).
+SLOW_ANSWER_SECS = 10.0
 #: Seconds an increment commit may take, from a few segments on a local disk to a large upload.
 COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
@@ -92,6 +95,8 @@ class Health:
         self.waiting_since = now
         self.source_ok: float | None = None
         self.source_failed: float | None = None
+        #: Since when a request to the source waits for its answer (None: none waits).
+        self.source_waiting_since: float | None = None
         self.storage_ok: float | None = None
         self.storage_failed: float | None = None
 
@@ -112,6 +117,11 @@ class Health:
 
     def source_answered(self) -> None:
         self.source_ok = self._clock()
+        self.source_waiting_since = None
+
+    def source_waiting(self) -> None:
+        if self.source_waiting_since is None:
+            self.source_waiting_since = self._clock()
 
     def source_failing(self) -> None:
         self.source_failed = self._clock()
@@ -137,7 +147,14 @@ class Health:
         return True, "ok: copying" if self.records_waiting else "ok: idle at the end of the log"
 
     def source_reachable(self) -> bool:
-        return _answered_since_failure(self.source_ok, self.source_failed)
+        return _answered_since_failure(self.source_ok, self.source_failed) and self._source_waited() is None
+
+    def _source_waited(self) -> float | None:
+        """How long a request to the source has waited, if longer than SLOW_ANSWER_SECS."""
+        if self.source_waiting_since is None:
+            return None
+        waited = self._clock() - self.source_waiting_since
+        return waited if waited > SLOW_ANSWER_SECS else None
 
     def storage_reachable(self) -> bool:
         return _answered_since_failure(self.storage_ok, self.storage_failed)
@@ -145,7 +162,10 @@ class Health:
     def ready(self) -> tuple[bool, str]:
         """Connected: the last source request and the last storage request succeeded."""
         problems = []
-        if not self.source_reachable():
+        waited = self._source_waited()
+        if waited is not None:
+            problems.append(f"the source cluster has not answered a request for {waited:.0f}s")
+        elif not self.source_reachable():
             problems.append("the source cluster " + _why(self.source_ok))
         if not self.storage_reachable():
             problems.append("the storage " + _why(self.storage_ok))
@@ -357,6 +377,17 @@ class BackupMetrics:
     def source_error(self, kind: str) -> None:
         self._source_errors.labels(self.backup_id, _label(kind)).inc()
         self.health.source_failing()
+
+    # The source cluster's clients report here (kbackup.core.kafka.ClusterObserver).
+
+    def cluster_error(self, kind: str) -> None:
+        self.source_error(kind)
+
+    def cluster_waiting(self) -> None:
+        self.health.source_waiting()
+
+    def cluster_answered(self) -> None:
+        self.health.source_answered()
 
 
 def _label(name: str) -> str:

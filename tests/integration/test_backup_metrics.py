@@ -165,12 +165,14 @@ def test_a_follow_backup_is_scraped_probed_and_rides_out_a_stopped_broker(
             eventually(lambda: get_or_none(port, "/readyz") == 200, "the backup is ready", process)
             increment_times: set[float] = set()
             records_seen: list[float] = []
+            lags_seen: list[float] = []
             with SteadyProducer(cluster, topic) as producer:
                 # Several scrapes while records arrive: the counter only goes up, increments land.
                 for _ in range(8):
                     time.sleep(1)
                     found = scrape(port)
                     records_seen.append(total(found, "kafka_backup_records_total", topic=topic))
+                    lags_seen.append(total(found, "kafka_backup_lag_records", topic=topic))
                     increment_times.update(
                         series(found, "kafka_backup_last_increment_timestamp_seconds").values()
                     )
@@ -178,6 +180,8 @@ def test_a_follow_backup_is_scraped_probed_and_rides_out_a_stopped_broker(
             produced = producer.produced
             assert records_seen == sorted(records_seen), records_seen
             assert records_seen[-1] > 0
+            # Records arrive between commits: the backup is behind by some of them.
+            assert max(lags_seen) > 0, lags_seen
 
             def caught_up() -> bool:
                 found = scrape(port)

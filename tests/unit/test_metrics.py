@@ -333,3 +333,24 @@ def test_flags_go_over_the_metrics_section(tmp_path: Path) -> None:
     assert metrics_settings(KBackupConfig(), bind_address="::1").bind_address == "::1"
     with pytest.raises(ConfigError, match="port"):
         metrics_settings(config, port=70000)
+
+
+def test_a_request_to_the_source_left_unanswered_makes_the_run_not_ready(metrics: BackupMetrics) -> None:
+    """A broker that went away while a request was out shows as a long wait, not as an error."""
+    health = metrics.health
+    clock = health._clock
+    assert isinstance(clock, Clock)
+    metrics.cluster_answered()
+    metrics.storage_request_succeeded("write")
+    metrics.cluster_waiting()
+    clock.now += 10
+    assert health.ready()[0]  # an answer within 10 s is a normal answer
+    metrics.cluster_waiting()  # another request while the first waits: the wait counts from the first
+    clock.now += 1
+    assert health.ready() == (False, "not ready: the source cluster has not answered a request for 11s")
+    assert value(exposition(metrics), "kafka_backup_source_reachable") == 0
+    metrics.cluster_answered()
+    assert health.ready()[0]
+    metrics.cluster_error("_ALL_BROKERS_DOWN")
+    assert value(exposition(metrics), "kafka_backup_source_errors_total", kind="all_brokers_down") == 1
+    assert not health.ready()[0]
