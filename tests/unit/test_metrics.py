@@ -354,3 +354,17 @@ def test_a_request_to_the_source_left_unanswered_makes_the_run_not_ready(metrics
     metrics.cluster_error("_ALL_BROKERS_DOWN")
     assert value(exposition(metrics), "kafka_backup_source_errors_total", kind="all_brokers_down") == 1
     assert not health.ready()[0]
+
+
+def test_an_ipv6_bind_address_is_served(metrics: BackupMetrics) -> None:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError as error:
+        pytest.skip(f"no IPv6 loopback here: {error}")
+    server = MetricsServer(metrics, bind_address="::1", port=0)
+    try:
+        with urllib.request.urlopen(f"http://[::1]:{server.port}/healthz", timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        server.close()
