@@ -153,6 +153,8 @@ def test_a_follow_backup_is_scraped_probed_and_rides_out_a_stopped_broker(
         port = free_port()
         command = [sys.executable, "-m", "kbackup", "backup", "-c", str(config), "--follow"]
         command += ["--metrics-port", str(port), "--metrics-bind", "127.0.0.1"]
+        textfile = tmp_path / "watched.prom"
+        command += ["--metrics-textfile", str(textfile)]
         process = subprocess.Popen(
             command,
             cwd=REPO,
@@ -193,6 +195,14 @@ def test_a_follow_backup_is_scraped_probed_and_rides_out_a_stopped_broker(
                 )
 
             eventually(caught_up, f"all {produced} records copied and committed", process)
+            # A follow run rewrites its textfile after each increment, not only at exit.
+            eventually(
+                lambda: (
+                    total(parse(textfile.read_text()), "kafka_backup_records_total", topic=topic) == produced
+                ),
+                "the textfile written after the last increment",
+                process,
+            )
             found = scrape(port)
             increment_times.update(series(found, "kafka_backup_last_increment_timestamp_seconds").values())
             # The last increment's time moved from commit to commit.
