@@ -7,7 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from kbackup.app.overrides import backup_id_of, backup_job, storage_settings, with_bootstrap_servers
+from kbackup.app.overrides import (
+    backup_id_of,
+    backup_job,
+    metrics_settings,
+    storage_settings,
+    with_bootstrap_servers,
+)
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.cli.signals import stop_on_signals
 from kbackup.core.durations import format_duration, parse_duration
@@ -54,6 +60,28 @@ def backup(
         ),
     ] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Keep copying until SIGINT/SIGTERM.")] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            metavar="PORT",
+            help="Serve /metrics (Prometheus), /healthz and /readyz on this port while the backup runs.",
+        ),
+    ] = None,
+    metrics_bind: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-bind", metavar="ADDRESS", help="Address the metrics server listens on (0.0.0.0)."
+        ),
+    ] = None,
+    metrics_textfile: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-textfile",
+            metavar="PATH",
+            help="Write the metrics to this file after each increment and at exit (node-exporter).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage.
@@ -67,10 +95,12 @@ def backup(
       kafka-backup backup -c backup.yaml --follow
     """
     from kbackup.backup.runner import run_backup
+    from kbackup.core.metrics import BackupMetrics, exported
 
     json_mode(as_json)
+    cfg = load_config(config)
     job = backup_job(
-        load_config(config),
+        cfg,
         bootstrap_servers=bootstrap_servers,
         include=include,
         exclude=exclude,
@@ -79,11 +109,18 @@ def backup(
         source_cluster_id=source_cluster_id,
         follow=follow,
     )
+    observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
+    metrics = BackupMetrics(
+        job.backup_id,
+        mode="follow" if job.settings.continuous else "snapshot",
+        health_window_secs=observed.health_window_secs,
+    )
     with (
+        exported(metrics, observed),
         stop_on_signals("finishing the segments and committing what was copied") as stop,
         Progress() as progress,
     ):
-        summary = run_backup(job, stop=stop, progress=progress)
+        summary = run_backup(job, stop=stop, progress=progress, metrics=metrics)
     # A follow run stopped with nothing new to commit since its last checkpoint ended cleanly.
     interrupted = summary.stopped_early or (
         stop.is_set() and not summary.increments and summary.nothing_new_since is None

@@ -164,7 +164,9 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     ),
     ConfigError.exit_code: (
         ConfigError.kind,
-        "A config file or key is invalid; the message names file and key.",
+        "A config file or key is invalid; the message names file and key. Also a metrics setting "
+        "this machine cannot serve: a port in use, an address it does not have, a textfile it "
+        "cannot write (docs/observability.md).",
     ),
     KafkaUnreachableError.exit_code: (
         KafkaUnreachableError.kind,
