@@ -18,6 +18,7 @@ from kbackup.core.config import (
     StrictModel,
     load_config,
 )
+from kbackup.core.metrics import MetricsSettings
 from kbackup.mapping.settings import MappingSettings
 from kbackup.reset.settings import OffsetResetSettings
 from kbackup.restore.settings import RestoreSettings, TargetSettings
@@ -53,6 +54,10 @@ class KBackupConfig(StrictModel):
         default_factory=ThreePhaseSettings, description="The resumable three-phase restore."
     )
     drill: DrillSettings = Field(default_factory=DrillSettings, description="The disaster-recovery drill.")
+    metrics: MetricsSettings = Field(
+        default_factory=MetricsSettings,
+        description="Prometheus metrics and health endpoints (docs/observability.md).",
+    )
 
 
 def load(path: str | Path) -> KBackupConfig:
@@ -120,6 +125,7 @@ def anchored_paths(config: KBackupConfig, folder: Path) -> KBackupConfig:
             "offset_reset": files(config.offset_reset, "snapshot_dir", "mapping_file"),
             "three_phase": files(config.three_phase, "state_dir"),
             "drill": files(config.drill, "report_path"),
+            "metrics": files(config.metrics, "textfile"),
         }
     )
 

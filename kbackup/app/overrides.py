@@ -20,6 +20,7 @@ from kbackup.backup.runner import BackupJob
 from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import KafkaConnection, StorageSettings, validate_config
 from kbackup.core.errors import UsageError
+from kbackup.core.metrics import MetricsSettings
 from kbackup.mapping.settings import MappingSettings
 from kbackup.restore.settings import RestoreSettings
 
@@ -111,6 +112,25 @@ def backup_job(
         storage=storage_settings(config, path),
         settings=_over(config.backup, updates, type(config.backup), "command line"),
     )
+
+
+def metrics_settings(
+    config: KBackupConfig,
+    *,
+    port: int | None = None,
+    bind_address: str | None = None,
+    textfile: str | None = None,
+) -> MetricsSettings:
+    """The config's ``metrics`` section with ``--metrics-port``, ``--metrics-bind`` and
+    ``--metrics-textfile`` over it."""
+    updates: dict[str, Any] = {}
+    if port is not None:
+        updates["port"] = port
+    if bind_address is not None:
+        updates["bind_address"] = bind_address
+    if textfile is not None:
+        updates["textfile"] = textfile
+    return _over(config.metrics, updates, MetricsSettings, "--metrics-port/--metrics-bind/--metrics-textfile")
 
 
 @dataclass

@@ -17,6 +17,7 @@ increment and go into a new set of segments.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections import OrderedDict
@@ -43,6 +44,7 @@ from kbackup.core.kafka import (
     translate_kafka_error,
 )
 from kbackup.core.logs import get_logger
+from kbackup.core.metrics import BackupMetrics
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.layout import new_run_id
 from kbackup.format.manifest import PartitionEntry, SegmentEntry
@@ -91,6 +93,8 @@ class Sink:
     #: When this sink's open segment got its first records (handed to the writer, or seen
     #: buffered by the housekeeping); None after a roll.
     open_since: float | None = None
+    #: The timestamp (ms) of the first record this sink got, for the backup lag in seconds.
+    first_timestamp_ms: int | None = None
 
 
 @dataclass
@@ -117,6 +121,10 @@ class PartitionCopy:
     finished: bool = False
     #: The partition no longer exists on the source; removed after the next commit.
     retiring: bool = False
+    #: The timestamp (ms) of the oldest record read and not yet committed (None: none).
+    oldest_uncommitted_ms: int | None = None
+    #: The partition as the consumer names it, to ask for its cached end offset.
+    topic_partition: Any = None
 
     @property
     def key(self) -> TopicPartitionKey:
@@ -146,8 +154,11 @@ class Copier:
         segment_max_interval_secs: float,
         stall_timeout_secs: float,
         on_progress: Callable[[int, int], None] | None = None,
+        metrics: BackupMetrics | None = None,
     ) -> None:
         self.consumer = consumer
+        #: Counted per batch of records, the lag once a second (docs/observability.md).
+        self.metrics = metrics or BackupMetrics(backup_id, mode="follow" if follow else "snapshot")
         self.storage = storage
         self.connection = connection
         self.backup_id = backup_id
@@ -200,6 +211,7 @@ class Copier:
                     log_start_offset=plan.log_start_offset,
                     next_offset=plan.fetch_offset,
                     end_offset=NO_END,
+                    topic_partition=TopicPartition(plan.topic, plan.partition),
                 )
                 self.partitions[key] = copy
                 if plan.end_offset is None or plan.fetch_offset < plan.end_offset or self.follow:
@@ -221,6 +233,7 @@ class Copier:
                     "%s/%d no longer exists on the source; its backup ends at offset %d",
                     *key,
                     copy.next_offset,
+                    extra={"backup_id": self.backup_id, "topic": key[0], "partition": key[1]},
                 )
                 copy.retiring = True
                 self._set_end(copy, copy.next_offset)
@@ -236,6 +249,7 @@ class Copier:
                     exc, action="assign partitions", connection=self.connection
                 ) from None
         self._last_activity = time.monotonic()
+        self.refresh_lag()
 
     def _new_sink(self, copy: PartitionCopy, run_id: str) -> Sink:
         writer = PartitionSegmentWriter(
@@ -248,8 +262,12 @@ class Copier:
             limits=self.limits,
             scratch_dir=self.scratch_dir,
             uploader=self.uploads,
+            on_stored=self._segment_stored,
         )
         return Sink(writer=writer)
+
+    def _segment_stored(self, segment: SegmentEntry) -> None:
+        self.metrics.segment_written(segment.topic, segment.size_bytes)
 
     def _set_end(self, copy: PartitionCopy, end: int) -> None:
         copy.end_offset = end
@@ -265,6 +283,22 @@ class Copier:
     def _reach_end(self, copy: PartitionCopy) -> None:
         """The open increment has everything of this partition: upload its segments now."""
         end = copy.end_offset
+        # Once per partition and run in snapshot mode; at every checkpoint in follow mode, where
+        # a thousand partitions would flood -v.
+        log.log(
+            logging.DEBUG if self.follow else logging.INFO,
+            "%s/%d: copied up to offset %d of the increment (started at %d)",
+            copy.topic,
+            copy.partition,
+            end,
+            copy.start_offset,
+            extra={
+                "backup_id": self.backup_id,
+                "topic": copy.topic,
+                "partition": copy.partition,
+                "end_offset": end,
+            },
+        )
         sink = copy.sink
         if sink is not None:
             self._flush(copy, sink)
@@ -315,11 +349,15 @@ class Copier:
                 copy.start_offset = ends[key]
             copy.completed = []
             copy.completed_end = None
+            # What is read past the committed end (the next increment's sink) is all that waits now.
+            copy.oldest_uncommitted_ms = copy.sink.first_timestamp_ms if copy.sink is not None else None
             if not self.follow:
                 copy.finished = True
             if copy.retiring:
                 del self.partitions[key]
                 self._unassign([copy])
+                self.metrics.forget_partition(copy.topic, copy.partition)
+        self.refresh_lag()
 
     def _unassign(self, copies: list[PartitionCopy]) -> None:
         try:
@@ -352,6 +390,7 @@ class Copier:
             raise translate_kafka_error(exc, action="consume", connection=self.connection) from None
         now = time.monotonic()
         if not messages:
+            self.metrics.health.turned(progressed=False)
             self._check_stall(now)
             self._housekeeping(now)
             return 0
@@ -360,9 +399,11 @@ class Copier:
             read = self._take_messages(messages)
         if read:
             self._last_activity = now
+            self.metrics.source_answered()
             crash_point("backup:batch-read")
         else:
             self._check_stall(now)
+        self.metrics.health.turned(progressed=read > 0)
         self.records_read += read
         if self.on_progress is not None:
             self.on_progress(read, self.arrow_bytes - self._reported_bytes)
@@ -487,6 +528,7 @@ class Copier:
             if copy is None or copy.sink is None:
                 return
             self._last_activity = time.monotonic()
+            self.metrics.source_answered()
             # Everything below the end-of-partition offset has been delivered (or was never
             # deliverable: aborted records and transaction markers under read_committed).
             end_of_log = message.offset()
@@ -505,6 +547,7 @@ class Copier:
         # Transport errors and the like: librdkafka retries by itself; the stall check decides
         # when waiting has lasted too long.
         log.info("consumer: %s", error.str())
+        self.metrics.source_error(error.name())
 
     def _check_stall(self, now: float) -> None:
         if now - self._last_activity < self.stall_timeout_secs:
@@ -525,6 +568,11 @@ class Copier:
     def _convert(self, copy: PartitionCopy, sink: Sink) -> None:
         """This poll's messages of the partition become an Arrow batch; a full buffer a row group."""
         if sink.pending:
+            if sink.first_timestamp_ms is None:
+                sink.first_timestamp_ms = sink.pending[0].timestamp()[1]
+                if copy.oldest_uncommitted_ms is None:
+                    copy.oldest_uncommitted_ms = sink.first_timestamp_ms
+            self.metrics.records_copied(copy.topic, len(sink.pending))
             batch = messages_to_batch(sink.pending, self.source_cluster, copy.topic, copy.partition)
             sink.pending = []
             sink.batches.append(batch)
@@ -568,6 +616,7 @@ class Copier:
         self._last_housekeeping = now
         self.io.check()
         self.uploads.check()
+        self.refresh_lag()
         for key, copy in self.partitions.items():
             sink = copy.sink
             if sink is None:
@@ -580,6 +629,33 @@ class Copier:
                 self._flush(copy, sink)
                 self._roll(sink)
                 self._open_writers.pop(key, None)
+
+    def refresh_lag(self) -> None:
+        """The backup lag of each partition, and whether records wait to be read (for /healthz).
+
+        The live end is the end offset the consumer last heard of in a fetch answer (librdkafka
+        keeps it, no request is sent; under read_committed it is the last stable offset), or
+        what was read or fixed as an increment's end if that is further; the committed end is
+        where the open increment starts.
+        """
+        waiting = False
+        watermarks = self.consumer.get_watermark_offsets
+        for copy in self.partitions.values():
+            try:
+                high = watermarks(copy.topic_partition, cached=True)[1]
+            except KafkaException:
+                high = -1  # not assigned any more (a retiring partition)
+            known_end = copy.end_offset if copy.end_offset != NO_END else -1
+            live_end = max(high, known_end, copy.next_offset)
+            if not copy.finished and live_end > copy.next_offset:
+                waiting = True
+            self.metrics.partition_lag(
+                copy.topic,
+                copy.partition,
+                records=max(0, live_end - copy.start_offset),
+                oldest_timestamp_ms=copy.oldest_uncommitted_ms,
+            )
+        self.metrics.health.waiting(waiting)
 
     def position(self) -> dict[TopicPartitionKey, int]:
         return {key: copy.next_offset for key, copy in self.partitions.items()}

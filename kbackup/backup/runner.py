@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import ClusterMetadata, KafkaClients, check_client_properties
 from kbackup.core.logs import get_logger
+from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress, ProgressTask
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage, commit_manifest, merge_partition
@@ -176,6 +178,7 @@ class BackupRun:
         stop: threading.Event | None = None,
         progress: Progress | None = None,
         storage: Storage | None = None,
+        metrics: BackupMetrics | None = None,
     ) -> None:
         self.job = job
         #: The storage to write to; None: the one ``job.storage`` names.
@@ -184,6 +187,7 @@ class BackupRun:
         self.stop = stop or threading.Event()
         self.progress = progress
         self.follow = job.settings.continuous
+        self.metrics = metrics or BackupMetrics(job.backup_id, mode="follow" if self.follow else "snapshot")
         self._task: ProgressTask | None = None
         self._task_total: int | None = None
 
@@ -194,17 +198,23 @@ class BackupRun:
         job, settings = self.job, self.settings
         backup_id = check_backup_id(job.backup_id)
         check_client_properties(job.source)
+        metrics = self.metrics
         storage = self.storage or open_storage(job.storage)
+        storage.observer = metrics
         # The source first: a cluster that is unreachable or refuses the credentials fails the run
         # before anything (not even the write probe's folder) is created in storage.
         cluster = SourceCluster(
-            KafkaClients(job.source, client_id="kafka-backup"), request_timeout=settings.request_timeout_secs
+            KafkaClients(job.source, client_id="kafka-backup", observer=metrics),
+            request_timeout=settings.request_timeout_secs,
         )
         metadata = cluster.metadata(self._selected)
         # Before any record is read: a storage that cannot be written fails the run now.
         storage.check_writable()
+        metrics.storage_request_succeeded("write")
         catalog = BackupCatalog(storage)
         existing = catalog.load(backup_id) if catalog.exists(backup_id) else None
+        if existing is not None:
+            metrics.backup_loaded(_unix_time(existing.latest.finished_at))
         source_cluster_id = resolve_source_cluster_id(
             settings.source_cluster_id, metadata.cluster_id, cluster.servers
         )
@@ -225,6 +235,7 @@ class BackupRun:
             storage.url,
             backup_id,
             state.increment,
+            extra={"backup_id": backup_id, "increment": state.increment, "topics": topics},
         )
         scratch_parent = Path(settings.scratch_dir) if settings.scratch_dir else None
         if scratch_parent is not None:
@@ -331,6 +342,7 @@ class BackupRun:
             ),
             scratch_dir=scratch,
             follow=self.follow,
+            metrics=self.metrics,
             buffer_memory_bytes=settings.buffer_memory_bytes,
             max_open_segments=settings.max_open_segments,
             segment_max_interval_secs=settings.segment_max_interval_ms / 1000,
@@ -438,6 +450,13 @@ def dropped_topics(
     return problems
 
 
+def _unix_time(iso: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
+
+
 def _time_reached(due: float) -> Callable[[], bool]:
     return lambda: time.monotonic() >= due
 
@@ -541,8 +560,11 @@ class _Committer:
         self.source_cluster_id = source_cluster_id
         self.started_at = utc_now_iso()
         self.kafka_cluster_id = kafka_cluster_id
+        #: When committing the open increment began: its segments' last uploads, then the manifest.
+        self.commit_started = time.monotonic()
 
     def full(self, groups: ConsumerGroupsSnapshot | None, topics: list[TopicEntry]) -> None:
+        self.commit_started = time.monotonic()
         entries, segments = self.copier.take_increment()
         groups = self._covered(entries, groups, partial=False)
         if self.state.nothing_new(entries, segments, groups, topics):
@@ -557,7 +579,10 @@ class _Committer:
         self.copier.after_commit(entries)
         self.summary.nothing_new_since = latest
         log.info(
-            "nothing new since increment %d of %s: no increment committed", latest, self.run.job.backup_id
+            "nothing new since increment %d of %s: no increment committed",
+            latest,
+            self.run.job.backup_id,
+            extra={"backup_id": self.run.job.backup_id, "increment": latest},
         )
 
     def partial(
@@ -570,11 +595,15 @@ class _Committer:
             except KBackupError as exc:
                 log.warning("no group snapshot in the last increment: %s", exc.message)
                 groups = None
+        self.commit_started = time.monotonic()
         entries, segments = self.copier.take_increment(partial=True)
         groups = self._covered(entries, groups, partial=True)
         nothing_read = not segments and all(entry.end_offset == entry.start_offset for entry in entries)
         if nothing_read and self.state.increment == 0:
-            log.info("nothing read before the stop; no increment committed")
+            log.info(
+                "nothing read before the stop; no increment committed",
+                extra={"backup_id": self.run.job.backup_id},
+            )
         elif self.state.nothing_new(entries, segments, groups, topics):
             self._skip(entries)
         else:
@@ -665,6 +694,7 @@ class _Committer:
         )
         self.summary.increments.append(committed)
         self.summary.nothing_new_since = None
+        self.run.metrics.increment_committed(time.monotonic() - self.commit_started)
         log.info(
             "committed increment %d of %s: %d records in %d segment(s)%s",
             committed.increment,
@@ -672,6 +702,14 @@ class _Committer:
             committed.records,
             committed.segments,
             " (stopped early)" if partial else "",
+            extra={
+                "backup_id": manifest.backup_id,
+                "increment": committed.increment,
+                "records": committed.records,
+                "bytes": committed.bytes,
+                "segments": committed.segments,
+                "partial": partial,
+            },
         )
 
 
@@ -681,9 +719,10 @@ def run_backup(
     stop: threading.Event | None = None,
     progress: Progress | None = None,
     storage: Storage | None = None,
+    metrics: BackupMetrics | None = None,
 ) -> BackupSummary:
     """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode).
 
     In snapshot mode a stop commits what was copied and sets ``stopped_early``.
     """
-    return BackupRun(job, stop=stop, progress=progress, storage=storage).run()
+    return BackupRun(job, stop=stop, progress=progress, storage=storage, metrics=metrics).run()

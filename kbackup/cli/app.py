@@ -44,12 +44,21 @@ def global_options(
     verbose: Annotated[
         int, typer.Option("--verbose", "-v", count=True, help="More logs (-v info, -vv debug).")
     ] = 0,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            metavar="text|json",
+            help="Logs on stderr as text, or as JSON lines (time, level, logger, message, and the "
+            "event's fields: backup_id, topic, partition, increment) for log shippers.",
+        ),
+    ] = "text",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Never draw progress bars.")] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    configure_logging(verbose, debug)
+    configure_logging(verbose, debug, log_format)
     if no_progress:
         disable_progress()
 
@@ -59,6 +68,7 @@ app.command("backup")(backup_cmds.backup)
 app.command("list")(backup_cmds.list_backups)
 app.command("describe")(backup_cmds.describe)
 app.command("validate")(backup_cmds.validate)
+app.command("status")(backup_cmds.status)
 # Stage 2: restore.
 app.command("restore")(restore_cmds.restore)
 # Stage 3: mapping.

@@ -1,4 +1,4 @@
-"""``backup``, ``list``, ``describe`` and ``validate``."""
+"""``backup``, ``list``, ``describe``, ``validate`` and ``status``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,24 @@ from typing import Annotated, Any
 
 import typer
 
-from kbackup.app.overrides import backup_id_of, backup_job, storage_settings
+from kbackup.app.overrides import (
+    backup_id_of,
+    backup_job,
+    metrics_settings,
+    storage_settings,
+    with_bootstrap_servers,
+)
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.cli.signals import stop_on_signals
-from kbackup.core.errors import BackupIntegrityError, IncompleteBackupError, InterruptedByUser, NotFoundError
+from kbackup.core.durations import format_duration, parse_duration
+from kbackup.core.errors import (
+    BackupIntegrityError,
+    IncompleteBackupError,
+    InterruptedByUser,
+    NotFoundError,
+    RecoveryPointAlert,
+    UsageError,
+)
 from kbackup.core.progress import Progress
 from kbackup.storage import Storage, open_storage
 
@@ -46,6 +60,28 @@ def backup(
         ),
     ] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Keep copying until SIGINT/SIGTERM.")] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            metavar="PORT",
+            help="Serve /metrics (Prometheus), /healthz and /readyz on this port while the backup runs.",
+        ),
+    ] = None,
+    metrics_bind: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-bind", metavar="ADDRESS", help="Address the metrics server listens on (0.0.0.0)."
+        ),
+    ] = None,
+    metrics_textfile: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-textfile",
+            metavar="PATH",
+            help="Write the metrics to this file after each increment and at exit (node-exporter).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage.
@@ -59,10 +95,12 @@ def backup(
       kafka-backup backup -c backup.yaml --follow
     """
     from kbackup.backup.runner import run_backup
+    from kbackup.core.metrics import BackupMetrics, exported
 
     json_mode(as_json)
+    cfg = load_config(config)
     job = backup_job(
-        load_config(config),
+        cfg,
         bootstrap_servers=bootstrap_servers,
         include=include,
         exclude=exclude,
@@ -71,11 +109,18 @@ def backup(
         source_cluster_id=source_cluster_id,
         follow=follow,
     )
+    observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
+    metrics = BackupMetrics(
+        job.backup_id,
+        mode="follow" if job.settings.continuous else "snapshot",
+        health_window_secs=observed.health_window_secs,
+    )
     with (
+        exported(metrics, observed),
         stop_on_signals("finishing the segments and committing what was copied") as stop,
         Progress() as progress,
     ):
-        summary = run_backup(job, stop=stop, progress=progress)
+        summary = run_backup(job, stop=stop, progress=progress, metrics=metrics)
     # A follow run stopped with nothing new to commit since its last checkpoint ended cleanly.
     interrupted = summary.stopped_early or (
         stop.is_set() and not summary.increments and summary.nothing_new_since is None
@@ -275,3 +320,110 @@ def _time(millis: int | None) -> str:
     return (
         datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     )
+
+
+def status(
+    path: PathOption = None,
+    backup_id: Annotated[
+        str | None,
+        typer.Option(
+            "--backup-id",
+            metavar="ID",
+            help="Name of the backup (default: the config's backup_id, else every backup there).",
+        ),
+    ] = None,
+    config: ConfigOption = None,
+    bootstrap_servers: BootstrapOption = None,
+    max_age: Annotated[
+        str | None,
+        typer.Option(
+            "--max-age",
+            metavar="DURATION",
+            help="Alert when a backup's last increment is older than this (15m, 2h, 1d, 1h30m).",
+        ),
+    ] = None,
+    max_lag: Annotated[
+        int | None,
+        typer.Option(
+            "--max-lag",
+            metavar="RECORDS",
+            min=0,
+            help="Alert when a backup is more records behind the source's end offsets than this "
+            "(reads the source; an unreachable source is an error).",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show each backup's recovery point: last increment and its age, records, restorable window
+    per partition and, with the source reachable, how many records it is behind.
+
+    With --max-age and/or --max-lag it is an alerting check for cron or any monitoring system:
+    one line per breach on stderr and exit code 16 (docs/exit-codes.md).
+
+    \b
+    Example:
+      kafka-backup status -c backup.yaml --max-age 15m --max-lag 100000
+    """
+    from kbackup.backup.settings import SourceSettings
+    from kbackup.backup.status import collect_status, find_breaches
+
+    json_mode(as_json)
+    max_age_secs = None
+    if max_age is not None:
+        try:
+            max_age_secs = parse_duration(max_age)
+        except ValueError as exc:
+            raise UsageError(f"--max-age {exc}") from None
+    cfg = load_config(config)
+    storage = open_storage(storage_settings(cfg, path))
+    # No id at all means every backup there; an empty --backup-id is a mistake, refused as elsewhere.
+    chosen = backup_id_of(cfg, backup_id) if backup_id is not None or cfg.backup_id else None
+    source = with_bootstrap_servers(cfg.source, bootstrap_servers, SourceSettings)
+    if max_lag is not None and source is None:
+        raise UsageError(
+            "--max-lag reads the source: give --bootstrap-servers or a config file with a source"
+        )
+    statuses = collect_status(
+        storage, [chosen] if chosen else None, source=source, lag_required=max_lag is not None
+    )
+    breaches = find_breaches(statuses, max_age_secs=max_age_secs, max_lag=max_lag)
+    if as_json:
+        print_json(
+            {
+                "storage": storage.url,
+                "backups": [item.to_dict() for item in statuses],
+                "limits": {"max_age_seconds": max_age_secs, "max_lag_records": max_lag},
+                "breaches": [breach.to_dict() for breach in breaches],
+                "ok": not breaches,
+            }
+        )
+    else:
+        for item in statuses:
+            _print_status(item, storage.url)
+    for breach in breaches:
+        typer.echo(f"kafka-backup: alert: {breach.message}", err=True)
+    if breaches:
+        raise typer.Exit(RecoveryPointAlert.exit_code)
+
+
+def _print_status(item: Any, storage_url: str) -> None:
+    typer.echo(
+        f"backup {item.backup_id} in {storage_url}: increment {item.last_increment} committed "
+        f"{item.last_committed_at} ({format_duration(item.age_seconds)} ago), {item.records:,} records, "
+        f"{_size(item.bytes)}, source cluster {item.source_cluster}"
+    )
+    for row in item.partitions:
+        window = (
+            "no records"
+            if row.first_offset is None
+            else f"offsets {row.first_offset}..{row.last_offset}, "
+            f"time {_time(row.first_timestamp)} .. {_time(row.last_timestamp)}"
+        )
+        behind = "" if row.lag is None else f", behind {row.lag:,}"
+        typer.echo(f"  {row.topic}/{row.partition}: {window}, {row.records:,} records{behind}")
+    if item.source_checked is not None:
+        typer.echo(f"  behind the source ({item.source_checked}): {item.lag:,} record(s)")
+    elif item.lag_unknown_reason is not None:
+        typer.echo(f"  behind the source: unknown ({item.lag_unknown_reason})")
+    else:
+        typer.echo("  behind the source: not checked (give --bootstrap-servers or a config with a source)")

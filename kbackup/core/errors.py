@@ -138,6 +138,14 @@ class AuditDisagreementError(KBackupError):
     kind = "audit-disagrees"
 
 
+class RecoveryPointAlert(KBackupError):
+    """``status`` with --max-age or --max-lag: a backup's last committed increment is older than
+    allowed, or the backup is more records behind its live source than allowed."""
+
+    exit_code = 16
+    kind = "recovery-point-alert"
+
+
 class InterruptedByUser(KBackupError):
     """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
 
@@ -156,7 +164,9 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     ),
     ConfigError.exit_code: (
         ConfigError.kind,
-        "A config file or key is invalid; the message names file and key.",
+        "A config file or key is invalid; the message names file and key. Also a metrics setting "
+        "this machine cannot serve: a port in use, an address it does not have, a textfile it "
+        "cannot write (docs/observability.md).",
     ),
     KafkaUnreachableError.exit_code: (
         KafkaUnreachableError.kind,
@@ -202,6 +212,12 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         AuditDisagreementError.kind,
         "Groups were moved, but the audit (the full offset mapping, built after they moved) disagrees "
         "with some positions; the message names them. Roll the groups back before starting consumers.",
+    ),
+    RecoveryPointAlert.exit_code: (
+        RecoveryPointAlert.kind,
+        "status --max-age/--max-lag: a backup's last committed increment is older than --max-age, or "
+        "it is more records behind the live source than --max-lag; one line per breach names the "
+        "backup, the limit and by how much it is exceeded.",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

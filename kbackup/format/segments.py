@@ -150,8 +150,11 @@ class PartitionSegmentWriter:
         limits: SegmentLimits,
         scratch_dir: Path,
         uploader: JobRunner | None = None,
+        on_stored: Callable[[SegmentEntry], None] | None = None,
     ) -> None:
         self.storage = storage
+        #: Told about each segment once it is stored (on the uploader's thread), for metrics.
+        self.on_stored = on_stored
         #: Where closed segments are checksummed and uploaded: None here, at once; else a
         #: background runner, so encoding the next row groups overlaps the upload.
         self.uploader = uploader
@@ -338,6 +341,8 @@ class PartitionSegmentWriter:
             crash_point("backup:segment-uploaded")
         finally:
             path.unlink(missing_ok=True)
+        if self.on_stored is not None:
+            self.on_stored(entry)
         return entry
 
     def _wait_for_uploads(self) -> None:

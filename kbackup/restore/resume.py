@@ -108,6 +108,7 @@ def find_landed(
                 partition,
                 found,
                 window_end,
+                extra={"topic": topic, "partition": partition},
             )
     return landed
 

@@ -147,9 +147,13 @@ class Restorer:
         self._check_counts(summary)
         return summary
 
-    @staticmethod
-    def _phase(what: str, started: float) -> None:
-        log.info("%s after %.2fs", what, time.monotonic() - started)
+    def _phase(self, what: str, started: float) -> None:
+        log.info(
+            "%s after %.2fs",
+            what,
+            time.monotonic() - started,
+            extra={"backup_id": self.plan.backup_id, "restore_id": self.plan.restore_id},
+        )
 
     def _totals(self, run: RunPlan) -> dict[str, TopicTotals]:
         expected = run.expected_per_topic()
@@ -230,6 +234,21 @@ class Restorer:
         state.next_offset = max(state.next_offset, state.plan.offset_end)
         state.complete = True
         self._dirty[key] = state
+        log.info(
+            "%s/%d: restored to %s up to source offset %d (%d record(s) in this run)",
+            key[0],
+            key[1],
+            state.plan.target_topic,
+            state.next_offset,
+            state.restored_records,
+            extra={
+                "backup_id": self.plan.backup_id,
+                "restore_id": self.plan.restore_id,
+                "topic": key[0],
+                "partition": key[1],
+                "target_topic": state.plan.target_topic,
+            },
+        )
 
     def _take_progress(self) -> list[PartitionProgress]:
         progress = [state.progress() for state in self._dirty.values()]
@@ -304,4 +323,9 @@ class Restorer:
         finally:
             reader.close()
         for name, landed in self._landed_by_topic.items():
-            log.info("%s: %d record(s) were already on the target", name, landed)
+            log.info(
+                "%s: %d record(s) were already on the target",
+                name,
+                landed,
+                extra={"backup_id": self.plan.backup_id, "restore_id": self.plan.restore_id, "topic": name},
+            )

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from kbackup.core.errors import StorageError
 
@@ -37,11 +38,24 @@ def check_key(key: str) -> str:
     return key
 
 
+class RequestObserver(Protocol):
+    """Told how each request to the store went (metrics, readiness); called from any thread."""
+
+    def storage_request_succeeded(self, operation: str) -> None: ...
+
+    def storage_request_failed(self, operation: str, *, transient: bool) -> None: ...
+
+    def storage_request_retried(self, operation: str) -> None: ...
+
+
 class Storage(ABC):
     """Write-once object storage: a local folder or an S3 bucket prefix."""
 
     #: A description safe to print (no credentials).
     url: str
+    #: Told about each request to a remote store (a local folder reports nothing: its errors
+    #: are never retried, they end the run).
+    observer: RequestObserver | None = None
 
     @abstractmethod
     def put_bytes(self, key: str, data: bytes) -> None:

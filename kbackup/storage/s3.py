@@ -208,21 +208,36 @@ class S3Storage(Storage):
         once; a transient one (connection error, 5xx, throttling) only once the time is up,
         saying for how long it was retried.
         """
+        observer = self.observer
 
         def once() -> T:
+            cause: Exception
             try:
-                return request()
+                answer = request()
             except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, action, key) from None
+                cause = exc
             except Boto3Error as exc:
                 # upload_file/download_file wrap a ClientError (S3UploadFailedError, raised while
                 # handling it) or give up on their own (RetriesExceededError): report the inner error.
                 inner = exc.__cause__ or exc.__context__
-                known = inner if isinstance(inner, ClientError | BotoCoreError) else exc
-                raise self._error(known, action, key) from None
+                cause = inner if isinstance(inner, ClientError | BotoCoreError) else exc
+            else:
+                if observer is not None:
+                    observer.storage_request_succeeded(action)
+                return answer
+            error = self._error(cause, action, key)
+            if observer is not None:
+                if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND_CODES:
+                    # The store answered: "no such key" is an answer (a reader looks before it writes).
+                    observer.storage_request_succeeded(action)
+                else:
+                    observer.storage_request_failed(action, transient=error.retryable)
+            raise error
 
         def say_retry(error: KBackupError, delay: float) -> None:
             log.warning("%s; trying again in %.1fs", error.message, delay)
+            if observer is not None:
+                observer.storage_request_retried(action)
 
         def give_up(error: KBackupError, elapsed: float) -> KBackupError:
             if self.check_timeout_secs is not None:
@@ -347,6 +362,10 @@ class S3Storage(Storage):
 
     def delete(self, key: str) -> None:
         self._call("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", "unknown"))
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -21,6 +21,7 @@ MAIN_COMMANDS = [
     "list",
     "describe",
     "validate",
+    "status",
     "restore",
     "show-offset-mapping",
     "offset-reset plan",

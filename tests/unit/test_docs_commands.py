@@ -15,7 +15,10 @@ from tests.support.cli_lines import CliLine, command_lines, parse_cli
 ROOT = Path(__file__).parents[2]
 DOCS = [
     ROOT / "README.md",
-    *(ROOT / "docs" / name for name in ("mapping.md", "security.md", "translation.md")),
+    *(
+        ROOT / "docs" / name
+        for name in ("mapping.md", "security.md", "status.md", "translation.md", "observability.md")
+    ),
 ]
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _INLINE = re.compile(r"`(kafka-backup\s[^`]+)`")

@@ -59,7 +59,7 @@ def store(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("backup_id", HOSTILE_BACKUP_IDS)
-@pytest.mark.parametrize("command", ["backup", "restore", "describe", "validate"])
+@pytest.mark.parametrize("command", ["backup", "restore", "describe", "validate", "status"])
 def test_backup_ids_that_leave_their_folder_are_refused(
     command: str, backup_id: str, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -78,3 +78,35 @@ def test_retry_timeout_zero_fails_on_the_first_error(clock: VirtualClock) -> Non
     with pytest.raises(StorageError, match="still failing after 0s"):
         storage.size("b1/manifests/00000000.json")
     assert clock.sleeps == []
+
+
+class Observer:
+    """Records what S3Storage tells a RequestObserver."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, bool | None]] = []
+
+    def storage_request_succeeded(self, operation: str) -> None:
+        self.events.append(("succeeded", operation, None))
+
+    def storage_request_failed(self, operation: str, *, transient: bool) -> None:
+        self.events.append(("failed", operation, transient))
+
+    def storage_request_retried(self, operation: str) -> None:
+        self.events.append(("retried", operation, None))
+
+
+def test_the_observer_hears_of_every_failed_try_and_every_retry(clock: VirtualClock) -> None:
+    storage = open_storage(unreachable(retry_timeout_secs=2))
+    observer = Observer()
+    storage.observer = observer
+    with pytest.raises(StorageError):
+        storage.get_bytes("b1/manifests/00000000.json")
+    # Three tries, each a transient failure; two of them were followed by another try.
+    assert observer.events == [
+        ("failed", "read", True),
+        ("retried", "read", None),
+        ("failed", "read", True),
+        ("retried", "read", None),
+        ("failed", "read", True),
+    ]

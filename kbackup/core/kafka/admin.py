@@ -178,9 +178,19 @@ class Admin:
 
     # -- waiting ----------------------------------------------------------------------------------
 
+    def _answer(self, future: Future[Result]) -> Result:
+        """Wait for one answer, telling the observer: a cluster that went away shows as a long wait."""
+        observer = self.clients.observer
+        if observer is not None:
+            observer.cluster_waiting()
+        answer = future.result(timeout=max(self.timeout, 30.0))
+        if observer is not None:
+            observer.cluster_answered()
+        return answer
+
     def _result(self, future: Future[Result], action: str) -> Result:
         try:
-            return future.result(timeout=max(self.timeout, 30.0))
+            return self._answer(future)
         except KafkaException as exc:
             raise translate_kafka_error(exc, action=action, connection=self.connection) from None
         except TimeoutError:
@@ -189,8 +199,15 @@ class Admin:
             ) from None
 
     def _retried(self, attempt: Callable[[], Result]) -> Result:
+        def report(error: KBackupError, _delay: float) -> None:
+            kind = (
+                error.code_name if isinstance(error, KafkaOperationError) and error.code_name else error.kind
+            )
+            if self.clients.observer is not None:
+                self.clients.observer.cluster_error(kind)
+
         return call_with_retries(
-            attempt, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0
+            attempt, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0, on_retry=report
         )
 
     def _wait(self, issue: Callable[[], Future[Result]], action: str) -> Result:
@@ -224,7 +241,7 @@ class Admin:
             for key, future in pending.items():
                 try:
                     if future is not None:
-                        results[key] = future.result(timeout=max(self.timeout, 30.0))
+                        results[key] = self._answer(future)
                         continue
                 except (KafkaException, TimeoutError):
                     pass
@@ -327,7 +344,7 @@ class Admin:
             key = (tp.topic, tp.partition)
             where = f"list the {what} offset of {key[0]}/{key[1]}"
             try:
-                result[key] = int(future.result(timeout=max(self.timeout, 30.0)).offset)
+                result[key] = int(self._answer(future).offset)
                 continue
             except KafkaException as exc:
                 error = kafka_error_of(exc)

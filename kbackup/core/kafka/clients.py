@@ -8,7 +8,7 @@ errors into the project's errors (keeping Kafka's error code) are done once.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -98,20 +98,46 @@ def translate_kafka_error(exc: BaseException, *, action: str, connection: KafkaC
     )
 
 
+class ClusterObserver(Protocol):
+    """Told how the requests to a cluster go (metrics, readiness). Called from the thread that
+    waits for an answer, or serves the clients' callbacks."""
+
+    def cluster_error(self, kind: str) -> None:
+        """A client reported an error, or an admin request failed and is tried again; ``kind`` is
+        librdkafka's error name (``_TRANSPORT``) or the project error's kind."""
+
+    def cluster_waiting(self) -> None:
+        """A request was sent and its answer is awaited."""
+
+    def cluster_answered(self) -> None:
+        """A request was answered."""
+
+
 class KafkaClients:
     """Factory of admin, consumer and producer clients for one cluster."""
 
-    def __init__(self, connection: KafkaConnection, *, client_id: str = CLIENT_ID_PREFIX) -> None:
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        *,
+        client_id: str = CLIENT_ID_PREFIX,
+        observer: ClusterObserver | None = None,
+    ) -> None:
         self.connection = connection
         self.client_id = client_id
         #: The last authentication failure any client of this factory reported (see :meth:`list_topics`).
         self.auth_failure: KafkaError | None = None
+        #: Told of every error a client reports, of every failed admin attempt, and of each request
+        #: waited for and answered, for metrics and readiness.
+        self.observer = observer
 
     def _on_client_error(self, error: KafkaError) -> None:
         # With wrong credentials a metadata request only says "transport failure"; librdkafka
         # reports the real cause through this callback, which list_topics() consults.
         if error.code() in _AUTH_CODES:
             self.auth_failure = error
+        if self.observer is not None:
+            self.observer.cluster_error(error.name())
 
     def _base_properties(self) -> dict[str, Any]:
         props: dict[str, Any] = {
@@ -128,8 +154,10 @@ class KafkaClients:
 
         Raises ``KafkaOperationError`` (authentication) or ``KafkaUnreachableError`` naming the servers.
         """
+        if self.observer is not None:
+            self.observer.cluster_waiting()
         try:
-            return client.list_topics(timeout=self.connection.connect_timeout_secs)
+            answer = client.list_topics(timeout=self.connection.connect_timeout_secs)
         except KafkaException as exc:
             error = kafka_error_of(exc)
             if error is not None and error.code() in _UNREACHABLE_CODES:
@@ -139,6 +167,9 @@ class KafkaClients:
                         KafkaException(self.auth_failure), action=action, connection=self.connection
                     ) from None
             raise translate_kafka_error(exc, action=action, connection=self.connection) from None
+        if self.observer is not None:
+            self.observer.cluster_answered()
+        return answer
 
     def _create(self, factory: Any, props: dict[str, Any], what: str) -> Any:
         try:
