@@ -131,7 +131,7 @@ def test_an_increment_sets_its_time_observes_its_duration_and_calls_back(
 ) -> None:
     wall, _ = clocks
     written = []
-    metrics.after_increment = lambda: written.append(True)
+    metrics.after_checkpoint = lambda: written.append(True)
     metrics.backup_loaded(wall.now - 3600)
     assert value(exposition(metrics), "kafka_backup_last_increment_timestamp_seconds") == wall.now - 3600
     metrics.increment_committed(1.5)
