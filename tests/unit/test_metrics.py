@@ -25,6 +25,7 @@ from kbackup.core.metrics import (
     MetricsServer,
     MetricsSettings,
     RestoreMetrics,
+    RunMetrics,
     exported,
 )
 
@@ -46,7 +47,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return found
 
 
-def exposition(metrics: BackupMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def exposition(metrics: RunMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return samples(generate_latest(metrics.registry).decode())
 
 
