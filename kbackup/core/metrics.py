@@ -1,13 +1,16 @@
 """Prometheus metrics and health of a run, in one place (docs/observability.md).
 
 Everything is built on ``prometheus_client``: the metric types, the text exposition served on
-``/metrics``, and the atomic textfile for node-exporter. Each run gets its own
+``/metrics``, and the atomic textfile for node-exporter. ``BackupMetrics`` are a backup's,
+``RestoreMetrics`` those of ``restore``, ``three-phase-restore`` and ``drill``; both share
+``RunMetrics`` (the registry, the health, the storage and cluster requests), the server and the
+textfile. Each run gets its own
 ``CollectorRegistry`` (never the library's global one), so a process, or a test, can hold
 several. Every metric carries the ``backup_id`` label: textfiles of several scheduled backups
 sit side by side in one node-exporter folder, and an alert names the backup it is about.
 
-The copy loop updates counters once per batch of records, never per record, and the lag
-gauges once a second; a scrape only reads what is there.
+The copy loop (and a restore's produce loop) updates counters once per batch of records, never
+per record, and the lag gauges once a second; a scrape only reads what is there.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ class MetricsSettings(StrictModel):
         ge=1,
         le=65535,
         description=(
-            "Serve `/metrics`, `/healthz` and `/readyz` over HTTP on this port while `backup` runs "
-            "(`--metrics-port`); unset: no server."
+            "Serve `/metrics`, `/healthz` and `/readyz` over HTTP on this port while `backup`, `restore`, "
+            "`three-phase-restore` or `drill` runs (`--metrics-port`); unset: no server."
         ),
     )
     bind_address: str = Field(
@@ -62,16 +65,17 @@ class MetricsSettings(StrictModel):
     textfile: str | None = Field(
         default=None,
         description=(
-            "Write the metrics to this file (atomically) after each increment and at the end of the run, "
-            "for node-exporter's textfile collector (`--metrics-textfile`); name it `*.prom`."
+            "Write the metrics to this file (atomically) at each checkpoint (a backup's increment, a "
+            "restore's phase) and at the end of the run, for node-exporter's textfile collector "
+            "(`--metrics-textfile`); name it `*.prom`."
         ),
     )
     health_window_secs: float = Field(
         default=300,
         gt=0,
         description=(
-            "`/healthz` fails when the copy loop has not turned for this long, or has copied nothing for "
-            "this long while records wait to be read."
+            "`/healthz` fails when the copy loop (a restore's: while it produces) has not turned for this "
+            "long, or has copied nothing for this long while records wait to be read."
         ),
     )
 
