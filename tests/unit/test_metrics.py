@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kbackup import __version__
 from kbackup.app.config import KBackupConfig, load
 from kbackup.app.overrides import metrics_settings
+from kbackup.cli.main import run
 from kbackup.core.errors import ConfigError
 from kbackup.core.metrics import (
     BackupMetrics,
@@ -541,3 +542,25 @@ def test_restore_metrics_are_served_and_written_like_a_backups(
         assert get(running, "/healthz") == (200, "ok: in the restore phase\n")
     finally:
         running.close()
+
+
+@pytest.mark.parametrize("command", ["restore", "three-phase-restore", "drill"])
+def test_restore_commands_refuse_bad_metrics_settings_before_any_network_call(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Nothing listens on port 1: a run that reached the network would fail with exit code 5, not 3.
+    config = tmp_path / "dr.yaml"
+    config.write_text(
+        "backup_id: nightly\n"
+        f"storage: {{url: {tmp_path / 'store'}}}\n"
+        "source: {bootstrap_servers: ['127.0.0.1:1']}\n"
+        "target: {bootstrap_servers: ['127.0.0.1:1']}\n"
+    )
+    textfile = tmp_path / "missing" / "dr.prom"
+    assert run([command, "-c", str(config), "--metrics-textfile", str(textfile)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        f"kafka-backup: error: --metrics-textfile {textfile} (metrics.textfile): cannot write it: "
+        f"the folder {textfile.parent} does not exist"
+    )
+    assert not (tmp_path / "store").exists()
