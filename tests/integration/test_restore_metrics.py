@@ -2,19 +2,23 @@
 
 A ``restore`` with ``--metrics-textfile`` counts the records it produced per target topic, which
 equal the records restored; a ``three-phase-restore`` ends at the phase ``done`` with its recovery
-time. Each textfile is parsed with prometheus-client's own parser.
+time; a ``drill`` (without Spark) passes through its phases under the backup id it names, and
+says that no record would be skipped. Each textfile is parsed with prometheus-client's own parser.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, tzinfo
 from pathlib import Path
 
 import pytest
 import yaml
 
+from kbackup.app import drill as drill_module
 from kbackup.cli.main import run
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.integration.test_backup_increments import commit_group
 from tests.integration.test_three_phase import fill_and_back_up
 from tests.support.backup_io import take_backup
 from tests.support.kafka_io import Record, create_topic, produce
@@ -134,3 +138,65 @@ def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
     assert total(found, "kafka_backup_restore_phase", phase="done") == 1
     assert not series(found, "kafka_backup_recovery_seconds")
     assert total(found, "kafka_backup_restore_records_total") == 0
+
+
+class TickingClock(datetime):
+    """``now()`` one second later at each call."""
+
+    calls = 0
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> TickingClock:
+        cls.calls += 1
+        return cls(2026, 1, 1, 0, 0, cls.calls % 60, tzinfo=tz)
+
+
+def test_a_drill_writes_its_phases_and_its_verdict_under_the_backup_it_took(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each name the drill would make is another second: a run that named its backup twice would
+    # export metrics under a name other than its backup's.
+    monkeypatch.setattr(drill_module, "datetime", TickingClock)
+    topic, group = f"{unique_name}-orders", f"{unique_name}-app"
+    create_topic(source_cluster, topic, partitions=2)
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v%d" % i, partition=i % 2) for i in range(60)])
+    commit_group(source_cluster, group, {(topic, 0): 12, (topic, 1): 30})
+    config = tmp_path / "drill.yaml"
+    config.write_text(yaml.safe_dump({
+        # No backup_id: the drill names its backup after the time, and its metrics carry that name.
+        "source": {"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        "storage": {"url": str(tmp_path / "store")},
+        "three_phase": {"build_mapping": "when-needed"},  # no Spark
+        "offset_reset": {"groups": [group]},
+        "drill": {"topic_prefix": f"drill-{unique_name}.", "group_prefix": f"drill-{unique_name}."},
+    }))  # fmt: skip
+    report, textfile = tmp_path / "report.json", tmp_path / "drill.prom"
+    code = run(["drill", "-c", str(config), "--report", str(report), "--metrics-textfile", str(textfile)])
+    assert code == 0, capsys.readouterr().err
+    document = json.loads(report.read_text())
+    assert document["passed"] is True
+
+    found = parse(textfile.read_text())
+    assert {dict(labels)["backup_id"] for labels in series(found, "kafka_backup_restore_phase")} == {
+        document["backup_id"]
+    }
+    phases = {
+        dict(labels)["phase"]: value for labels, value in series(found, "kafka_backup_restore_phase").items()
+    }
+    assert phases["done"] == 1
+    assert sum(phases.values()) == 1
+    durations = {
+        dict(labels)["phase"] for labels in series(found, "kafka_backup_restore_phase_duration_seconds")
+    }
+    assert {"backup", "restore", "reset", "verify", "proof"} <= durations
+    assert total(found, "kafka_backup_drill_skipped_records") == 0
+    assert series(found, "kafka_backup_drill_skipped_records")
+    assert total(found, "kafka_backup_restore_records_total", topic=f"drill-{unique_name}.{topic}") == 60
+    assert total(found, "kafka_backup_recovery_seconds") > 0
+    assert total(found, "kafka_backup_restore_info", command="drill") == 1
