@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,9 +87,16 @@ class BackupRunResult:
 
 
 def measured_backup(
-    bootstrap: str, topic: str, storage_dir: Path, backup_id: str, **settings: object
+    bootstrap: str,
+    topic: str,
+    storage_dir: Path,
+    backup_id: str,
+    flags: Sequence[str] = (),
+    /,
+    **settings: object,
 ) -> BackupRunResult:
-    """Run ``kafka-backup backup`` as a child process; its peak RSS comes from wait4's rusage."""
+    """Run ``kafka-backup backup`` (with ``flags``) as a child process; its peak RSS comes from
+    wait4's rusage. ``settings`` go into the config's ``backup`` section."""
     config = {
         "backup_id": backup_id,
         "source": {"bootstrap_servers": [bootstrap], "topics": {"include": [topic]}},
@@ -102,7 +110,7 @@ def measured_backup(
         with out_path.open("w") as out, open(os.devnull, "w") as err:
             started = time.monotonic()
             process = subprocess.Popen(
-                [sys.executable, "-m", "kbackup", "backup", "-c", str(config_path), "--json"],
+                [sys.executable, "-m", "kbackup", "backup", "-c", str(config_path), "--json", *flags],
                 stdout=out,
                 stderr=err,
                 env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},

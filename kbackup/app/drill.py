@@ -28,6 +28,7 @@ from kbackup.backup.settings import SourceSettings, TopicSelection
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import ConfigError, InterruptedByUser
 from kbackup.core.kafka import open_admin
+from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
 from kbackup.reset.settings import OffsetResetSettings
@@ -57,6 +58,15 @@ def drill_config(config: KBackupConfig, backup_id: str, topics: list[str], work_
     )  # fmt: skip
 
 
+#: The backup id of the local drill (``--local``).
+LOCAL_DRILL_BACKUP_ID = "local-drill"
+
+
+def drill_backup_id(config: KBackupConfig) -> str:
+    """The backup a drill takes: the config's ``backup_id``, else one named after the time now."""
+    return config.backup_id or f"drill-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+
+
 def run_drill(
     config: KBackupConfig,
     *,
@@ -65,8 +75,10 @@ def run_drill(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     notes: list[str] | None = None,
+    metrics: RestoreMetrics | None = None,
 ) -> DrillReport:
-    """The drill on the config's clusters; ``notes`` go into the report as they are."""
+    """The drill on the config's clusters; ``notes`` go into the report as they are; ``metrics``
+    hears each phase start and what the three-phase restore reports (the caller says ``done``)."""
     # Refused before the backup: the drill restores the backup it takes, with this config's
     # backup.include_offset_headers.
     backed_up_with_headers = config.backup.include_offset_headers
@@ -75,7 +87,7 @@ def run_drill(
         raise ConfigError("a drill needs 'source' and 'target' sections")
     from kbackup.backup.runner import BackupJob, run_backup
 
-    backup_id = config.backup_id or f"drill-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    backup_id = drill_backup_id(config)
     report = DrillReport(
         started_at=utc_now_iso(),
         backup_id=backup_id,
@@ -85,6 +97,8 @@ def run_drill(
     )
 
     started = time.monotonic()
+    if metrics is not None:
+        metrics.phase("backup")
     backed_up = run_backup(
         BackupJob(backup_id=backup_id, source=config.source, storage=config.storage, settings=config.backup),
         progress=progress,
@@ -100,7 +114,9 @@ def run_drill(
 
     restore_config = drill_config(config, backup_id, backed_up.topics, work_dir)
     report.topic_copies = dict(restore_config.restore.topic_mapping)
-    summary: ThreePhaseSummary = three_phase_restore(restore_config, progress=progress, stop=stop)
+    summary: ThreePhaseSummary = three_phase_restore(
+        restore_config, progress=progress, stop=stop, metrics=metrics
+    )
     for phase in summary.phases:
         report.phase_seconds[phase.name] = phase.seconds
     report.three_phase = summary.to_dict()
@@ -114,11 +130,15 @@ def run_drill(
     )
 
     started = time.monotonic()
+    if metrics is not None:
+        metrics.phase("proof")
     verification = prove(restore_config)
     report.phase_seconds["proof"] = time.monotonic() - started
     report.groups = verification.per_group()
     report.partitions = [verdict.__dict__ for verdict in verification.verdicts]
     report.skipped, report.reprocessed = verification.skipped, verification.reprocessed
+    if metrics is not None:
+        metrics.drill_proved(report.skipped)
     report.unproven = unproven_reason(restore_config, verification)
     report.finished_at = utc_now_iso()
     write_report(report, report_path)
@@ -178,6 +198,7 @@ def run_local_drill(
     records_per_partition: int = 2_000,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    metrics: RestoreMetrics | None = None,
 ) -> DrillReport:
     """Two throwaway local clusters, realistic data, the full drill on local-folder storage."""
     from kbackup.app.drill_data import fill_source
@@ -190,7 +211,7 @@ def run_local_drill(
         data = fill_source(source.connection(), records_per_partition=records_per_partition)
         work_dir = Path(scratch)
         config = KBackupConfig(
-            backup_id="local-drill",
+            backup_id=LOCAL_DRILL_BACKUP_ID,
             source=SourceSettings(
                 bootstrap_servers=[source.bootstrap_servers],
                 topics=TopicSelection(include=sorted(data.topics)),
@@ -206,5 +227,11 @@ def run_local_drill(
             else ["the local data set has no compaction holes: the log cleaner did not compact in time"]
         )
         return run_drill(
-            config, work_dir=work_dir, report_path=report_path, progress=progress, stop=stop, notes=notes
+            config,
+            work_dir=work_dir,
+            report_path=report_path,
+            progress=progress,
+            stop=stop,
+            notes=notes,
+            metrics=metrics,
         )

@@ -33,6 +33,7 @@ from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError
 from kbackup.core.faults import crash_point
 from kbackup.core.kafka import open_admin
+from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import ResetPlan, render_plan_table
 from kbackup.format.three_phase_state import StateFile
@@ -108,6 +109,13 @@ def require_origin_headers(
     )
 
 
+def checked_backup_id(config: KBackupConfig) -> str:
+    """The backup a three-phase restore restores; a ConfigError when none is named."""
+    if not config.backup_id:
+        raise ConfigError("three-phase-restore needs backup_id (in the config file, or --backup-id)")
+    return config.backup_id
+
+
 def checked_inputs(config: KBackupConfig) -> tuple[KBackupConfig, KafkaConnection, str]:
     """The config with origin headers on, its target and backup id; a ConfigError, before anything is
     read or written, for a missing one or a restore without origin headers."""
@@ -115,18 +123,21 @@ def checked_inputs(config: KBackupConfig) -> tuple[KBackupConfig, KafkaConnectio
         raise ConfigError(
             "three-phase-restore needs the target cluster: a 'target' section, or --bootstrap-servers"
         )
-    if not config.backup_id:
-        raise ConfigError("three-phase-restore needs backup_id (in the config file, or --backup-id)")
-    target, backup_id = config.target, config.backup_id
+    target, backup_id = config.target, checked_backup_id(config)
     config = require_origin_headers(config, "three-phase-restore", lambda: job_backup(config).offset_headers)
     return config, target, backup_id
 
 
 def three_phase_restore(
-    config: KBackupConfig, *, progress: Progress | None = None, stop: threading.Event | None = None
+    config: KBackupConfig,
+    *,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+    metrics: RestoreMetrics | None = None,
 ) -> ThreePhaseSummary:
     """Restore, map, move the groups and verify; ``stop`` (SIGINT/SIGTERM) ends the restore phase at
-    its next safe point, and a re-run continues from there."""
+    its next safe point, and a re-run continues from there. ``metrics`` hears each phase start,
+    the restore's progress, the recovery time and the audit's verdict (the caller says ``done``)."""
     run_started = time.monotonic()
     config, target, backup_id = checked_inputs(config)
     from kbackup.restore import service as restore_service
@@ -144,6 +155,8 @@ def three_phase_restore(
         source_offsets_for(config, config.offset_reset.groups)
 
     def phase_done(name: str) -> bool:
+        if metrics is not None:
+            metrics.phase(name)
         recorded = state.done(name)
         if recorded is None:
             return False
@@ -156,9 +169,13 @@ def three_phase_restore(
     if not phase_done("restore"):
         started = time.monotonic()
         job = restore_service.prepare(
-            backup_id=config.backup_id, storage=config.storage, target=target, settings=config.restore
+            backup_id=config.backup_id,
+            storage=config.storage,
+            target=target,
+            settings=config.restore,
+            metrics=metrics,
         )
-        restored = restore_service.run(job, progress=progress, stop=stop)
+        restored = restore_service.run(job, progress=progress, stop=stop, metrics=metrics)
         details = {
             "restore_id": restored.restore_id,
             "records": restored.records,
@@ -232,6 +249,8 @@ def three_phase_restore(
         summary.phases.append(PhaseResult("reset", seconds, details))
         # The recovery time: from the start of this run until every group is committed.
         summary.recovery_seconds = time.monotonic() - run_started
+        if metrics is not None:
+            metrics.groups_committed(summary.recovery_seconds)
 
     # Verify: every moved group's position, judged from the records around it on the target (not
     # from the plan's answer); a wrong position, an unverifiable one or a recovery gap fails the run
@@ -265,6 +284,8 @@ def three_phase_restore(
 
             plan = ResetPlan.model_validate_json(plan_path.read_text())
             audited = audit_positions(plan, read_mapping(files.mapping))
+            if metrics is not None:
+                metrics.audited(len(audited.disagreements))
             audited.raise_for_disagreement()
             details = audited.details()
             seconds = time.monotonic() - started

@@ -14,7 +14,17 @@ from kbackup.app.overrides import (
     storage_settings,
     with_bootstrap_servers,
 )
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    JsonOption,
+    MetricsBindOption,
+    MetricsPortOption,
+    MetricsTextfileOption,
+    json_mode,
+    load_config,
+    print_json,
+)
 from kbackup.cli.signals import stop_on_signals
 from kbackup.core.durations import format_duration, parse_duration
 from kbackup.core.errors import (
@@ -60,28 +70,9 @@ def backup(
         ),
     ] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Keep copying until SIGINT/SIGTERM.")] = False,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            metavar="PORT",
-            help="Serve /metrics (Prometheus), /healthz and /readyz on this port while the backup runs.",
-        ),
-    ] = None,
-    metrics_bind: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics-bind", metavar="ADDRESS", help="Address the metrics server listens on (0.0.0.0)."
-        ),
-    ] = None,
-    metrics_textfile: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics-textfile",
-            metavar="PATH",
-            help="Write the metrics to this file after each increment and at exit (node-exporter).",
-        ),
-    ] = None,
+    metrics_port: MetricsPortOption = None,
+    metrics_bind: MetricsBindOption = None,
+    metrics_textfile: MetricsTextfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage.

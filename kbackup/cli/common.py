@@ -35,6 +35,31 @@ BootstrapOption = Annotated[
     ),
 ]
 
+# The metrics options of the commands that run long (docs/observability.md); they go over the
+# config's metrics section.
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        metavar="PORT",
+        help="Serve /metrics (Prometheus), /healthz and /readyz on this port while the command runs.",
+    ),
+]
+MetricsBindOption = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics-bind", metavar="ADDRESS", help="Address the metrics server listens on (0.0.0.0)."
+    ),
+]
+MetricsTextfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="Write the metrics to this file at each checkpoint and at exit (node-exporter).",
+    ),
+]
+
 
 def load_config(path: Path | None) -> config_module.KBackupConfig:
     """The config file if given, else the embedded defaults."""

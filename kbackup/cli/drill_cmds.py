@@ -8,7 +8,17 @@ from typing import Annotated
 
 import typer
 
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    JsonOption,
+    MetricsBindOption,
+    MetricsPortOption,
+    MetricsTextfileOption,
+    json_mode,
+    load_config,
+    print_json,
+)
 from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import UsageError, VerificationError
 from kbackup.core.progress import Progress
@@ -52,6 +62,9 @@ def three_phase_restore(
             help="Exit 0 when groups resume after a recovery gap (three_phase.accept_gap); else exit 12.",
         ),
     ] = False,
+    metrics_port: MetricsPortOption = None,
+    metrics_bind: MetricsBindOption = None,
+    metrics_textfile: MetricsTextfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Restore data, move every consumer group to its exact place, and audit it, in one resumable run.
@@ -70,9 +83,10 @@ def three_phase_restore(
       kafka-backup three-phase-restore -c dr.yaml --dry-run
     """
     json_mode(as_json)
-    from kbackup.app.overrides import three_phase_config
-    from kbackup.app.three_phase import three_phase_dry_run
+    from kbackup.app.overrides import metrics_settings, three_phase_config
+    from kbackup.app.three_phase import checked_backup_id, three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
+    from kbackup.core.metrics import RestoreMetrics, exported
 
     cfg = three_phase_config(
         load_config(config),
@@ -90,11 +104,17 @@ def three_phase_restore(
         else:
             typer.echo("\n".join(preview.lines()))
         return
+    observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
+    metrics = RestoreMetrics(
+        checked_backup_id(cfg), command="three-phase-restore", health_window_secs=observed.health_window_secs
+    )
     with (
+        exported(metrics, observed),
         stop_on_signals("stopping at the next safe point; run again to continue") as stop,
         Progress() as progress,
     ):
-        summary = run_three_phase(cfg, progress=progress, stop=stop)
+        summary = run_three_phase(cfg, progress=progress, stop=stop, metrics=metrics)
+        metrics.phase("done")
     if as_json:
         print_json(summary.to_dict())
         return
@@ -131,6 +151,9 @@ def drill(
         int,
         typer.Option("--records", min=10, metavar="N", help="With --local: records per source partition."),
     ] = 2_000,
+    metrics_port: MetricsPortOption = None,
+    metrics_bind: MetricsBindOption = None,
+    metrics_textfile: MetricsTextfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Disaster-recovery drill: back up, restore under a prefix, map, reset copies of the groups, then prove
@@ -141,23 +164,44 @@ def drill(
       kafka-backup drill --local
     """
     json_mode(as_json)
-    from kbackup.app.drill import run_drill, run_local_drill
+    from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill
+    from kbackup.app.overrides import metrics_settings
+    from kbackup.core.metrics import RestoreMetrics, exported
 
-    with stop_on_signals("stopping the drill at the next safe point") as stop, Progress() as progress:
+    if not local and config is None:
+        raise UsageError("drill needs --config (source, target, storage), or --local")
+    cfg = load_config(None if local else config)
+    # Named before the run, so that its metrics carry the backup id the drill takes.
+    backup_id = LOCAL_DRILL_BACKUP_ID if local else drill_backup_id(cfg)
+    observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
+    metrics = RestoreMetrics(backup_id, command="drill", health_window_secs=observed.health_window_secs)
+    with (
+        exported(metrics, observed),
+        stop_on_signals("stopping the drill at the next safe point") as stop,
+        Progress() as progress,
+    ):
         if local:
             report_path = report or Path("drill-report.json")
             result = run_local_drill(
-                report_path=report_path, records_per_partition=records, progress=progress, stop=stop
+                report_path=report_path,
+                records_per_partition=records,
+                progress=progress,
+                stop=stop,
+                metrics=metrics,
             )
         else:
-            if config is None:
-                raise UsageError("drill needs --config (source, target, storage), or --local")
-            cfg = load_config(config)
             report_path = report or Path(cfg.drill.report_path)
             with tempfile.TemporaryDirectory(prefix="kbackup-drill-") as scratch:
                 result = run_drill(
-                    cfg, work_dir=Path(scratch), report_path=report_path, progress=progress, stop=stop
+                    cfg.model_copy(update={"backup_id": backup_id}),
+                    work_dir=Path(scratch),
+                    report_path=report_path,
+                    progress=progress,
+                    stop=stop,
+                    metrics=metrics,
                 )
+        if result.passed and result.unproven is None:
+            metrics.phase("done")
     if as_json:
         print_json(result.to_dict())
     else:

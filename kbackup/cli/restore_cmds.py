@@ -6,11 +6,14 @@ from typing import Annotated
 
 import typer
 
-from kbackup.app.overrides import RestoreFlags, restore_inputs
+from kbackup.app.overrides import RestoreFlags, metrics_settings, restore_inputs
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
     JsonOption,
+    MetricsBindOption,
+    MetricsPortOption,
+    MetricsTextfileOption,
     json_mode,
     load_config,
     pairs,
@@ -138,6 +141,9 @@ def restore(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would be created and written; change nothing.")
     ] = False,
+    metrics_port: MetricsPortOption = None,
+    metrics_bind: MetricsBindOption = None,
+    metrics_textfile: MetricsTextfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers.
@@ -146,9 +152,12 @@ def restore(
     Example:
       kafka-backup restore -c dr.yaml --dry-run
     """
+    from kbackup.core.metrics import RestoreMetrics, exported
+
     json_mode(as_json)
+    cfg = load_config(config)
     inputs = restore_inputs(
-        load_config(config),
+        cfg,
         bootstrap_servers=bootstrap_servers,
         path=path,
         backup_id=backup_id,
@@ -167,18 +176,36 @@ def restore(
             log_append_time=log_append_time,
         ),
     )
-    job = service.prepare(
-        backup_id=inputs.backup_id, storage=inputs.storage, target=inputs.target, settings=inputs.settings
-    )
     if dry_run:
+        job = service.prepare(
+            backup_id=inputs.backup_id, storage=inputs.storage, target=inputs.target, settings=inputs.settings
+        )
         report = service.dry_run(job)
         if as_json:
             print_json(report.to_dict())
         else:
             typer.echo("\n".join(report.lines()))
         return
-    with stop_on_signals("committing what was produced, then stopping") as stop:
-        summary = service.run(job, progress=Progress(), stop=stop)
+    observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
+    metrics = RestoreMetrics(
+        service.required_backup_id(inputs.backup_id),
+        command="restore",
+        health_window_secs=observed.health_window_secs,
+    )
+    with (
+        exported(metrics, observed),
+        stop_on_signals("committing what was produced, then stopping") as stop,
+    ):
+        metrics.phase("restore")
+        job = service.prepare(
+            backup_id=inputs.backup_id,
+            storage=inputs.storage,
+            target=inputs.target,
+            settings=inputs.settings,
+            metrics=metrics,
+        )
+        summary = service.run(job, progress=Progress(), stop=stop, metrics=metrics)
+        metrics.phase("done")
     if as_json:
         print_json(summary.to_dict())
     else:

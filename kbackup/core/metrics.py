@@ -1,13 +1,16 @@
 """Prometheus metrics and health of a run, in one place (docs/observability.md).
 
 Everything is built on ``prometheus_client``: the metric types, the text exposition served on
-``/metrics``, and the atomic textfile for node-exporter. Each run gets its own
+``/metrics``, and the atomic textfile for node-exporter. ``BackupMetrics`` are a backup's,
+``RestoreMetrics`` those of ``restore``, ``three-phase-restore`` and ``drill``; both share
+``RunMetrics`` (the registry, the health, the storage and cluster requests), the server and the
+textfile. Each run gets its own
 ``CollectorRegistry`` (never the library's global one), so a process, or a test, can hold
 several. Every metric carries the ``backup_id`` label: textfiles of several scheduled backups
 sit side by side in one node-exporter folder, and an alert names the backup it is about.
 
-The copy loop updates counters once per batch of records, never per record, and the lag
-gauges once a second; a scrape only reads what is there.
+The copy loop (and a restore's produce loop) updates counters once per batch of records, never
+per record, and the lag gauges once a second; a scrape only reads what is there.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ class MetricsSettings(StrictModel):
         ge=1,
         le=65535,
         description=(
-            "Serve `/metrics`, `/healthz` and `/readyz` over HTTP on this port while `backup` runs "
-            "(`--metrics-port`); unset: no server."
+            "Serve `/metrics`, `/healthz` and `/readyz` over HTTP on this port while `backup`, `restore`, "
+            "`three-phase-restore` or `drill` runs (`--metrics-port`); unset: no server."
         ),
     )
     bind_address: str = Field(
@@ -62,16 +65,17 @@ class MetricsSettings(StrictModel):
     textfile: str | None = Field(
         default=None,
         description=(
-            "Write the metrics to this file (atomically) after each increment and at the end of the run, "
-            "for node-exporter's textfile collector (`--metrics-textfile`); name it `*.prom`."
+            "Write the metrics to this file (atomically) at each checkpoint (a backup's increment, a "
+            "restore's phase) and at the end of the run, for node-exporter's textfile collector "
+            "(`--metrics-textfile`); name it `*.prom`."
         ),
     )
     health_window_secs: float = Field(
         default=300,
         gt=0,
         description=(
-            "`/healthz` fails when the copy loop has not turned for this long, or has copied nothing for "
-            "this long while records wait to be read."
+            "`/healthz` fails when the copy loop (a restore's: while it produces) has not turned for this "
+            "long, or has copied nothing for this long while records wait to be read."
         ),
     )
 
@@ -83,9 +87,20 @@ class Health:
     HTTP server's threads: each field is one float assignment, which needs no lock.
     """
 
-    def __init__(self, *, window_secs: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        window_secs: float,
+        clock: Callable[[], float] = time.monotonic,
+        cluster: str = "source",
+    ) -> None:
         self.window_secs = window_secs
         self._clock = clock
+        #: The cluster the run reads (a backup: ``source``) or writes (a restore: ``target``).
+        self.cluster = cluster
+        #: Why no loop is watched now (None: the loop is watched). A restore's loop runs in one
+        #: phase only; the others are bounded steps with their own timeouts.
+        self.unwatched_because: str | None = None
         now = clock()
         #: The copy loop's last turn (a poll of the consumer, a commit) and its last progress.
         self.last_turn = now
@@ -93,6 +108,7 @@ class Health:
         #: Records are known to wait to be read (false: idle at the end of the log), and since when.
         self.records_waiting = False
         self.waiting_since = now
+        #: ``source_*``: the cluster's answers (``self.cluster``: the target, for a restore).
         self.source_ok: float | None = None
         self.source_failed: float | None = None
         #: Since when a request to the source waits for its answer (None: none waits).
@@ -134,6 +150,8 @@ class Health:
 
     def live(self) -> tuple[bool, str]:
         """Alive and not wedged: the loop turns, and copies or is idle at the end of the log."""
+        if self.unwatched_because is not None:
+            return True, f"ok: {self.unwatched_because}"
         now = self._clock()
         still = now - self.last_turn
         if still > self.window_secs:
@@ -164,14 +182,14 @@ class Health:
         problems = []
         waited = self._source_waited()
         if waited is not None:
-            problems.append(f"the source cluster has not answered a request for {waited:.0f}s")
+            problems.append(f"the {self.cluster} cluster has not answered a request for {waited:.0f}s")
         elif not self.source_reachable():
-            problems.append("the source cluster " + _why(self.source_ok))
+            problems.append(f"the {self.cluster} cluster " + _why(self.source_ok))
         if not self.storage_reachable():
             problems.append("the storage " + _why(self.storage_ok))
         if problems:
             return False, "not ready: " + "; ".join(problems)
-        return True, "ok: source and storage answer"
+        return True, f"ok: {self.cluster} and storage answer"
 
 
 def _answered_since_failure(ok: float | None, failed: float | None) -> bool:
@@ -190,7 +208,89 @@ class _PartitionLag:
     behind_since: float | None = None
 
 
-class BackupMetrics:
+class RunMetrics:
+    """What the metrics of every run share: the registry, the health, and the counts of the
+    requests to the storage and to the cluster the run reads or writes (``cluster``: ``source``
+    for a backup, ``target`` for a restore), which the storage and the Kafka clients report
+    (kbackup.storage.base.RequestObserver, kbackup.core.kafka.ClusterObserver)."""
+
+    def __init__(
+        self,
+        backup_id: str,
+        *,
+        cluster: str,
+        health_window_secs: float = 300,
+        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backup_id = backup_id
+        self.registry = CollectorRegistry()
+        self.health = Health(window_secs=health_window_secs, clock=clock, cluster=cluster)
+        self._wall_clock = wall_clock
+        self._clock = clock
+        #: Called where the run reaches a checkpoint (``exported`` writes the textfile there).
+        self.after_checkpoint: Callable[[], None] = lambda: None
+        registry = self.registry
+        self._storage_errors = Counter(
+            "kafka_backup_storage_errors",
+            "Storage requests that failed, by operation and kind (transient: retried; permanent).",
+            ["backup_id", "operation", "kind"],
+            registry=registry,
+        )
+        self._storage_retries = Counter(
+            "kafka_backup_storage_retries",
+            "Storage requests sent again after a transient failure, by operation.",
+            ["backup_id", "operation"],
+            registry=registry,
+        )
+        self._cluster_errors = Counter(
+            f"kafka_backup_{cluster}_errors",
+            f"Errors the {cluster} cluster's clients reported (a broker down, a request that failed), "
+            "by kind.",
+            ["backup_id", "kind"],
+            registry=registry,
+        )
+        health = self.health
+        Gauge(
+            f"kafka_backup_{cluster}_reachable",
+            f"1 when the last request to the {cluster} cluster succeeded (what /readyz checks), else 0.",
+            ["backup_id"],
+            registry=registry,
+        ).labels(backup_id).set_function(lambda: float(health.source_reachable()))
+        Gauge(
+            "kafka_backup_storage_reachable",
+            "1 when the last storage request succeeded (what /readyz checks), else 0.",
+            ["backup_id"],
+            registry=registry,
+        ).labels(backup_id).set_function(lambda: float(health.storage_reachable()))
+
+    # -- requests (any thread) -----------------------------------------------------------------------
+
+    def storage_request_succeeded(self, operation: str) -> None:
+        self.health.storage_answered()
+
+    def storage_request_failed(self, operation: str, *, transient: bool) -> None:
+        kind = "transient" if transient else "permanent"
+        self._storage_errors.labels(self.backup_id, _label(operation), kind).inc()
+        self.health.storage_failing()
+
+    def storage_request_retried(self, operation: str) -> None:
+        self._storage_retries.labels(self.backup_id, _label(operation)).inc()
+
+    # The cluster's clients report here (kbackup.core.kafka.ClusterObserver).
+
+    def cluster_error(self, kind: str) -> None:
+        self._cluster_errors.labels(self.backup_id, _label(kind)).inc()
+        self.health.source_failing()
+
+    def cluster_waiting(self) -> None:
+        self.health.source_waiting()
+
+    def cluster_answered(self) -> None:
+        self.health.source_answered()
+
+
+class BackupMetrics(RunMetrics):
     """The metrics of one ``backup`` run (one-shot or ``--follow``), and its health."""
 
     def __init__(
@@ -202,11 +302,13 @@ class BackupMetrics:
         wall_clock: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.backup_id = backup_id
-        self.registry = CollectorRegistry()
-        self.health = Health(window_secs=health_window_secs, clock=clock)
-        self._wall_clock = wall_clock
-        self._clock = clock
+        super().__init__(
+            backup_id,
+            cluster="source",
+            health_window_secs=health_window_secs,
+            wall_clock=wall_clock,
+            clock=clock,
+        )
         registry = self.registry
         Info(
             "kafka_backup", "The backup this process runs: its id, mode and kafka-backup version.",
@@ -262,39 +364,6 @@ class BackupMetrics:
             buckets=COMMIT_BUCKETS,
             registry=registry,
         ).labels(backup_id)
-        self._storage_errors = Counter(
-            "kafka_backup_storage_errors",
-            "Storage requests that failed, by operation and kind (transient: retried; permanent).",
-            ["backup_id", "operation", "kind"],
-            registry=registry,
-        )
-        self._storage_retries = Counter(
-            "kafka_backup_storage_retries",
-            "Storage requests sent again after a transient failure, by operation.",
-            ["backup_id", "operation"],
-            registry=registry,
-        )
-        self._source_errors = Counter(
-            "kafka_backup_source_errors",
-            "Errors the source cluster's clients reported (a broker down, a request that failed), by kind.",
-            ["backup_id", "kind"],
-            registry=registry,
-        )
-        health = self.health
-        Gauge(
-            "kafka_backup_source_reachable",
-            "1 when the last request to the source cluster succeeded (what /readyz checks), else 0.",
-            ["backup_id"],
-            registry=registry,
-        ).labels(backup_id).set_function(lambda: float(health.source_reachable()))
-        Gauge(
-            "kafka_backup_storage_reachable",
-            "1 when the last storage request succeeded (what /readyz checks), else 0.",
-            ["backup_id"],
-            registry=registry,
-        ).labels(backup_id).set_function(lambda: float(health.storage_reachable()))
-        #: Called after each committed increment (``exported`` writes the textfile there).
-        self.after_increment: Callable[[], None] = lambda: None
         self._topic_records: dict[str, Any] = {}
         self._partitions: dict[tuple[str, int], _PartitionLag] = {}
 
@@ -356,37 +425,198 @@ class BackupMetrics:
         self._last_increment.labels(self.backup_id).set(self._wall_clock())
         self.health.turned(progressed=True)
         self.health.storage_answered()
-        self.after_increment()
+        self.after_checkpoint()
 
-    # -- requests (any thread) -----------------------------------------------------------------------
-
-    def storage_request_succeeded(self, operation: str) -> None:
-        self.health.storage_answered()
-
-    def storage_request_failed(self, operation: str, *, transient: bool) -> None:
-        kind = "transient" if transient else "permanent"
-        self._storage_errors.labels(self.backup_id, _label(operation), kind).inc()
-        self.health.storage_failing()
-
-    def storage_request_retried(self, operation: str) -> None:
-        self._storage_retries.labels(self.backup_id, _label(operation)).inc()
+    # The copy loop reports its source's answers and errors under these names.
 
     def source_answered(self) -> None:
-        self.health.source_answered()
+        self.cluster_answered()
 
     def source_error(self, kind: str) -> None:
-        self._source_errors.labels(self.backup_id, _label(kind)).inc()
-        self.health.source_failing()
+        self.cluster_error(kind)
 
-    # The source cluster's clients report here (kbackup.core.kafka.ClusterObserver).
 
-    def cluster_error(self, kind: str) -> None:
-        self.source_error(kind)
+#: The phases of each restore command, in order; ``done`` once the run ended well.
+RESTORE_PHASES = {
+    "restore": ("restore", "done"),
+    "three-phase-restore": ("restore", "mapping", "reset", "verify", "audit", "done"),
+    "drill": ("backup", "restore", "mapping", "reset", "verify", "audit", "proof", "done"),
+}
 
-    def cluster_waiting(self) -> None:
-        self.health.source_waiting()
 
-    def cluster_answered(self) -> None:
+@dataclass
+class _TopicRestore:
+    records: Any
+    bytes: Any
+    landed: Any
+    landed_count: int = 0
+
+
+class RestoreMetrics(RunMetrics):
+    """The metrics of one ``restore``, ``three-phase-restore`` or ``drill`` run, and its health.
+
+    ``/healthz`` watches the loop that produces records while it runs (the restore phase); the
+    other phases are bounded steps with their own timeouts, and answer alive. ``/readyz`` asks
+    for answers from the target cluster and the storage.
+    """
+
+    def __init__(
+        self,
+        backup_id: str,
+        *,
+        command: str,
+        health_window_secs: float = 300,
+        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(
+            backup_id,
+            cluster="target",
+            health_window_secs=health_window_secs,
+            wall_clock=wall_clock,
+            clock=clock,
+        )
+        self.phases = RESTORE_PHASES[command]
+        registry = self.registry
+        Info(
+            "kafka_backup_restore",
+            "The restore this process runs: its backup id, command and kafka-backup version.",
+            ["backup_id"],
+            registry=registry,
+        ).labels(backup_id).info({"command": command, "version": __version__})
+        self._records = Counter(
+            "kafka_backup_restore_records",
+            "Records produced into the target topic by this run.",
+            ["backup_id", "topic"],
+            registry=registry,
+        )
+        self._bytes = Counter(
+            "kafka_backup_restore_bytes",
+            "Key and value bytes of the records produced into the target topic by this run.",
+            ["backup_id", "topic"],
+            registry=registry,
+        )
+        self._landed = Gauge(
+            "kafka_backup_restore_landed_records",
+            "Records of the restore on the target topic: produced by this run, by earlier runs of the "
+            "same restore, or found already there.",
+            ["backup_id", "topic"],
+            registry=registry,
+        )
+        self._planned = Gauge(
+            "kafka_backup_restore_planned_records",
+            "Records the restore puts on the target topic in all (absent where segments were not counted).",
+            ["backup_id", "topic"],
+            registry=registry,
+        )
+        self._transactions = Counter(
+            "kafka_backup_restore_transactions",
+            "Transactions this run committed on the target (exactly-once mode).",
+            ["backup_id"],
+            registry=registry,
+        ).labels(backup_id)
+        self._phase = Gauge(
+            "kafka_backup_restore_phase",
+            "1 for the phase the run is in (done: it ended well), 0 for the others.",
+            ["backup_id", "phase"],
+            registry=registry,
+        )
+        self._phase_seconds = Gauge(
+            "kafka_backup_restore_phase_duration_seconds",
+            "How long each phase of this run took (a phase done by an earlier run: 0).",
+            ["backup_id", "phase"],
+            registry=registry,
+        )
+        self._recovery = Gauge(
+            "kafka_backup_recovery_seconds",
+            "Seconds from the start of the run until every consumer group was committed on the target.",
+            ["backup_id"],
+            registry=registry,
+        )
+        self._disagreements = Gauge(
+            "kafka_backup_audit_disagreements",
+            "Committed group positions the audit (the full offset mapping) disagrees with; 0: it agrees.",
+            ["backup_id"],
+            registry=registry,
+        )
+        self._skipped = Gauge(
+            "kafka_backup_drill_skipped_records",
+            "Records the drill's groups would skip after the restore; 0: the drill passed.",
+            ["backup_id"],
+            registry=registry,
+        )
+        for phase in self.phases:
+            self._phase.labels(backup_id, phase).set(0)
+        self._topics: dict[str, _TopicRestore] = {}
+        self.current_phase: str | None = None
+        self._phase_started = clock()
+        self.health.unwatched_because = "no phase started yet"
+
+    # -- phases --------------------------------------------------------------------------------------
+
+    def phase(self, name: str) -> None:
+        """The run enters phase ``name`` (one of ``self.phases``); the textfile is written."""
+        now = self._clock()
+        if self.current_phase is not None:
+            self._phase_seconds.labels(self.backup_id, self.current_phase).set(now - self._phase_started)
+            self._phase.labels(self.backup_id, self.current_phase).set(0)
+        self._phase.labels(self.backup_id, name).set(1)
+        self.current_phase, self._phase_started = name, now
+        self.health.turned(progressed=True)
+        self.health.unwatched_because = "the run ended" if name == "done" else f"in the {name} phase"
+        self.after_checkpoint()
+
+    def groups_committed(self, recovery_secs: float) -> None:
+        self._recovery.labels(self.backup_id).set(recovery_secs)
+
+    def audited(self, disagreements: int) -> None:
+        self._disagreements.labels(self.backup_id).set(disagreements)
+
+    def drill_proved(self, skipped: int) -> None:
+        self._skipped.labels(self.backup_id).set(skipped)
+
+    # -- producing (the restore loop) ----------------------------------------------------------------
+
+    def _topic(self, topic: str) -> _TopicRestore:
+        found = self._topics.get(topic)
+        if found is None:
+            labels = (self.backup_id, topic)
+            found = self._topics[topic] = _TopicRestore(
+                self._records.labels(*labels), self._bytes.labels(*labels), self._landed.labels(*labels)
+            )
+        return found
+
+    def restore_planned(self, topic: str, *, planned: int | None, landed: int) -> None:
+        """Before producing: the target topic's records in all (None: not counted), and how many of
+        them earlier runs put there."""
+        if planned is not None:
+            self._planned.labels(self.backup_id, topic).set(planned)
+        found = self._topic(topic)
+        found.landed_count = landed
+        found.landed.set(landed)
+
+    def producing(self, running: bool) -> None:
+        """The produce loop starts (watched by ``/healthz``) or ends."""
+        self.health.turned(progressed=True)
+        self.health.unwatched_because = None if running else f"in the {self.current_phase} phase"
+
+    def records_produced(self, topic: str, count: int, size_bytes: int) -> None:
+        """One batch of records went to the target topic's producer."""
+        found = self._topic(topic)
+        found.records.inc(count)
+        found.bytes.inc(size_bytes)
+        found.landed_count += count
+        found.landed.set(found.landed_count)
+        self.health.turned(progressed=count > 0)
+
+    def records_already_landed(self, topic: str, count: int) -> None:
+        """Records of a batch found already on the target (an idempotent run resumed)."""
+        found = self._topic(topic)
+        found.landed_count += count
+        found.landed.set(found.landed_count)
+
+    def transaction_committed(self) -> None:
+        self._transactions.inc()
         self.health.source_answered()
 
 
@@ -423,7 +653,7 @@ def _server_class(bind_address: str, port: int) -> type[_ThreadingServer]:
 class MetricsServer:
     """``/metrics``, ``/healthz`` and ``/readyz`` over HTTP, on a daemon thread."""
 
-    def __init__(self, metrics: BackupMetrics, *, bind_address: str, port: int) -> None:
+    def __init__(self, metrics: RunMetrics, *, bind_address: str, port: int) -> None:
         self.health = metrics.health
         self._metrics_app = make_wsgi_app(metrics.registry)
         server_class = _server_class(bind_address, port)
@@ -494,12 +724,12 @@ def _bind_error(exc: OSError, bind_address: str, port: int) -> ConfigError:
 # -- the textfile --------------------------------------------------------------------------------------
 
 
-def write_textfile(metrics: BackupMetrics, path: Path) -> None:
+def write_textfile(metrics: RunMetrics, path: Path) -> None:
     """The registry in node-exporter's textfile format, written atomically (temporary file, rename)."""
     prometheus_write_textfile(str(path), metrics.registry)
 
 
-def check_textfile(metrics: BackupMetrics, path: Path) -> None:
+def check_textfile(metrics: RunMetrics, path: Path) -> None:
     """Write the textfile once now, so a path that cannot be written fails the run before it copies."""
     try:
         write_textfile(metrics, path)
@@ -516,12 +746,13 @@ def check_textfile(metrics: BackupMetrics, path: Path) -> None:
 
 
 @contextmanager
-def exported(metrics: BackupMetrics, settings: MetricsSettings) -> Iterator[MetricsServer | None]:
+def exported(metrics: RunMetrics, settings: MetricsSettings) -> Iterator[MetricsServer | None]:
     """Serve and write ``metrics`` as ``settings`` say, for the time of the ``with`` block.
 
     Bad settings (a port in use, an address this machine does not have, a textfile that cannot
     be written) raise ``ConfigError`` on entry, before the run copies anything. The textfile is
-    written after each committed increment and once more on exit, however the run ended.
+    written at each checkpoint (a backup's committed increment, a restore's phase) and once more
+    on exit, however the run ended.
     """
     textfile = Path(settings.textfile).expanduser() if settings.textfile else None
     server = (
@@ -548,7 +779,7 @@ def exported(metrics: BackupMetrics, settings: MetricsSettings) -> Iterator[Metr
             # The backup itself went well; a monitoring file must not fail it.
             log.warning("could not write the metrics textfile %s: %s", textfile, exc.strerror or exc)
 
-    metrics.after_increment = write
+    metrics.after_checkpoint = write
     try:
         yield server
     finally:

@@ -18,6 +18,7 @@ from kbackup.core.errors import InterruptedByUser, KBackupError, UnverifiedError
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import Admin, KafkaClients, KafkaException
 from kbackup.core.logs import get_logger
+from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.restore_progress import PartitionProgress
@@ -50,6 +51,7 @@ class Restorer:
         progress: Progress | None = None,
         scratch_dir: Path | None = None,
         stop: threading.Event | None = None,
+        metrics: RestoreMetrics | None = None,
     ) -> None:
         self.plan = plan
         self.storage = storage
@@ -60,7 +62,8 @@ class Restorer:
         #: Set by the CLI's signal handler: stop at the next batch, after committing what was produced.
         self.stop = stop or threading.Event()
         self.warnings = list(plan.warnings)
-        self.writer = TargetWriter(plan, clients, settings, self.warnings)
+        self.metrics = metrics
+        self.writer = TargetWriter(plan, clients, settings, self.warnings, metrics=metrics)
         #: Source partitions whose progress advanced since the last commit.
         self._dirty: dict[TopicPartitionKey, PartitionState] = {}
         self._landed_by_topic: dict[str, int] = {}
@@ -107,6 +110,7 @@ class Restorer:
         created = create_topics(self.clients, plan, progress_topic=run.creates_progress_topic)
         self._phase("topics created", started)
         totals = self._totals(run)
+        self._report_planned(totals)
         with self.progress or Progress(enabled=False) as bars:
             tasks = {
                 name: bars.task(
@@ -114,10 +118,14 @@ class Restorer:
                 )
                 for name, t in totals.items()
             }
+            if self.metrics is not None:
+                self.metrics.producing(True)
             try:
                 with few_collections():
                     self._produce_all(run, totals, tasks)
             finally:
+                if self.metrics is not None:
+                    self.metrics.producing(False)
                 # Done, failed or interrupted: each bar stays where its topic got to, its clock stops.
                 for task in tasks.values():
                     task.close()
@@ -170,6 +178,22 @@ class Restorer:
             )
             for t in self.plan.topics
         }
+
+    def _report_planned(self, totals: dict[str, TopicTotals]) -> None:
+        """Each target topic's records in all and those earlier runs put there, for the metrics."""
+        if self.metrics is None:
+            return
+        planned: dict[str, int | None] = {}
+        landed: dict[str, int] = {}
+        for topic in totals.values():
+            name, earlier = topic.target_topic, topic.earlier or 0
+            before = planned.get(name, 0)
+            planned[name] = (
+                None if before is None or topic.expected is None else before + earlier + topic.expected
+            )
+            landed[name] = landed.get(name, 0) + earlier
+        for name, count in planned.items():
+            self.metrics.restore_planned(name, planned=count, landed=landed[name])
 
     def _wait_until_visible(self, topics: list[str]) -> None:
         """Return only once read_committed consumers see every committed record.
@@ -270,6 +294,7 @@ class Restorer:
                 if key not in last_work_of and not state.complete:
                     self._complete(key, state)
         stamp = self.plan.origin_headers
+        metrics = self.metrics
         reader = PrefetchingReader(
             self.storage,
             self.plan.backup_id,
@@ -295,6 +320,8 @@ class Restorer:
                         self._landed_by_topic[partition.source_topic] = (
                             self._landed_by_topic.get(partition.source_topic, 0) + records.already_landed
                         )
+                        if metrics is not None:
+                            metrics.records_already_landed(partition.target_topic, records.already_landed)
                     produced = writer.produce(partition.target_topic, records) if records.offsets else 0
                     tally = self._compaction.get(partition.source_topic)
                     if tally is not None and produced:
@@ -304,6 +331,8 @@ class Restorer:
                     topic_totals.records += produced
                     topic_totals.bytes += records.size
                     tasks[partition.source_topic].advance(produced, data_bytes=records.size)
+                    if metrics is not None:
+                        metrics.records_produced(partition.target_topic, produced, records.size)
                 writer.serve_deliveries()
                 if writer.transaction_due():
                     writer.commit(self._take_progress(), begin_next=True)

@@ -15,6 +15,7 @@ from typing import Any
 from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import ConfigError
 from kbackup.core.kafka import KafkaClients, check_client_properties
+from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id
@@ -46,17 +47,20 @@ def prepare(
     storage: StorageSettings,
     target: KafkaConnection | None,
     settings: RestoreSettings,
+    metrics: RestoreMetrics | None = None,
 ) -> RestoreJob:
-    """Load the backup, check the settings against it, look at the target, and plan."""
-    if not backup_id:
-        raise ConfigError("backup_id: required (in the config file, or --backup-id)")
-    check_backup_id(backup_id)
+    """Load the backup, check the settings against it, look at the target, and plan; ``metrics``
+    hears how the requests to the storage and the target go."""
+    backup_id = required_backup_id(backup_id)
     if target is None:
         raise ConfigError(
             "target: required: the cluster to restore into (a target section, or --bootstrap-servers)"
         )
     opened = open_storage(storage)
+    opened.observer = metrics
     backup = BackupCatalog(opened).load(backup_id)
+    if metrics is not None:
+        metrics.storage_request_succeeded("read")  # a local folder reports nothing by itself
     select_topics(backup, settings)  # bad topic names fail before any network call
     check_client_properties(target)
     for key in settings.producer_properties:
@@ -64,11 +68,19 @@ def prepare(
             raise ConfigError(
                 f"restore.producer_properties: {key} is set by the restore itself (exactly once needs it)"
             )
-    clients = KafkaClients(target, client_id=CLIENT_ID)
+    clients = KafkaClients(target, client_id=CLIENT_ID, observer=metrics)
     target_topics = [settings.topic_mapping.get(name, name) for name in backup.topics]
     state = inspect_target(clients, [*target_topics, settings.progress_topic])
     plan = build_plan(backup, settings, state, storage_url=opened.url)
     return RestoreJob(plan=plan, backup=backup, storage=opened, clients=clients, settings=settings)
+
+
+def required_backup_id(backup_id: str | None) -> str:
+    """The backup to restore, checked; a ConfigError when none is named."""
+    if not backup_id:
+        raise ConfigError("backup_id: required (in the config file, or --backup-id)")
+    check_backup_id(backup_id)
+    return backup_id
 
 
 @dataclass
@@ -161,9 +173,11 @@ def run(
     progress: Progress | None = None,
     scratch_dir: Path | None = None,
     stop: threading.Event | None = None,
+    metrics: RestoreMetrics | None = None,
 ) -> RestoreSummary:
     """Restore the plan into the target (see kbackup.restore.runner); ``stop`` ends it at the next
-    batch after committing what was produced (the CLI sets it on SIGINT/SIGTERM)."""
+    batch after committing what was produced (the CLI sets it on SIGINT/SIGTERM); ``metrics``
+    counts what it produces, per batch."""
     return Restorer(
         job.plan,
         job.storage,
@@ -172,4 +186,5 @@ def run(
         progress=progress,
         scratch_dir=scratch_dir,
         stop=stop,
+        metrics=metrics,
     ).run()

@@ -24,6 +24,7 @@ from kbackup.core.kafka import (
     kafka_error_of,
     translate_kafka_error,
 )
+from kbackup.core.metrics import RestoreMetrics
 from kbackup.format.restore_progress import (
     PROGRESS_PARTITION,
     PartitionProgress,
@@ -67,9 +68,16 @@ class TargetWriter:
     """Produces one restore's records into the target."""
 
     def __init__(
-        self, plan: RestorePlan, clients: KafkaClients, settings: RestoreSettings, warnings: list[str]
+        self,
+        plan: RestorePlan,
+        clients: KafkaClients,
+        settings: RestoreSettings,
+        warnings: list[str],
+        *,
+        metrics: RestoreMetrics | None = None,
     ) -> None:
         self.plan = plan
+        self.metrics = metrics
         self.clients = clients
         self.settings = settings
         #: Where a fall-back to the idempotent mode is said.
@@ -250,6 +258,8 @@ class TargetWriter:
                     continue
                 raise
         self.transactions += 1
+        if self.metrics is not None:
+            self.metrics.transaction_committed()
         crash_point("restore:after-transaction")
         self.raise_delivery_errors()
         self._tx_records = 0

@@ -44,4 +44,4 @@ def test_ratios_come_from_the_throughput_sections_only() -> None:
 def test_a_missing_benchmark_module_is_skipped_with_a_reason(tmp_path: Path) -> None:
     outcome = run_one("reset", "bench.no_such_benchmark", quick=True, logs=tmp_path)
     assert outcome.status == "skipped (bench.no_such_benchmark not in this checkout)"
-    assert set(BENCHMARKS) == {"backup", "restore", "mapping", "reset", "recovery", "accuracy"}
+    assert set(BENCHMARKS) == {"backup", "restore", "mapping", "reset", "recovery", "metrics", "accuracy"}

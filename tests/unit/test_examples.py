@@ -12,13 +12,24 @@ import yaml
 
 from kbackup.app import config as config_module
 from tests.support.cli_lines import command_lines, config_paths, parse_cli
+from tests.support.metrics_text import (
+    GRAFANA_DASHBOARD,
+    alert_expressions,
+    example_metric_names,
+    metric_names,
+)
 
 ROOT = Path(__file__).parents[2]
 EXAMPLES = ROOT / "examples"
 CI_WORKFLOW = EXAMPLES / "ci-drill-workflow.yml"
 K8S_CRONJOB = EXAMPLES / "k8s-backup-cronjob.yaml"
+#: Prometheus rules; they and the Grafana dashboard are checked against real runs
+#: (tests/integration/test_metrics_examples.py).
+PROMETHEUS_ALERTS = EXAMPLES / "prometheus-alerts.yaml"
 #: Config files (one kafka-backup config each); the Kubernetes manifest is checked on its own.
-CONFIG_EXAMPLES = sorted(path for path in EXAMPLES.glob("*.yaml") if path != K8S_CRONJOB)
+CONFIG_EXAMPLES = sorted(
+    path for path in EXAMPLES.glob("*.yaml") if path not in (K8S_CRONJOB, PROMETHEUS_ALERTS)
+)
 _REQUIRED_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # no ":-default": must be set
 
 
@@ -38,7 +49,7 @@ def test_there_are_examples() -> None:
         "continuous-backup.yaml",
         "drill.yaml",
     } <= names
-    assert {CI_WORKFLOW.name, K8S_CRONJOB.name} <= names
+    assert {CI_WORKFLOW.name, K8S_CRONJOB.name, PROMETHEUS_ALERTS.name, "grafana-dashboard.json"} <= names
 
 
 @pytest.mark.parametrize("path", CONFIG_EXAMPLES, ids=lambda p: p.name)
@@ -151,3 +162,26 @@ def test_k8s_cronjob_scratch_bound_fits_its_volume(tmp_path: Path, monkeypatch: 
     scratch = next(item for item in pod["volumes"] if item["name"] == "scratch")
     limit_gib = int(scratch["emptyDir"]["sizeLimit"].removesuffix("Gi"))
     assert cfg.backup.max_open_segments * cfg.backup.segment_max_bytes <= limit_gib * 2**30
+
+
+def test_metrics_examples_parse_and_use_kafka_backup_metrics() -> None:
+    """The rules and the dashboard load; the names they use are read as the integration test reads
+    them (tests/integration/test_metrics_examples.py checks each against real runs)."""
+    alerts = alert_expressions()
+    assert {"KafkaBackupStale", "KafkaBackupLagGrowing", "KafkaBackupStorageErrors"} <= set(alerts)
+    assert {"KafkaBackupSourceErrors", "KafkaBackupRestoreAuditDisagrees"} <= set(alerts)
+    used = example_metric_names()
+    assert "kafka_backup_last_increment_timestamp_seconds" in used[PROMETHEUS_ALERTS.name]
+    # A histogram's series are named by the histogram.
+    assert "kafka_backup_increment_commit_duration_seconds" in used[GRAFANA_DASHBOARD.name]
+    assert not any(name.endswith(("_bucket", "_sum", "_count")) for names in used.values() for name in names)
+    assert {"kafka_backup_restore_landed_records", "kafka_backup_restore_planned_records"} <= used[
+        GRAFANA_DASHBOARD.name
+    ]
+
+
+def test_metric_names_are_read_from_promql() -> None:
+    assert metric_names(
+        "histogram_quantile(0.9, sum by (le) (rate(kafka_backup_x_seconds_bucket[5m]))) "
+        '/ kafka_backup_records_total{backup_id=~"$b"} and kafka_backup_lag_records > 0'
+    ) == {"kafka_backup_x_seconds", "kafka_backup_records_total", "kafka_backup_lag_records"}

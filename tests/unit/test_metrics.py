@@ -15,10 +15,20 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kbackup import __version__
 from kbackup.app.config import KBackupConfig, load
 from kbackup.app.overrides import metrics_settings
+from kbackup.cli.main import run
 from kbackup.core.errors import ConfigError
-from kbackup.core.metrics import BackupMetrics, Health, MetricsServer, MetricsSettings, exported
+from kbackup.core.metrics import (
+    BackupMetrics,
+    Health,
+    MetricsServer,
+    MetricsSettings,
+    RestoreMetrics,
+    RunMetrics,
+    exported,
+)
 
 
 class Clock:
@@ -38,7 +48,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return found
 
 
-def exposition(metrics: BackupMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def exposition(metrics: RunMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return samples(generate_latest(metrics.registry).decode())
 
 
@@ -131,7 +141,7 @@ def test_an_increment_sets_its_time_observes_its_duration_and_calls_back(
 ) -> None:
     wall, _ = clocks
     written = []
-    metrics.after_increment = lambda: written.append(True)
+    metrics.after_checkpoint = lambda: written.append(True)
     metrics.backup_loaded(wall.now - 3600)
     assert value(exposition(metrics), "kafka_backup_last_increment_timestamp_seconds") == wall.now - 3600
     metrics.increment_committed(1.5)
@@ -368,3 +378,189 @@ def test_an_ipv6_bind_address_is_served(metrics: BackupMetrics) -> None:
             assert answer.status == 200
     finally:
         server.close()
+
+
+# -- restore, three-phase-restore and drill -------------------------------------------------------------
+
+
+@pytest.fixture
+def restore_metrics(clocks: tuple[Clock, Clock]) -> RestoreMetrics:
+    wall, mono = clocks
+    return RestoreMetrics(
+        "nightly", command="three-phase-restore", health_window_secs=60, wall_clock=wall, clock=mono
+    )
+
+
+def test_a_restore_counts_per_target_topic_what_it_produced_and_what_landed(
+    restore_metrics: RestoreMetrics,
+) -> None:
+    # An earlier run of the same restore put 100 of the 1,000 records there.
+    restore_metrics.restore_planned("orders-dr", planned=1000, landed=100)
+    restore_metrics.restore_planned("payments-dr", planned=None, landed=0)
+    restore_metrics.records_produced("orders-dr", 500, 51_200)
+    restore_metrics.records_already_landed("orders-dr", 20)
+    restore_metrics.records_produced("orders-dr", 380, 38_912)
+    restore_metrics.records_produced("payments-dr", 3, 30)
+    restore_metrics.transaction_committed()
+    restore_metrics.transaction_committed()
+    found = exposition(restore_metrics)
+    assert value(found, "kafka_backup_restore_records_total", topic="orders-dr") == 880
+    assert value(found, "kafka_backup_restore_bytes_total", topic="orders-dr") == 90_112
+    assert value(found, "kafka_backup_restore_landed_records", topic="orders-dr") == 1000
+    assert value(found, "kafka_backup_restore_planned_records", topic="orders-dr") == 1000
+    assert value(found, "kafka_backup_restore_landed_records", topic="payments-dr") == 3
+    # Not counted (segments not checked): absent, never a planned 0 that reads as "done".
+    assert (
+        "kafka_backup_restore_planned_records",
+        (("backup_id", "nightly"), ("topic", "payments-dr")),
+    ) not in (found)
+    assert value(found, "kafka_backup_restore_transactions_total") == 2
+    assert value(found, "kafka_backup_restore_info", command="three-phase-restore", version=__version__) == 1
+
+
+def test_the_phase_is_one_of_the_commands_phases_and_each_phase_keeps_its_duration(
+    restore_metrics: RestoreMetrics, clocks: tuple[Clock, Clock]
+) -> None:
+    _, mono = clocks
+    written: list[str | None] = []
+    restore_metrics.after_checkpoint = lambda: written.append(restore_metrics.current_phase)
+
+    def phases() -> dict[str, float]:
+        found = exposition(restore_metrics)
+        return {
+            dict(labels)["phase"]: sample
+            for (name, labels), sample in found.items()
+            if name == "kafka_backup_restore_phase"
+        }
+
+    assert phases() == dict.fromkeys(("restore", "mapping", "reset", "verify", "audit", "done"), 0)
+    restore_metrics.phase("restore")
+    mono.now += 12
+    restore_metrics.phase("reset")
+    mono.now += 3
+    restore_metrics.groups_committed(15.5)
+    restore_metrics.phase("verify")
+    restore_metrics.audited(0)
+    restore_metrics.phase("done")
+    assert phases() == {**dict.fromkeys(("restore", "mapping", "reset", "verify", "audit"), 0), "done": 1}
+    found = exposition(restore_metrics)
+    assert value(found, "kafka_backup_restore_phase_duration_seconds", phase="restore") == 12
+    assert value(found, "kafka_backup_restore_phase_duration_seconds", phase="reset") == 3
+    assert value(found, "kafka_backup_recovery_seconds") == 15.5
+    assert value(found, "kafka_backup_audit_disagreements") == 0
+    # The textfile is written as each phase starts.
+    assert written == ["restore", "reset", "verify", "done"]
+
+
+def test_restore_commands_have_their_own_phases() -> None:
+    drill = RestoreMetrics("drill-1", command="drill")
+    drill.phase("backup")
+    drill.phase("proof")
+    drill.drill_proved(0)
+    found = samples(generate_latest(drill.registry).decode())
+    assert found[("kafka_backup_restore_phase", (("backup_id", "drill-1"), ("phase", "proof")))] == 1
+    assert found[("kafka_backup_drill_skipped_records", (("backup_id", "drill-1"),))] == 0
+    plain = RestoreMetrics("nightly", command="restore")
+    assert {
+        dict(labels)["phase"]
+        for (name, labels) in samples(generate_latest(plain.registry).decode())
+        if name == "kafka_backup_restore_phase"
+    } == {"restore", "done"}
+
+
+def test_a_restore_is_live_outside_its_produce_loop_and_ready_when_target_and_storage_answer(
+    restore_metrics: RestoreMetrics, clocks: tuple[Clock, Clock]
+) -> None:
+    _, mono = clocks
+    health = restore_metrics.health
+    restore_metrics.phase("restore")
+    # Checking segments, planning: steps with their own timeouts, never a wedged loop.
+    mono.now += 600
+    assert health.live() == (True, "ok: in the restore phase")
+    restore_metrics.producing(True)
+    mono.now += 30
+    restore_metrics.records_produced("orders-dr", 10, 100)
+    mono.now += 59
+    assert health.live()[0]
+    mono.now += 2
+    assert health.live() == (False, "the copy loop has not turned for 61s (window 60s)")
+    restore_metrics.producing(False)
+    assert health.live() == (True, "ok: in the restore phase")
+    assert health.ready() == (
+        False,
+        "not ready: the target cluster has not answered yet; the storage has not answered yet",
+    )
+    restore_metrics.cluster_answered()
+    restore_metrics.storage_request_succeeded("read")
+    assert health.ready() == (True, "ok: target and storage answer")
+    restore_metrics.cluster_error("_TRANSPORT")
+    found = exposition(restore_metrics)
+    assert value(found, "kafka_backup_target_errors_total", kind="transport") == 1
+    assert value(found, "kafka_backup_target_reachable") == 0
+    assert ("kafka_backup_source_reachable", (("backup_id", "nightly"),)) not in found
+
+
+def test_restore_metrics_follow_the_conventions_and_carry_only_names(restore_metrics: RestoreMetrics) -> None:
+    restore_metrics.restore_planned("orders-dr", planned=5, landed=0)
+    restore_metrics.records_produced("orders-dr", 5, 50)
+    restore_metrics.phase("restore")
+    restore_metrics.groups_committed(1.0)
+    restore_metrics.audited(2)
+    restore_metrics.storage_request_failed("download", transient=True)
+    for family in text_string_to_metric_families(generate_latest(restore_metrics.registry).decode()):
+        assert family.name.startswith("kafka_backup_"), family.name
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
+        for sample in family.samples:
+            assert sample.labels["backup_id"] == "nightly", sample
+            assert set(sample.labels) <= {
+                "backup_id",
+                "topic",
+                "phase",
+                "operation",
+                "kind",
+                "command",
+                "version",
+            }
+
+
+def test_restore_metrics_are_served_and_written_like_a_backups(
+    restore_metrics: RestoreMetrics, tmp_path: Path
+) -> None:
+    path = tmp_path / "restore.prom"
+    with exported(restore_metrics, MetricsSettings(textfile=str(path))) as server:
+        assert server is None
+        restore_metrics.phase("restore")
+        assert value(samples(path.read_text()), "kafka_backup_restore_phase", phase="restore") == 1
+        restore_metrics.records_produced("orders-dr", 7, 70)
+    assert value(samples(path.read_text()), "kafka_backup_restore_records_total", topic="orders-dr") == 7
+    running = MetricsServer(restore_metrics, bind_address="127.0.0.1", port=0)
+    try:
+        status, text = get(running, "/metrics")
+        assert status == 200
+        assert value(samples(text), "kafka_backup_restore_records_total", topic="orders-dr") == 7
+        assert get(running, "/healthz") == (200, "ok: in the restore phase\n")
+    finally:
+        running.close()
+
+
+@pytest.mark.parametrize("command", ["restore", "three-phase-restore", "drill"])
+def test_restore_commands_refuse_bad_metrics_settings_before_any_network_call(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Nothing listens on port 1: a run that reached the network would fail with exit code 5, not 3.
+    config = tmp_path / "dr.yaml"
+    config.write_text(
+        "backup_id: nightly\n"
+        f"storage: {{url: {tmp_path / 'store'}}}\n"
+        "source: {bootstrap_servers: ['127.0.0.1:1']}\n"
+        "target: {bootstrap_servers: ['127.0.0.1:1']}\n"
+    )
+    textfile = tmp_path / "missing" / "dr.prom"
+    assert run([command, "-c", str(config), "--metrics-textfile", str(textfile)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        f"kafka-backup: error: --metrics-textfile {textfile} (metrics.textfile): cannot write it: "
+        f"the folder {textfile.parent} does not exist"
+    )
+    assert not (tmp_path / "store").exists()

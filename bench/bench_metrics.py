@@ -1,0 +1,316 @@
+"""What the metrics cost a backup, and how long a scrape takes for a topic of 1,000 partitions.
+
+    .venv/bin/python -m bench.bench_metrics [--records N] [--repeat R] [--partitions P]
+                                            [--wide-partitions W] [--scrapes S] [--quick]
+                                            [--write-docs]
+
+Starts one local single-node cluster and fills a topic of 1 KiB records with ProducerPerformance
+(the 1 KiB topic of bench_backup). Each round then runs a ``kafka-backup backup`` process with
+metrics off, and one with ``--metrics-port`` scraped over HTTP every second while it copies, in
+an order rotated between rounds so that a load change hits both alike; the two sides' best runs
+and the median of the paired ratios are compared (the issue's bound: metrics cost under 3%).
+
+Then a topic of ``--wide-partitions`` partitions is backed up with ``--follow --metrics-port``;
+once its exposition holds a lag series per partition, it is scraped ``--scrapes`` times and each
+scrape timed (as Prometheus sees it: request to last byte), beside the time the registry alone
+takes to render.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench._perf import BackupRunResult, measured_backup, produce_perf, replace_section
+from bench.bench_backup import best_backup, create_topic
+from kbackup.sandbox.kafka import free_port, local_clusters
+
+START_MARKER = "<!-- metrics:start -->"
+END_MARKER = "<!-- metrics:end -->"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+#: Seconds between two scrapes during a measured backup (the issue's "scraped every second").
+SCRAPE_INTERVAL_SECS = 1.0
+
+
+def get(port: int, path: str = "/metrics", timeout: float = 10) -> bytes:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as answer:
+        body: bytes = answer.read()
+        return body
+
+
+class Scraper:
+    """Scrapes ``/metrics`` every SCRAPE_INTERVAL_SECS on a thread, as Prometheus would."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.scrapes = 0
+        self.seconds: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(SCRAPE_INTERVAL_SECS):
+            started = time.monotonic()
+            try:
+                get(self.port)
+            except (urllib.error.URLError, ConnectionError):
+                continue  # not listening yet, or gone: the run is starting or ending
+            self.seconds.append(time.monotonic() - started)
+            self.scrapes += 1
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+@dataclass(frozen=True)
+class CostRow:
+    records: int
+    off: BackupRunResult
+    on: BackupRunResult
+    #: on / off records/s of each pair of runs made one after the other.
+    paired: tuple[float, ...]
+    scrapes: int
+    scrape_seconds: tuple[float, ...]
+
+    @property
+    def cost(self) -> float:
+        """The throughput lost with metrics on, from the median paired ratio (0.01: 1%)."""
+        return 1 - statistics.median(self.paired)
+
+
+def measure_cost(bootstrap: str, topic: str, records: int, repeat: int, work: Path) -> CostRow:
+    offs: list[BackupRunResult] = []
+    ons: list[BackupRunResult] = []
+    scrapes = 0
+    scrape_seconds: list[float] = []
+    for attempt in range(repeat):
+        sides = ["off", "on"] if attempt % 2 == 0 else ["on", "off"]
+        line = [f"  run {attempt + 1}:"]
+        for side in sides:
+            target = work / f"{topic}-{side}-{attempt}"
+            if side == "off":
+                result = measured_backup(bootstrap, topic, target, "bench")
+                offs.append(result)
+            else:
+                port = free_port()
+                with Scraper(port) as scraper:
+                    result = measured_backup(bootstrap, topic, target, "bench", ["--metrics-port", str(port)])
+                ons.append(result)
+                scrapes += scraper.scrapes
+                scrape_seconds.extend(scraper.seconds)
+            if result.records != records:
+                raise RuntimeError(f"backup (metrics {side}) copied {result.records} records of {records}")
+            shutil.rmtree(target, ignore_errors=True)
+            line.append(f"metrics {side} {result.records / result.seconds:,.0f} rec/s")
+        print(" ".join(line), flush=True)
+    paired = tuple(
+        (on.records / on.seconds) / (off.records / off.seconds) for off, on in zip(offs, ons, strict=True)
+    )
+    return CostRow(records, best_backup(offs), best_backup(ons), paired, scrapes, tuple(scrape_seconds))
+
+
+@dataclass(frozen=True)
+class ScrapeRow:
+    partitions: int
+    scrapes: int
+    seconds: tuple[float, ...]
+    exposition_bytes: int
+    #: The registry of a backup with as many partitions, rendered in this process (no HTTP).
+    render_seconds: float
+
+
+def registry_render_seconds(partitions: int, rounds: int = 20) -> float:
+    """Median time prometheus-client takes to render a backup's registry holding ``partitions``."""
+    from prometheus_client import generate_latest
+
+    from kbackup.core.metrics import BackupMetrics
+
+    metrics = BackupMetrics("bench", mode="follow")
+    metrics.records_copied("wide", 1)
+    for partition in range(partitions):
+        metrics.partition_lag("wide", partition, records=partition, oldest_timestamp_ms=None)
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        generate_latest(metrics.registry)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def measure_scrape(bootstrap: str, topic: str, partitions: int, scrapes: int, work: Path) -> ScrapeRow:
+    """A follow backup of a ``partitions``-partition topic, scraped ``scrapes`` times once every
+    partition has its lag series."""
+    port = free_port()
+    config = work / "wide.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "backup_id": "bench-wide",
+                "source": {"bootstrap_servers": [bootstrap], "topics": {"include": [topic]}},
+                "storage": {"url": str(work / "wide-store")},
+            }
+        )
+    )
+    command = [sys.executable, "-m", "kbackup", "backup", "-c", str(config), "--follow"]
+    process = subprocess.Popen(
+        [*command, "--metrics-port", str(port), "--metrics-bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 600
+        body = b""
+        while body.count(b"kafka_backup_lag_records{") < partitions:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"the follow backup exited ({process.returncode}) before every partition showed"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError("not every partition had its lag series after 600 s")
+            time.sleep(1)
+            try:
+                body = get(port)
+            except (urllib.error.URLError, ConnectionError):
+                continue
+        seconds = []
+        for _ in range(scrapes):
+            started = time.monotonic()
+            body = get(port)
+            seconds.append(time.monotonic() - started)
+            time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)
+    return ScrapeRow(partitions, scrapes, tuple(seconds), len(body), registry_render_seconds(partitions))
+
+
+def cost_table(row: CostRow) -> str:
+    off_rate = row.off.records / row.off.seconds
+    on_rate = row.on.records / row.on.seconds
+    scrape_ms = statistics.median(row.scrape_seconds) * 1000 if row.scrape_seconds else float("nan")
+    return "\n".join(
+        [
+            "| records (1 KiB) | metrics off rec/s | metrics on, scraped every second, rec/s "
+            "| ratio of bests | median paired ratio | cost | scrapes | median scrape |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {row.records:,} | {off_rate:,.0f} | {on_rate:,.0f} | {on_rate / off_rate:.3f} "
+            f"| {statistics.median(row.paired):.3f} | {row.cost * 100:.1f}% | {row.scrapes} "
+            f"| {scrape_ms:.1f} ms |",
+        ]
+    )
+
+
+def scrape_table(row: ScrapeRow) -> str:
+    ordered = sorted(row.seconds)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return "\n".join(
+        [
+            "| partitions | scrapes | median | p95 | max | exposition | registry rendered in-process |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {row.partitions:,} | {row.scrapes} | {statistics.median(ordered) * 1000:.1f} ms "
+            f"| {p95 * 1000:.1f} ms | {ordered[-1] * 1000:.1f} ms | {row.exposition_bytes / 1024:,.0f} KiB "
+            f"| {row.render_seconds * 1000:.1f} ms |",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=250_000, help="records of 1 KiB in the measured topic")
+    parser.add_argument("--repeat", type=int, default=4, help="rounds of (metrics off, metrics on)")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of the measured topic")
+    parser.add_argument("--wide-partitions", type=int, default=1000, help="partitions of the scraped topic")
+    parser.add_argument("--scrapes", type=int, default=50, help="timed scrapes of the wide topic's backup")
+    parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOC}")
+    parser.add_argument("--quick", action="store_true", help="10,000 records, one round, 100 partitions")
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.repeat, args.wide_partitions, args.scrapes = 10_000, 1, 100, 5
+    start_load = os.getloadavg()
+
+    with (
+        tempfile.TemporaryDirectory(prefix="kbackup-bench-") as work_dir,
+        local_clusters(["bench"]) as clusters,
+    ):
+        work = Path(work_dir)
+        bootstrap = clusters[0].bootstrap_servers
+        topic = f"bench-1024b-{args.records}"
+        create_topic(bootstrap, topic, args.partitions)
+        print(f"{topic}: {produce_perf(bootstrap, topic, args.records, 1024)}", flush=True)
+        # JIT, page cache and Python imports warm before anything is timed.
+        measured_backup(bootstrap, topic, work / "warm-up", "bench")
+        shutil.rmtree(work / "warm-up", ignore_errors=True)
+        cost = measure_cost(bootstrap, topic, args.records, args.repeat, work)
+        wide = f"bench-wide-{args.wide_partitions}"
+        create_topic(bootstrap, wide, args.wide_partitions)
+        print(f"{wide}: {produce_perf(bootstrap, wide, args.wide_partitions * 20, 100)}", flush=True)
+        scrape = measure_scrape(bootstrap, wide, args.wide_partitions, args.scrapes, work)
+
+    costs, scrapes = cost_table(cost), scrape_table(scrape)
+    verdict = "met" if cost.cost < 0.03 else "not met"
+    print()
+    print(costs)
+    print()
+    print(scrapes)
+    print(f"\nTarget (metrics on and scraped every second cost under 3%): {verdict}")
+    if args.write_docs:
+        load = os.getloadavg()
+        body = "\n".join(
+            [
+                "## Metrics",
+                "",
+                f"Measured {datetime.now(UTC):%Y-%m-%d} with `.venv/bin/python -m bench.bench_metrics "
+                f"--records {args.records} --repeat {args.repeat} --partitions {args.partitions} "
+                f"--wide-partitions {args.wide_partitions} --scrapes {args.scrapes}` on {os.cpu_count()} "
+                f"cores ({platform.machine()}, Python {platform.python_version()}), one local single-node "
+                "broker, a local folder as storage. Load average (1/5/15 min) at the start "
+                f"{start_load[0]:.1f} / {start_load[1]:.1f} / {start_load[2]:.1f}, at the end "
+                f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
+                "",
+                "Backup throughput with metrics off, and with `--metrics-port` scraped every second, in "
+                "rounds run side by side (the order rotated between rounds):",
+                "",
+                costs,
+                "",
+                f"Target (metrics on and scraped every second cost under 3%): **{verdict}** (the cost is "
+                "1 - the median paired ratio).",
+                "",
+                f"Scrape time of a `--follow` backup of a {args.wide_partitions:,}-partition topic (a lag "
+                "series in records and one in seconds per partition), request to last byte:",
+                "",
+                scrapes,
+            ]
+        )
+        replace_section(DOC, START_MARKER, END_MARKER, body)
+        print(f"\nwritten to {DOC}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""Metrics of real restores, read from the textfile node-exporter would read (docs/observability.md).
+
+A ``restore`` with ``--metrics-textfile`` counts the records it produced per target topic, which
+equal the records restored; a ``three-phase-restore`` ends at the phase ``done`` with its recovery
+time; a ``drill`` (without Spark) passes through its phases under the backup id it names, and
+says that no record would be skipped. Each textfile is parsed with prometheus-client's own parser.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, tzinfo
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kbackup.app import drill as drill_module
+from kbackup.cli.main import run
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.integration.test_backup_increments import commit_group
+from tests.integration.test_three_phase import fill_and_back_up
+from tests.support.backup_io import take_backup
+from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.metrics_text import parse, series, total
+from tests.support.restored_topics import restored_records
+
+
+def test_a_restore_writes_what_it_produced_to_its_textfile(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic, restored = unique_name, f"{unique_name}-restored"
+    create_topic(source_cluster, topic, partitions=2)
+    produce(
+        source_cluster, topic, [Record(key=b"k%d" % i, value=b"v" * 40, partition=i % 2) for i in range(250)]
+    )
+    store = tmp_path / "store"
+    summary = take_backup(source_cluster, store, "nightly", [topic])
+    config = tmp_path / "restore.yaml"
+    # Small transactions: several of them, each counted.
+    config.write_text(yaml.safe_dump({"restore": {"transaction_max_records": 64}}))
+    textfile = tmp_path / "node" / "kafka-backup-restore-nightly.prom"
+    textfile.parent.mkdir()
+    args = ["restore", "-c", str(config), "-b", target_cluster.bootstrap_servers, "--path", str(store)]
+    args += ["--backup-id", "nightly", "--topic-mapping", f"{topic}={restored}"]
+    assert run([*args, "--metrics-textfile", str(textfile), "--json"]) == 0, capsys.readouterr().err
+    restore = json.loads(capsys.readouterr().out)
+    on_target = sum(
+        len(restored_records(target_cluster, restored, partition, summary.source_cluster_id))
+        for partition in (0, 1)
+    )
+    assert restore["records"] == on_target == 250
+
+    found = parse(textfile.read_text())
+    assert series(found, "kafka_backup_restore_records_total") == {
+        (("backup_id", "nightly"), ("topic", restored)): 250
+    }
+    assert total(found, "kafka_backup_restore_bytes_total", topic=restored) == restore["bytes"] > 0
+    assert total(found, "kafka_backup_restore_landed_records", topic=restored) == 250
+    assert total(found, "kafka_backup_restore_planned_records", topic=restored) == 250
+    assert restore["mode"] == "exactly-once"
+    assert total(found, "kafka_backup_restore_transactions_total") == restore["transactions"] > 1
+    assert series(found, "kafka_backup_restore_phase") == {
+        (("backup_id", "nightly"), ("phase", "restore")): 0,
+        (("backup_id", "nightly"), ("phase", "done")): 1,
+    }
+    assert total(found, "kafka_backup_restore_info", command="restore") == 1
+    assert total(found, "kafka_backup_target_reachable") == 1
+    assert total(found, "kafka_backup_storage_reachable") == 1
+    assert total(found, "kafka_backup_target_errors_total") == 0
+    # Atomic: written beside and renamed, nothing else is left in node-exporter's folder.
+    assert [path.name for path in textfile.parent.iterdir()] == [textfile.name]
+
+    # Run again: nothing is left to produce, and the restore's records all landed by earlier runs.
+    again = tmp_path / "again.prom"
+    assert run([*args, "--metrics-textfile", str(again)]) == 0, capsys.readouterr().err
+    found = parse(again.read_text())
+    assert total(found, "kafka_backup_restore_records_total") == 0
+    assert total(found, "kafka_backup_restore_landed_records", topic=restored) == 250
+    assert total(found, "kafka_backup_restore_planned_records", topic=restored) == 250
+
+
+def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic, restored = unique_name, f"{unique_name}-restored"
+    store = tmp_path / "store"
+    fill_and_back_up(source_cluster, topic, store)
+    work = tmp_path / "work"
+    config = tmp_path / "recover.yaml"
+    config.write_text(yaml.safe_dump({
+        "backup_id": "nightly",
+        "storage": {"url": str(store)},
+        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        "restore": {"topic_mapping": {topic: restored}},
+        "offset_reset": {"snapshot_dir": str(work / "snapshots")},
+        # No Spark: the groups move by the header search, and nothing is repartitioned.
+        "three_phase": {"state_dir": str(work / "state"), "build_mapping": "when-needed",
+                        "group_prefix": "moved-"},
+        "metrics": {"textfile": "three-phase.prom"},
+    }))  # fmt: skip
+    assert run(["three-phase-restore", "-c", str(config), "--json"]) == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().out)
+
+    # A relative textfile in the config file is relative to the file's folder.
+    found = parse((tmp_path / "three-phase.prom").read_text())
+    phases = {
+        dict(labels)["phase"]: value for labels, value in series(found, "kafka_backup_restore_phase").items()
+    }
+    assert phases == {**dict.fromkeys(("restore", "mapping", "reset", "verify", "audit"), 0), "done": 1}
+    [recovery] = series(found, "kafka_backup_recovery_seconds").values()
+    assert recovery == pytest.approx(summary["recovery_seconds"], abs=0.01)
+    assert 0 < recovery <= summary["total_seconds"]
+    assert total(found, "kafka_backup_restore_records_total", topic=restored) == 300
+    assert total(found, "kafka_backup_restore_landed_records", topic=restored) == 300
+    durations = {
+        dict(labels)["phase"]: value
+        for labels, value in series(found, "kafka_backup_restore_phase_duration_seconds").items()
+    }
+    assert set(durations) == {"restore", "mapping", "reset", "verify"}
+    assert durations["restore"] > 0
+    # No audit in this order: no verdict is claimed.
+    assert not series(found, "kafka_backup_audit_disagreements")
+    assert total(found, "kafka_backup_restore_info", command="three-phase-restore") == 1
+
+    # Run again: every phase was done, the groups were committed by the earlier run: no recovery time.
+    assert run(["three-phase-restore", "-c", str(config), "--json"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    found = parse((tmp_path / "three-phase.prom").read_text())
+    assert total(found, "kafka_backup_restore_phase", phase="done") == 1
+    assert not series(found, "kafka_backup_recovery_seconds")
+    assert total(found, "kafka_backup_restore_records_total") == 0
+
+
+class TickingClock(datetime):
+    """``now()`` one second later at each call."""
+
+    calls = 0
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> TickingClock:
+        cls.calls += 1
+        return cls(2026, 1, 1, 0, 0, cls.calls % 60, tzinfo=tz)
+
+
+def test_a_drill_writes_its_phases_and_its_verdict_under_the_backup_it_took(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each name the drill would make is another second: a run that named its backup twice would
+    # export metrics under a name other than its backup's.
+    monkeypatch.setattr(drill_module, "datetime", TickingClock)
+    topic, group = f"{unique_name}-orders", f"{unique_name}-app"
+    create_topic(source_cluster, topic, partitions=2)
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v%d" % i, partition=i % 2) for i in range(60)])
+    commit_group(source_cluster, group, {(topic, 0): 12, (topic, 1): 30})
+    config = tmp_path / "drill.yaml"
+    config.write_text(yaml.safe_dump({
+        # No backup_id: the drill names its backup after the time, and its metrics carry that name.
+        "source": {"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        "storage": {"url": str(tmp_path / "store")},
+        "three_phase": {"build_mapping": "when-needed"},  # no Spark
+        "offset_reset": {"groups": [group]},
+        "drill": {"topic_prefix": f"drill-{unique_name}.", "group_prefix": f"drill-{unique_name}."},
+    }))  # fmt: skip
+    report, textfile = tmp_path / "report.json", tmp_path / "drill.prom"
+    code = run(["drill", "-c", str(config), "--report", str(report), "--metrics-textfile", str(textfile)])
+    assert code == 0, capsys.readouterr().err
+    document = json.loads(report.read_text())
+    assert document["passed"] is True
+
+    found = parse(textfile.read_text())
+    assert {dict(labels)["backup_id"] for labels in series(found, "kafka_backup_restore_phase")} == {
+        document["backup_id"]
+    }
+    phases = {
+        dict(labels)["phase"]: value for labels, value in series(found, "kafka_backup_restore_phase").items()
+    }
+    assert phases["done"] == 1
+    assert sum(phases.values()) == 1
+    durations = {
+        dict(labels)["phase"] for labels in series(found, "kafka_backup_restore_phase_duration_seconds")
+    }
+    assert {"backup", "restore", "reset", "verify", "proof"} <= durations
+    assert total(found, "kafka_backup_drill_skipped_records") == 0
+    assert series(found, "kafka_backup_drill_skipped_records")
+    assert total(found, "kafka_backup_restore_records_total", topic=f"drill-{unique_name}.{topic}") == 60
+    assert total(found, "kafka_backup_recovery_seconds") > 0
+    assert total(found, "kafka_backup_restore_info", command="drill") == 1
