@@ -84,6 +84,8 @@ class BackupRunResult:
     wall_seconds: float
     peak_rss_bytes: int
     stored_bytes: int
+    #: User and system CPU seconds of the process (wait4's rusage), all its threads.
+    cpu_seconds: float = 0.0
 
 
 def measured_backup(
@@ -127,6 +129,7 @@ def measured_backup(
         wall_seconds=wall,
         peak_rss_bytes=int(usage.ru_maxrss) * 1024,  # Linux reports KiB
         stored_bytes=int(summary["bytes"]),
+        cpu_seconds=usage.ru_utime + usage.ru_stime,
     )
 
 

@@ -91,11 +91,19 @@ class CostRow:
     paired: tuple[float, ...]
     scrapes: int
     scrape_seconds: tuple[float, ...]
+    #: on / off CPU seconds per record of each pair: steadier than records/s on a shared machine,
+    #: where a run's wall time moves by 10-20 % with the load (the page cache, the broker's GC).
+    paired_cpu: tuple[float, ...] = ()
 
     @property
     def cost(self) -> float:
         """The throughput lost with metrics on, from the median paired ratio (0.01: 1%)."""
         return 1 - statistics.median(self.paired)
+
+    @property
+    def cpu_cost(self) -> float:
+        """The CPU per record added with metrics on, from the median paired ratio (0.01: 1%)."""
+        return statistics.median(self.paired_cpu) - 1
 
 
 def measure_cost(bootstrap: str, topic: str, records: int, repeat: int, work: Path) -> CostRow:
@@ -121,12 +129,17 @@ def measure_cost(bootstrap: str, topic: str, records: int, repeat: int, work: Pa
             if result.records != records:
                 raise RuntimeError(f"backup (metrics {side}) copied {result.records} records of {records}")
             shutil.rmtree(target, ignore_errors=True)
-            line.append(f"metrics {side} {result.records / result.seconds:,.0f} rec/s")
+            line.append(
+                f"metrics {side} {result.records / result.seconds:,.0f} rec/s, "
+                f"{result.cpu_seconds / result.records * 1e6:.1f} CPU us/record"
+            )
         print(" ".join(line), flush=True)
-    paired = tuple(
-        (on.records / on.seconds) / (off.records / off.seconds) for off, on in zip(offs, ons, strict=True)
+    pairs = list(zip(offs, ons, strict=True))
+    paired = tuple((on.records / on.seconds) / (off.records / off.seconds) for off, on in pairs)
+    paired_cpu = tuple((on.cpu_seconds / on.records) / (off.cpu_seconds / off.records) for off, on in pairs)
+    return CostRow(
+        records, best_backup(offs), best_backup(ons), paired, scrapes, tuple(scrape_seconds), paired_cpu
     )
-    return CostRow(records, best_backup(offs), best_backup(ons), paired, scrapes, tuple(scrape_seconds))
 
 
 @dataclass(frozen=True)
@@ -216,10 +229,12 @@ def cost_table(row: CostRow) -> str:
     return "\n".join(
         [
             "| records (1 KiB) | metrics off rec/s | metrics on, scraped every second, rec/s "
-            "| ratio of bests | median paired ratio | cost | scrapes | median scrape |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| ratio of bests | median paired ratio | cost | CPU per record, median paired ratio "
+            "| CPU cost | scrapes | median scrape |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             f"| {row.records:,} | {off_rate:,.0f} | {on_rate:,.0f} | {on_rate / off_rate:.3f} "
-            f"| {statistics.median(row.paired):.3f} | {row.cost * 100:.1f}% | {row.scrapes} "
+            f"| {statistics.median(row.paired):.3f} | {row.cost * 100:.1f}% "
+            f"| {statistics.median(row.paired_cpu):.3f} | {row.cpu_cost * 100:.1f}% | {row.scrapes} "
             f"| {scrape_ms:.1f} ms |",
         ]
     )
@@ -274,7 +289,8 @@ def main() -> None:
         scrape = measure_scrape(bootstrap, wide, args.wide_partitions, args.scrapes, work)
 
     costs, scrapes = cost_table(cost), scrape_table(scrape)
-    verdict = "met" if cost.cost < 0.03 else "not met"
+    # Judged on both: the throughput ratio, and the CPU per record that bounds it on a busy machine.
+    verdict = "met" if max(cost.cost, cost.cpu_cost) < 0.03 else "not met"
     print()
     print(costs)
     print()
@@ -299,8 +315,10 @@ def main() -> None:
                 "",
                 costs,
                 "",
-                f"Target (metrics on and scraped every second cost under 3%): **{verdict}** (the cost is "
-                "1 - the median paired ratio).",
+                f"Target (metrics on and scraped every second cost under 3%): **{verdict}** (judged on "
+                "both costs: 1 - the median paired ratio of records/s, and the median paired ratio of "
+                "the backup process's CPU seconds per record - 1; a run's wall time moves by 10-20 % "
+                "with the machine's load, its CPU per record much less).",
                 "",
                 f"Scrape time of a `--follow` backup of a {args.wide_partitions:,}-partition topic (a lag "
                 "series in records and one in seconds per partition), request to last byte:",
