@@ -291,7 +291,7 @@ class _Planner:
         plans each target partition). The up-front searches and the rows both come from here."""
         source = self.request.source
         committed = {p: c for (t, p), c in source.groups[group].items() if t == topic}
-        source_count = source.partition_counts.get(topic, max(committed, default=-1) + 1)
+        source_count = len(self.source_partitions(topic, committed))
         method = self.method_for(topic, source_count, target_count)
         skip_uncommitted = self.request.uncommitted == "skip"
         partitions = [

@@ -44,17 +44,20 @@ def probe_consumer_properties() -> dict[str, object]:
     }
 
 
+def _target_offset(record: RestoredRecord) -> int:
+    return record.target_offset
+
+
 @dataclass
 class _KnownSpan:
     """Target offsets [start, stop) have been read; the restored records among them, by source
-    partition in target order (with their target offsets apart, for bisecting): a probe for one
-    source partition of a repartitioned topic looks only at that partition's records instead of
-    walking past every other source partition's (planning was quadratic in them)."""
+    partition in target order: a probe for one source partition of a repartitioned topic bisects
+    that partition's records instead of walking past every other source partition's (planning
+    was quadratic in them)."""
 
     start: int
     stop: int
     by_source: dict[tuple[str, int], list[RestoredRecord]] = field(default_factory=dict)
-    offsets_by_source: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
     @property
     def restored_records(self) -> int:
@@ -63,11 +66,9 @@ class _KnownSpan:
 
     def first_of(self, source: tuple[str, int], position: int) -> RestoredRecord | None:
         """The first record of ``source`` at target offset >= ``position`` in this span."""
-        offsets = self.offsets_by_source.get(source)
-        if not offsets:
-            return None
-        index = bisect.bisect_left(offsets, position)
-        return self.by_source[source][index] if index < len(offsets) else None
+        records = self.by_source.get(source, [])
+        index = bisect.bisect_left(records, position, key=_target_offset)
+        return records[index] if index < len(records) else None
 
 
 class PartitionProbe:
@@ -170,12 +171,9 @@ class PartitionProbe:
                 # One string object per topic, not one per remembered record.
                 source = (sys.intern(origin.topic), origin.partition)
                 self.sources_seen.add(source)
-                record = RestoredRecord(message_offset, source[0], origin.partition, origin.offset)
-                if source not in span.by_source:
-                    span.by_source[source] = []
-                    span.offsets_by_source[source] = []
-                span.by_source[source].append(record)
-                span.offsets_by_source[source].append(message_offset)
+                span.by_source.setdefault(source, []).append(
+                    RestoredRecord(message_offset, source[0], origin.partition, origin.offset)
+                )
             span.stop = message_offset + 1
 
     def _remember(self, span: _KnownSpan) -> _KnownSpan:

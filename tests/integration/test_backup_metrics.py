@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from kbackup.cli.main import run
 from kbackup.format.catalog import BackupCatalog
@@ -33,31 +32,9 @@ from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import read_backup
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.metrics_text import Samples, parse, series, total
 from tests.support.restore_checks import REPO
 from tests.support.s3server import S3Server
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def parse(text: str) -> Samples:
-    found: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
-
-
-def total(found: Samples, name: str, **labels: str) -> float:
-    """The sum of a metric's samples whose labels include ``labels``."""
-    return sum(
-        value
-        for (sample, sample_labels), value in found.items()
-        if sample == name and set(labels.items()) <= set(sample_labels)
-    )
-
-
-def series(found: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    return {labels: value for (sample, labels), value in found.items() if sample == name}
 
 
 def get(port: int, path: str) -> tuple[int, str]:

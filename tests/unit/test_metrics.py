@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kbackup import __version__
@@ -29,6 +29,7 @@ from kbackup.core.metrics import (
     RunMetrics,
     exported,
 )
+from tests.support.metrics_text import Samples, parse
 
 
 class Clock:
@@ -39,20 +40,24 @@ class Clock:
         return self.now
 
 
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of an exposition, by name and sorted labels."""
-    found = {}
-    for family in text_string_to_metric_families(text):
+def assert_conventional(registry: CollectorRegistry, labels: set[str]) -> None:
+    """Every family named ``kafka_backup_*``, counters exposed as ``_total``, every sample carrying
+    the backup id and no label but ``labels``: names of things and kinds of events, never a server,
+    a URL or a credential."""
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        assert family.name.startswith("kafka_backup_"), family.name
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
         for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+            assert sample.labels["backup_id"] == "nightly", sample
+            assert set(sample.labels) <= labels, sample
 
 
 def exposition(metrics: RunMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return samples(generate_latest(metrics.registry).decode())
+    return parse(generate_latest(metrics.registry).decode())
 
 
-def value(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+def value(found: Samples, name: str, **labels: str) -> float:
     return found[(name, tuple(sorted({"backup_id": "nightly", **labels}.items())))]
 
 
@@ -90,23 +95,9 @@ def test_every_metric_is_named_by_the_conventions_and_carries_the_backup_id(metr
     metrics.storage_request_failed("look up", transient=True)
     metrics.storage_request_retried("look up")
     metrics.source_error("_TRANSPORT")
-    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
-        assert family.name.startswith("kafka_backup_"), family.name
-        if family.type == "counter":
-            assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
-        for sample in family.samples:
-            assert sample.labels["backup_id"] == "nightly", sample
-            # Only names of things and kinds of events: never a server, a URL or a credential.
-            assert set(sample.labels) <= {
-                "backup_id",
-                "topic",
-                "partition",
-                "operation",
-                "kind",
-                "mode",
-                "version",
-                "le",
-            }
+    assert_conventional(
+        metrics.registry, {"backup_id", "topic", "partition", "operation", "kind", "mode", "version", "le"}
+    )
 
 
 def test_the_lag_is_records_not_committed_and_the_age_of_the_oldest(
@@ -246,14 +237,14 @@ def test_the_server_answers_metrics_health_and_readiness(
     metrics.records_copied("orders", 3)
     status, text = get(server, "/metrics")
     assert status == 200
-    assert value(samples(text), "kafka_backup_records_total", topic="orders") == 3
-    assert value(samples(text), "kafka_backup_source_reachable") == 0
+    assert value(parse(text), "kafka_backup_records_total", topic="orders") == 3
+    assert value(parse(text), "kafka_backup_source_reachable") == 0
     assert get(server, "/healthz") == (200, "ok: idle at the end of the log\n")
     assert get(server, "/readyz")[0] == 503
     metrics.source_answered()
     metrics.storage_request_succeeded("write")
     assert get(server, "/readyz") == (200, "ok: source and storage answer\n")
-    found = samples(get(server, "/metrics")[1])
+    found = parse(get(server, "/metrics")[1])
     assert value(found, "kafka_backup_source_reachable") == 1
     assert value(found, "kafka_backup_storage_reachable") == 1
     metrics.source_error("_TRANSPORT")
@@ -305,12 +296,12 @@ def test_the_textfile_is_written_at_start_after_each_increment_and_at_exit(
     with exported(metrics, MetricsSettings(textfile=str(path))) as server:
         assert server is None
         # Written before the run copies anything: it proves the path can be written.
-        assert value(samples(path.read_text()), "kafka_backup_increments_total") == 0
+        assert value(parse(path.read_text()), "kafka_backup_increments_total") == 0
         metrics.records_copied("orders", 11)
         metrics.increment_committed(0.1)
-        assert value(samples(path.read_text()), "kafka_backup_records_total", topic="orders") == 11
+        assert value(parse(path.read_text()), "kafka_backup_records_total", topic="orders") == 11
         metrics.records_copied("orders", 4)
-    assert value(samples(path.read_text()), "kafka_backup_records_total", topic="orders") == 15
+    assert value(parse(path.read_text()), "kafka_backup_records_total", topic="orders") == 15
     # Written by renaming a complete temporary file: none is left behind.
     assert [item.name for item in tmp_path.iterdir()] == ["kafka-backup.prom"]
 
@@ -457,13 +448,13 @@ def test_restore_commands_have_their_own_phases() -> None:
     drill.phase("backup")
     drill.phase("proof")
     drill.drill_proved(0)
-    found = samples(generate_latest(drill.registry).decode())
+    found = parse(generate_latest(drill.registry).decode())
     assert found[("kafka_backup_restore_phase", (("backup_id", "drill-1"), ("phase", "proof")))] == 1
     assert found[("kafka_backup_drill_skipped_records", (("backup_id", "drill-1"),))] == 0
     plain = RestoreMetrics("nightly", command="restore")
     assert {
         dict(labels)["phase"]
-        for (name, labels) in samples(generate_latest(plain.registry).decode())
+        for (name, labels) in parse(generate_latest(plain.registry).decode())
         if name == "kafka_backup_restore_phase"
     } == {"restore", "done"}
 
@@ -507,21 +498,9 @@ def test_restore_metrics_follow_the_conventions_and_carry_only_names(restore_met
     restore_metrics.groups_committed(1.0)
     restore_metrics.audited(2)
     restore_metrics.storage_request_failed("download", transient=True)
-    for family in text_string_to_metric_families(generate_latest(restore_metrics.registry).decode()):
-        assert family.name.startswith("kafka_backup_"), family.name
-        if family.type == "counter":
-            assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
-        for sample in family.samples:
-            assert sample.labels["backup_id"] == "nightly", sample
-            assert set(sample.labels) <= {
-                "backup_id",
-                "topic",
-                "phase",
-                "operation",
-                "kind",
-                "command",
-                "version",
-            }
+    assert_conventional(
+        restore_metrics.registry, {"backup_id", "topic", "phase", "operation", "kind", "command", "version"}
+    )
 
 
 def test_restore_metrics_are_served_and_written_like_a_backups(
@@ -531,14 +510,14 @@ def test_restore_metrics_are_served_and_written_like_a_backups(
     with exported(restore_metrics, MetricsSettings(textfile=str(path))) as server:
         assert server is None
         restore_metrics.phase("restore")
-        assert value(samples(path.read_text()), "kafka_backup_restore_phase", phase="restore") == 1
+        assert value(parse(path.read_text()), "kafka_backup_restore_phase", phase="restore") == 1
         restore_metrics.records_produced("orders-dr", 7, 70)
-    assert value(samples(path.read_text()), "kafka_backup_restore_records_total", topic="orders-dr") == 7
+    assert value(parse(path.read_text()), "kafka_backup_restore_records_total", topic="orders-dr") == 7
     running = MetricsServer(restore_metrics, bind_address="127.0.0.1", port=0)
     try:
         status, text = get(running, "/metrics")
         assert status == 200
-        assert value(samples(text), "kafka_backup_restore_records_total", topic="orders-dr") == 7
+        assert value(parse(text), "kafka_backup_restore_records_total", topic="orders-dr") == 7
         assert get(running, "/healthz") == (200, "ok: in the restore phase\n")
     finally:
         running.close()
