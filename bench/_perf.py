@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,65 @@ class BackupRunResult:
     cpu_seconds: float = 0.0
 
 
+class StartedBackup:
+    """A ``kafka-backup backup`` child process started by ``start_backup``; ``finish`` waits for it."""
+
+    def __init__(self, command: Sequence[str], scratch: Path) -> None:
+        self._scratch = scratch
+        self._out_path = scratch / "out.json"
+        self.started = time.monotonic()
+        with self._out_path.open("w") as out, open(os.devnull, "w") as err:
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=err, env={**os.environ, "KBACKUP_NO_PROGRESS": "1"}
+            )
+
+    def finish(self) -> BackupRunResult:
+        """Wait for the process; its peak RSS and CPU come from wait4's rusage."""
+        try:
+            _, status, usage = os.wait4(self.process.pid, 0)
+            wall = time.monotonic() - self.started
+            self.process.returncode = os.waitstatus_to_exitcode(status)
+            if self.process.returncode != 0:
+                raise RuntimeError(
+                    f"backup failed ({self.process.returncode}): {self._out_path.read_text()[-2000:]}"
+                )
+            summary = json.loads(self._out_path.read_text())
+        finally:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        return BackupRunResult(
+            records=int(summary["records"]),
+            seconds=float(summary["seconds"]),
+            wall_seconds=wall,
+            peak_rss_bytes=int(usage.ru_maxrss) * 1024,  # Linux reports KiB
+            stored_bytes=int(summary["bytes"]),
+            cpu_seconds=usage.ru_utime + usage.ru_stime,
+        )
+
+
+def start_backup(
+    bootstrap: str,
+    topic: str,
+    storage_dir: Path,
+    backup_id: str,
+    flags: Sequence[str] = (),
+    /,
+    **settings: object,
+) -> StartedBackup:
+    """Start ``kafka-backup backup`` (with ``flags``) as a child process, without waiting for it.
+    ``settings`` go into the config's ``backup`` section."""
+    config = {
+        "backup_id": backup_id,
+        "source": {"bootstrap_servers": [bootstrap], "topics": {"include": [topic]}},
+        "storage": {"url": str(storage_dir)},
+        "backup": {"consumer_group_snapshot": True, **settings},
+    }
+    scratch = Path(tempfile.mkdtemp(prefix="bench-"))
+    config_path = scratch / "backup.yaml"
+    config_path.write_text(json.dumps(config))  # JSON is YAML
+    command = [sys.executable, "-m", "kbackup", "backup", "-c", str(config_path), "--json", *flags]
+    return StartedBackup(command, scratch)
+
+
 def measured_backup(
     bootstrap: str,
     topic: str,
@@ -97,40 +157,8 @@ def measured_backup(
     /,
     **settings: object,
 ) -> BackupRunResult:
-    """Run ``kafka-backup backup`` (with ``flags``) as a child process; its peak RSS comes from
-    wait4's rusage. ``settings`` go into the config's ``backup`` section."""
-    config = {
-        "backup_id": backup_id,
-        "source": {"bootstrap_servers": [bootstrap], "topics": {"include": [topic]}},
-        "storage": {"url": str(storage_dir)},
-        "backup": {"consumer_group_snapshot": True, **settings},
-    }
-    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
-        config_path = Path(scratch) / "backup.yaml"
-        config_path.write_text(json.dumps(config))  # JSON is YAML
-        out_path = Path(scratch) / "out.json"
-        with out_path.open("w") as out, open(os.devnull, "w") as err:
-            started = time.monotonic()
-            process = subprocess.Popen(
-                [sys.executable, "-m", "kbackup", "backup", "-c", str(config_path), "--json", *flags],
-                stdout=out,
-                stderr=err,
-                env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
-            )
-            _, status, usage = os.wait4(process.pid, 0)
-            wall = time.monotonic() - started
-            process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode != 0:
-            raise RuntimeError(f"backup failed ({process.returncode}): {out_path.read_text()[-2000:]}")
-        summary = json.loads(out_path.read_text())
-    return BackupRunResult(
-        records=int(summary["records"]),
-        seconds=float(summary["seconds"]),
-        wall_seconds=wall,
-        peak_rss_bytes=int(usage.ru_maxrss) * 1024,  # Linux reports KiB
-        stored_bytes=int(summary["bytes"]),
-        cpu_seconds=usage.ru_utime + usage.ru_stime,
-    )
+    """Run ``kafka-backup backup`` (with ``flags``) as a child process and wait for it."""
+    return start_backup(bootstrap, topic, storage_dir, backup_id, flags, **settings).finish()
 
 
 def replace_section(document: Path, start_marker: str, end_marker: str, body: str) -> None:

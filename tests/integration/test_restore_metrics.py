@@ -9,6 +9,12 @@ says that no record would be skipped. Each textfile is parsed with prometheus-cl
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from datetime import datetime, tzinfo
 from pathlib import Path
 
@@ -17,7 +23,7 @@ import yaml
 
 from kbackup.app import drill as drill_module
 from kbackup.cli.main import run
-from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from tests.integration.test_backup_increments import commit_group
 from tests.integration.test_three_phase import fill_and_back_up
 from tests.support.backup_io import take_backup
@@ -200,3 +206,76 @@ def test_a_drill_writes_its_phases_and_its_verdict_under_the_backup_it_took(
     assert total(found, "kafka_backup_restore_records_total", topic=f"drill-{unique_name}.{topic}") == 60
     assert total(found, "kafka_backup_recovery_seconds") > 0
     assert total(found, "kafka_backup_restore_info", command="drill") == 1
+
+
+def test_a_live_restore_answers_metrics_and_probes_over_http(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """A ``restore --metrics-port`` in its own process, scraped over HTTP while it runs: its planned
+    records are the backup's, its produced records only grow and never exceed them, it is seen in
+    its restore phase, and /healthz and /readyz answer 200."""
+    topic, restored = unique_name, f"{unique_name}-restored"
+    create_topic(source_cluster, topic, partitions=2)
+    produce(
+        source_cluster,
+        topic,
+        [Record(key=b"k%d" % i, value=b"v" * 400, partition=i % 2) for i in range(3000)],
+    )
+    store = tmp_path / "store"
+    take_backup(source_cluster, store, "nightly", [topic])
+    config = tmp_path / "restore.yaml"
+    # Many small transactions: the restore runs long enough to be scraped more than once.
+    config.write_text(yaml.safe_dump({"restore": {"transaction_max_records": 20}}))
+    port = free_port()
+    command = [sys.executable, "-m", "kbackup", "restore", "-c", str(config)]
+    command += ["-b", target_cluster.bootstrap_servers, "--path", str(store), "--backup-id", "nightly"]
+    command += ["--topic-mapping", f"{topic}={restored}", "--metrics-port", str(port)]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+    )
+    scraped: list[dict[str, float]] = []
+    probes: dict[str, int] = {}
+    while process.poll() is None:
+        try:
+            found = parse(http_get(port, "/metrics").decode())
+            for path in ("/healthz", "/readyz"):
+                probes[path] = http_status(port, path)
+        except OSError:
+            time.sleep(0.02)  # not listening yet, or gone
+            continue
+        scraped.append(
+            {
+                "planned": total(found, "kafka_backup_restore_planned_records", topic=restored),
+                "produced": total(found, "kafka_backup_restore_records_total", topic=restored),
+                "restoring": total(found, "kafka_backup_restore_phase", phase="restore"),
+            }
+        )
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()[-3000:]
+    assert len(scraped) >= 2, scraped
+    assert probes == {"/healthz": 200, "/readyz": 200}
+    planned = [sample for sample in scraped if sample["planned"]]
+    assert planned
+    assert {sample["planned"] for sample in planned} == {3000}
+    produced = [sample["produced"] for sample in scraped]
+    assert produced == sorted(produced)
+    assert produced[-1] <= 3000
+    # Scraped while it was restoring, not only before or after.
+    assert any(sample["restoring"] == 1 for sample in scraped), scraped
+
+
+def http_get(port: int, path: str) -> bytes:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+        body: bytes = answer.read()
+        return body
+
+
+def http_status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)

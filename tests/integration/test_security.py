@@ -488,10 +488,13 @@ def test_known_secrets_never_appear_in_anything_the_commands_write(leak_scenario
     plan = leak.work / "plan.json"
     leak.run(["check", *c, "--json"], 0)
     leak.run(["-v", "backup", *c, "--json"], 0)
+    # JSON logs and metrics textfiles (the work folder, searched below) of a backup and a restore.
+    json_log = ["-v", "--log-format", "json"]
+    leak.run([*json_log, "backup", *c, "--metrics-textfile", str(leak.work / "backup.prom")], 0)
     leak.run(["list", *c, "--json"], 0)
     leak.run(["describe", *c, "--json"], 0)
     leak.run(["validate", "--deep", *c, "--json"], 0)
-    leak.run(["-v", "restore", *c, "--json"], 0)
+    leak.run([*json_log, "restore", *c, "--json", "--metrics-textfile", str(leak.work / "restore.prom")], 0)
     leak.run(["offset-reset", "plan", *c, "--output", str(plan), "--json"], 0)
     leak.run(["offset-reset", "execute", "--plan", str(plan), *c, "--json"], 0)
     snapshot_id = json.loads(leak.run(["offset-rollback", "--list", *c, "--json"], 0))[0]["snapshot_id"]
@@ -503,6 +506,11 @@ def test_known_secrets_never_appear_in_anything_the_commands_write(leak_scenario
     leak.run(
         ["--debug", "-v", "backup", *c], KafkaOperationError.exit_code, KB_TEST_SASL_PASSWORD=WRONG_PASSWORD
     )
+    leak.run(
+        ["--debug", *json_log, "backup", *c],
+        KafkaOperationError.exit_code,
+        KB_TEST_SASL_PASSWORD=WRONG_PASSWORD,
+    )
     foreign = json.loads(plan.read_text())
     foreign["target"]["cluster_id"] = "another-cluster-id"
     foreign_plan = leak.work / "foreign-plan.json"
@@ -511,6 +519,10 @@ def test_known_secrets_never_appear_in_anything_the_commands_write(leak_scenario
         ["--debug", "offset-reset", "execute", "--plan", str(foreign_plan), *c], PreconditionError.exit_code
     )
     assert (leak.work / "snapshots").is_dir()
+    # What the search below covers: the JSON lines and both textfiles were written.
+    assert any(line.startswith('{"time"') for text in leak.outputs.values() for line in text.splitlines())
+    assert "kafka_backup_restore_records_total" in (leak.work / "restore.prom").read_text()
+    assert "kafka_backup_records_total" in (leak.work / "backup.prom").read_text()
     leak.assert_nothing_leaked()
 
 
