@@ -20,10 +20,25 @@ from kbackup.core.config import (
 )
 from kbackup.core.metrics import MetricsSettings
 from kbackup.mapping.settings import MappingSettings
+from kbackup.prune.settings import RetentionSettings
 from kbackup.reset.settings import OffsetResetSettings
 from kbackup.restore.settings import RestoreSettings, TargetSettings
 
 Settings = TypeVar("Settings", bound=BaseModel)
+
+
+class BackupSection(BackupSettings):
+    """The ``backup`` section: how a backup is taken, and what its runs keep afterwards."""
+
+    retention: RetentionSettings | None = Field(
+        default=None,
+        description=(
+            "A retention policy applied after each committed increment (one-shot and `--follow`), "
+            "as `kafka-backup prune --execute` would apply it (docs/prune.md)."
+        ),
+    )
+
+
 Connection = TypeVar("Connection", bound=KafkaConnection)
 
 
@@ -42,7 +57,7 @@ class KBackupConfig(StrictModel):
     source: SourceSettings | None = Field(default=None, description="The cluster backed up.")
     target: TargetSettings | None = Field(default=None, description="The cluster restored to.")
     storage: StorageSettings = Field(default_factory=StorageSettings, description="Where backups live.")
-    backup: BackupSettings = Field(default_factory=BackupSettings, description="How a backup is taken.")
+    backup: BackupSection = Field(default_factory=BackupSection, description="How a backup is taken.")
     restore: RestoreSettings = Field(default_factory=RestoreSettings, description="How a backup is replayed.")
     mapping: MappingSettings = Field(
         default_factory=MappingSettings, description="Where the Spark offset-mapping job runs."

@@ -25,6 +25,7 @@ from typing import Any
 
 from kbackup import __version__
 from kbackup.backup.copier import Copier
+from kbackup.backup.lease import LeaseKeeper
 from kbackup.backup.plan import (
     check_missing_topics,
     check_same_source,
@@ -36,7 +37,13 @@ from kbackup.backup.plan import (
 from kbackup.backup.settings import BackupSettings, SourceSettings
 from kbackup.backup.source import SourceCluster
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, NotFoundError
+from kbackup.core.errors import (
+    KafkaOperationError,
+    KafkaUnreachableError,
+    KBackupError,
+    NotFoundError,
+    PreconditionError,
+)
 from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import ClusterMetadata, KafkaClients, check_client_properties
@@ -45,7 +52,7 @@ from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress, ProgressTask
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage, commit_manifest, merge_partition
-from kbackup.format.layout import check_backup_id
+from kbackup.format.layout import check_backup_id, new_run_id
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
     Manifest,
@@ -179,8 +186,11 @@ class BackupRun:
         progress: Progress | None = None,
         storage: Storage | None = None,
         metrics: BackupMetrics | None = None,
+        after_commit: Callable[[Storage], None] | None = None,
     ) -> None:
         self.job = job
+        #: Called after each committed increment (a retention policy applied there, by the caller).
+        self.after_commit = after_commit
         #: The storage to write to; None: the one ``job.storage`` names.
         self.storage = storage
         self.settings = job.settings
@@ -212,6 +222,14 @@ class BackupRun:
         storage.check_writable()
         metrics.storage_request_succeeded("write")
         catalog = BackupCatalog(storage)
+        retention = catalog.retention(backup_id)
+        if retention is not None and retention.deleted:
+            raise PreconditionError(
+                f"backup {backup_id} in {storage.url} is being removed by a prune (retention generation "
+                f"{retention.generation})",
+                hint="choose another backup id, or run 'kafka-backup prune --execute' to finish the "
+                "removal and back up again",
+            )
         existing = catalog.load(backup_id) if catalog.exists(backup_id) else None
         if existing is not None:
             metrics.backup_loaded(_unix_time(existing.latest.finished_at))
@@ -240,7 +258,10 @@ class BackupRun:
         scratch_parent = Path(settings.scratch_dir) if settings.scratch_dir else None
         if scratch_parent is not None:
             scratch_parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="kafka-backup-", dir=scratch_parent) as scratch:
+        with (
+            LeaseKeeper(storage, backup_id, new_run_id()),
+            tempfile.TemporaryDirectory(prefix="kafka-backup-", dir=scratch_parent) as scratch,
+        ):
             consumer = cluster.clients.consumer(**self._consumer_properties())
             copier = self._copier(consumer, storage, source_cluster_id, Path(scratch))
             try:
@@ -479,7 +500,7 @@ class _ChainState:
         if backup is None:
             return cls(increment=0, previous_run_id=None, coverage={}, topics={})
         return cls(
-            increment=len(backup.manifests),
+            increment=backup.latest.increment + 1,
             previous_run_id=backup.latest.run_id,
             coverage=backup.coverage(),
             topics=dict(backup.topics),
@@ -695,6 +716,12 @@ class _Committer:
         self.summary.increments.append(committed)
         self.summary.nothing_new_since = None
         self.run.metrics.increment_committed(time.monotonic() - self.commit_started)
+        if self.run.after_commit is not None:
+            try:
+                self.run.after_commit(self.storage)
+            except KBackupError as exc:
+                # The increment is committed; a retention that failed is tried again after the next.
+                log.warning("retention after increment %d failed: %s", manifest.increment, exc.message)
         log.info(
             "committed increment %d of %s: %d records in %d segment(s)%s",
             committed.increment,
@@ -720,9 +747,13 @@ def run_backup(
     progress: Progress | None = None,
     storage: Storage | None = None,
     metrics: BackupMetrics | None = None,
+    after_commit: Callable[[Storage], None] | None = None,
 ) -> BackupSummary:
     """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode).
 
     In snapshot mode a stop commits what was copied and sets ``stopped_early``.
+    ``after_commit`` is called after each committed increment (errors in it are logged).
     """
-    return BackupRun(job, stop=stop, progress=progress, storage=storage, metrics=metrics).run()
+    return BackupRun(
+        job, stop=stop, progress=progress, storage=storage, metrics=metrics, after_commit=after_commit
+    ).run()

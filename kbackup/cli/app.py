@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 
 from kbackup import __version__
-from kbackup.cli import backup_cmds, drill_cmds, mapping_cmds, reset_cmds, restore_cmds, tools_cmds
+from kbackup.cli import (
+    backup_cmds,
+    drill_cmds,
+    mapping_cmds,
+    prune_cmds,
+    reset_cmds,
+    restore_cmds,
+    tools_cmds,
+)
 from kbackup.core.logs import configure_logging
 from kbackup.core.progress import disable_progress
 
@@ -69,6 +77,7 @@ app.command("list")(backup_cmds.list_backups)
 app.command("describe")(backup_cmds.describe)
 app.command("validate")(backup_cmds.validate)
 app.command("status")(backup_cmds.status)
+app.command("prune")(prune_cmds.prune)
 # Stage 2: restore.
 app.command("restore")(restore_cmds.restore)
 # Stage 3: mapping.

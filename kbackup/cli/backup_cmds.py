@@ -29,6 +29,7 @@ from kbackup.cli.signals import stop_on_signals
 from kbackup.core.durations import format_duration, parse_duration
 from kbackup.core.errors import (
     BackupIntegrityError,
+    ConfigError,
     IncompleteBackupError,
     InterruptedByUser,
     NotFoundError,
@@ -85,6 +86,7 @@ def backup(
     Example:
       kafka-backup backup -c backup.yaml --follow
     """
+    from kbackup.app.retention import retention_after_commit
     from kbackup.backup.runner import run_backup
     from kbackup.core.metrics import BackupMetrics, exported
 
@@ -106,12 +108,19 @@ def backup(
         mode="follow" if job.settings.continuous else "snapshot",
         health_window_secs=observed.health_window_secs,
     )
+    retention = cfg.backup.retention
+    if retention is not None and retention.empty:
+        raise ConfigError(
+            "backup.retention has no rule: set keep_last/keep_within/keep_hourly/daily/weekly/monthly, "
+            "older_than/before or max_total_bytes, or remove the section",
+        )
+    after_commit = retention_after_commit(retention, job.backup_id)
     with (
         exported(metrics, observed),
         stop_on_signals("finishing the segments and committing what was copied") as stop,
         Progress() as progress,
     ):
-        summary = run_backup(job, stop=stop, progress=progress, metrics=metrics)
+        summary = run_backup(job, stop=stop, progress=progress, metrics=metrics, after_commit=after_commit)
     # A follow run stopped with nothing new to commit since its last checkpoint ended cleanly.
     interrupted = summary.stopped_early or (
         stop.is_set() and not summary.increments and summary.nothing_new_since is None
@@ -126,7 +135,7 @@ def backup(
     for item in summary.increments:
         typer.echo(
             f"committed increment {item.increment} of backup {summary.backup_id}: {item.records:,} records, "
-            f"{_size(item.bytes)} in {item.segments} segment(s)"
+            f"{size_text(item.bytes)} in {item.segments} segment(s)"
             + (f", {item.consumer_groups} consumer group(s)" if item.consumer_groups is not None else "")
             + (" (stopped early)" if item.partial else "")
         )
@@ -139,7 +148,7 @@ def backup(
     typer.echo(
         f"backup {summary.backup_id} ({summary.mode}) from cluster {summary.source_cluster_id} to "
         f"{summary.storage_url}: {len(summary.topics)} topic(s), {summary.partitions} partition(s), "
-        f"{summary.records:,} records, {_size(summary.bytes)}, {summary.segments} segment(s), "
+        f"{summary.records:,} records, {size_text(summary.bytes)}, {summary.segments} segment(s), "
         f"{summary.seconds:.1f}s{rate}"
     )
     for problem in summary.problems:
@@ -195,7 +204,7 @@ def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: 
             continue
         typer.echo(
             f"{row['backup_id']:<24} {row['last_finished_at']:<24} {row['increments']:>4} "
-            f"{len(row['topics']):>6} {row['records']:>14,} {_size(row['bytes']):>10}"
+            f"{len(row['topics']):>6} {row['records']:>14,} {size_text(row['bytes']):>10}"
         )
 
 
@@ -224,14 +233,14 @@ def describe(
     typer.echo(
         f"backup {info['backup_id']} in {info['storage']}: source cluster {source['cluster_id']} "
         f"(Kafka cluster {source.get('kafka_cluster_id')}), {info['records']:,} records, "
-        f"{_size(info['bytes'])}"
+        f"{size_text(info['bytes'])}"
     )
     typer.echo("increments:")
     for row in info["increments"]:
         groups = "-" if row["consumer_groups"] is None else row["consumer_groups"]
         typer.echo(
             f"  {row['increment']:>4}  {row['started_at']} .. {row['finished_at']}  {row['mode'] or '':<8} "
-            f"{row['records']:>12,} records {_size(row['bytes']):>10}  groups {groups}"
+            f"{row['records']:>12,} records {size_text(row['bytes']):>10}  groups {groups}"
         )
     typer.echo("partitions:")
     for row in info["partitions"]:
@@ -296,7 +305,7 @@ def validate(
     )
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     value = float(count)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
@@ -401,7 +410,7 @@ def _print_status(item: Any, storage_url: str) -> None:
     typer.echo(
         f"backup {item.backup_id} in {storage_url}: increment {item.last_increment} committed "
         f"{item.last_committed_at} ({format_duration(item.age_seconds)} ago), {item.records:,} records, "
-        f"{_size(item.bytes)}, source cluster {item.source_cluster}"
+        f"{size_text(item.bytes)}, source cluster {item.source_cluster}"
     )
     for row in item.partitions:
         window = (

@@ -1,8 +1,9 @@
 """Reading what backups a storage holds, and committing a new increment's manifest.
 
-A backup is the chain of its increments' manifests. Only manifests make data
-visible: segments that no manifest lists (left by a crashed run) do not exist
-for any reader.
+A backup is the chain of its increments' manifests, read through its newest
+retention generation (kbackup.format.retention) if a prune wrote one. Only
+manifests make data visible: segments that no manifest lists (left by a crashed
+run, or below the window a prune moved) do not exist for any reader.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError
+from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, StorageError
 from kbackup.core.faults import crash_point
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.layout import (
@@ -28,6 +29,14 @@ from kbackup.format.manifest import (
     SegmentEntry,
     TopicEntry,
     parse_manifest,
+)
+from kbackup.format.retention import (
+    RETENTION_FOLDER,
+    RetentionGeneration,
+    apply_retention,
+    generation_of_key,
+    parse_generation,
+    retention_prefix,
 )
 from kbackup.storage import Storage
 
@@ -52,7 +61,10 @@ class Backup:
     """A backup as its manifests describe it."""
 
     backup_id: str
+    #: The increments readers see: those at or above the retention's first, windowed by it.
     manifests: list[Manifest]
+    #: The newest retention generation (None: never pruned).
+    retention: RetentionGeneration | None = None
 
     @property
     def latest(self) -> Manifest:
@@ -92,8 +104,11 @@ class Backup:
                 merge_partition(result, entry)
             for segment in manifest.segments:
                 result[(segment.topic, segment.partition)].segments.append(segment)
-        for item in result.values():
+        starts = self.retention.window_starts() if self.retention is not None else {}
+        for key, item in result.items():
             item.segments.sort(key=lambda segment: segment.first_offset)
+            if key in starts:
+                item.start_offset = max(item.start_offset, min(starts[key], item.end_offset))
         return result
 
     def total_records(self) -> int:
@@ -127,16 +142,25 @@ class BackupCatalog:
         self.storage = storage
 
     def backup_ids(self) -> list[str]:
-        """Every backup id with at least one manifest."""
+        """Every backup id with at least one manifest and not removed by a prune."""
+        return [name for name in self.stored_ids() if self._manifest_keys(name) and not self._deleted(name)]
+
+    def stored_ids(self) -> list[str]:
+        """Every backup id with a manifests or retention folder, whatever state it is in (prune
+        finishes the removal of a backup from here)."""
         found = []
         for name in self.storage.list_prefixes(""):
             try:
                 check_backup_id(name)
             except Exception:  # noqa: S112 - folders that are not backups are simply not listed
                 continue
-            if MANIFESTS_FOLDER in self.storage.list_prefixes(f"{name}/") and self._manifest_keys(name):
+            if {MANIFESTS_FOLDER, RETENTION_FOLDER} & set(self.storage.list_prefixes(f"{name}/")):
                 found.append(name)
         return found
+
+    def _deleted(self, backup_id: str) -> bool:
+        generation = self.retention(backup_id)
+        return generation is not None and generation.deleted
 
     def _manifest_keys(self, backup_id: str) -> list[tuple[int, str]]:
         keys = []
@@ -146,12 +170,62 @@ class BackupCatalog:
                 keys.append((increment, info.key))
         return sorted(keys)
 
+    def retention_keys(self, backup_id: str) -> list[tuple[int, str]]:
+        keys = []
+        for info in self.storage.list(retention_prefix(backup_id)):
+            generation = generation_of_key(info.key)
+            if generation is not None:
+                keys.append((generation, info.key))
+        return sorted(keys)
+
+    def retention(self, backup_id: str) -> RetentionGeneration | None:
+        """The newest retention generation of a backup, None if it was never pruned."""
+        keys = self.retention_keys(backup_id)
+        for attempt, (generation, key) in enumerate(reversed(keys)):
+            try:
+                found = parse_generation(self.storage.get_bytes(key), key)
+            except StorageError:
+                if attempt == 0 and not self.storage.exists(key):
+                    continue  # removed by a prune that committed a newer one meanwhile
+                raise
+            if found.generation != generation or found.backup_id != backup_id:
+                raise BackupIntegrityError(
+                    f"{key} says generation {found.generation} of backup {found.backup_id}"
+                )
+            return found
+        return None
+
     def exists(self, backup_id: str) -> bool:
-        return bool(self._manifest_keys(backup_id))
+        return bool(self._manifest_keys(backup_id)) and not self._deleted(backup_id)
 
     def load(self, backup_id: str) -> Backup:
-        """All increments of a backup, checked to form one unbroken chain from increment 0."""
-        keys = self._manifest_keys(backup_id)
+        """The increments of a backup, checked to form one unbroken chain from increment 0, or from
+        the first increment its newest retention generation keeps.
+
+        A prune running at the same time may delete a manifest or an older generation between
+        the listing and the read: the load then starts over once, from the newer state.
+        """
+        try:
+            return self._load(backup_id)
+        except _Vanished:
+            try:
+                return self._load(backup_id)
+            except _Vanished as exc:
+                raise StorageError(
+                    f"backup {backup_id}: {exc.key} disappeared while it was read, twice",
+                    hint="a prune is removing this backup's objects; run again when it is done",
+                ) from None
+
+    def _load(self, backup_id: str) -> Backup:
+        generation = self.retention(backup_id)
+        if generation is not None and generation.deleted:
+            raise NotFoundError(
+                f"backup {backup_id!r} in {self.storage.url} was removed by a prune "
+                f"(retention generation {generation.generation})",
+                hint="run 'kafka-backup prune --execute' again to finish removing its objects",
+            )
+        first = generation.first_increment if generation is not None else 0
+        keys = [(increment, key) for increment, key in self._manifest_keys(backup_id) if increment >= first]
         if not keys:
             raise NotFoundError(
                 f"no backup {backup_id!r} in {self.storage.url} "
@@ -159,22 +233,47 @@ class BackupCatalog:
                 hint="'kafka-backup list --path URL' shows the backups there",
             )
         manifests: list[Manifest] = []
-        for expected, (increment, key) in enumerate(keys):
+        for expected, (increment, key) in enumerate(keys, start=first):
             if increment != expected:
                 raise BackupIntegrityError(
                     f"backup {backup_id}: manifest of increment {expected} is missing "
                     f"(found {object_key(backup_id, f'{MANIFESTS_FOLDER}/{increment:08d}.json')} next)"
                 )
-            manifest = parse_manifest(self.storage.get_bytes(key), key)
-            check_chain(manifest, manifests, key)
+            try:
+                data = self.storage.get_bytes(key)
+            except StorageError:
+                if not self.storage.exists(key):
+                    raise _Vanished(key) from None
+                raise
+            manifest = parse_manifest(data, key)
+            check_chain(manifest, manifests, key, first=first)
+            if (
+                not manifests
+                and generation is not None
+                and first > 0
+                and manifest.previous_run_id != generation.first_previous_run_id
+            ):
+                raise BackupIntegrityError(
+                    f"manifest {key} follows run {manifest.previous_run_id}, but retention "
+                    f"generation {generation.generation} says increment {first - 1} was run "
+                    f"{generation.first_previous_run_id}"
+                )
             manifests.append(manifest)
-        return Backup(backup_id=backup_id, manifests=manifests)
+        if generation is not None:
+            manifests = apply_retention(manifests, generation)
+        return Backup(backup_id=backup_id, manifests=manifests, retention=generation)
 
 
-def check_chain(manifest: Manifest, previous: list[Manifest], key: str) -> None:
-    if manifest.increment != len(previous):
+class _Vanished(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def check_chain(manifest: Manifest, previous: list[Manifest], key: str, *, first: int = 0) -> None:
+    if manifest.increment != first + len(previous):
         raise BackupIntegrityError(
-            f"manifest {key} says increment {manifest.increment}, expected {len(previous)}"
+            f"manifest {key} says increment {manifest.increment}, expected {first + len(previous)}"
         )
     if previous:
         before = previous[-1]

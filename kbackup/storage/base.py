@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +23,9 @@ _KEY_SEGMENT = re.compile(r"^[A-Za-z0-9._=+@,-]+$")
 class ObjectInfo:
     key: str
     size: int
+    #: When the object was stored (Unix time), where the store says: prune's grace period for
+    #: objects no manifest lists yet.
+    modified: float | None = None
 
 
 def check_key(key: str) -> str:
@@ -106,6 +109,24 @@ class Storage(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; no error if it is already gone."""
+
+    #: Keys one delete_many request removes at most (S3's DeleteObjects takes 1,000).
+    delete_batch_size = 1
+
+    def delete_many(self, keys: Sequence[str], before_each_request: Callable[[], None] | None = None) -> int:
+        """Remove ``keys`` (already gone: no error), in as few requests as the store allows;
+        ``before_each_request`` is called before each request. Returns the requests made."""
+        requests = 0
+        for start in range(0, len(keys), self.delete_batch_size):
+            if before_each_request is not None:
+                before_each_request()
+            self._delete_batch(keys[start : start + self.delete_batch_size])
+            requests += 1
+        return requests
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.delete(key)
 
     def exists(self, key: str) -> bool:
         return self.size(key) is not None

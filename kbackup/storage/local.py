@@ -160,7 +160,11 @@ class LocalStorage(Storage):
                 full = Path(dirpath) / filename
                 key = full.relative_to(self.root).as_posix()
                 if key.startswith(prefix):
-                    found.append(ObjectInfo(key, full.stat().st_size))
+                    try:
+                        stat = full.stat()
+                    except FileNotFoundError:
+                        continue  # removed while listed (a prune running at the same time)
+                    found.append(ObjectInfo(key, stat.st_size, stat.st_mtime))
         yield from sorted(found, key=lambda info: info.key)
 
     def delete(self, key: str) -> None:

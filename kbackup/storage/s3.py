@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -358,10 +358,33 @@ class S3Storage(Storage):
         strip = len(self.prefix) + 1 if self.prefix else 0
         for page in self._pages("list", prefix or None, Prefix=full_prefix):
             for item in page.get("Contents", []):
-                yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
+                modified = item.get("LastModified")
+                yield ObjectInfo(
+                    item["Key"][strip:], int(item["Size"]), modified.timestamp() if modified else None
+                )
 
     def delete(self, key: str) -> None:
         self._call("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
+
+    delete_batch_size = 1000
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        objects: Any = [{"Key": self._key(key)} for key in keys]
+
+        def delete_once() -> None:
+            answer = self._client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+            )
+            failed = answer.get("Errors") or []
+            if failed:
+                first = failed[0]
+                raise StorageError(
+                    f"deleting {len(failed)} of {len(objects)} object(s) in {self.url} failed, the first "
+                    f"{first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip(),
+                    hint="check the credentials may delete (s3:DeleteObject) and run prune again",
+                )
+
+        self._call("delete", keys[0] if keys else None, delete_once)
 
 
 def _code(exc: ClientError) -> str:

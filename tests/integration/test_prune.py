@@ -1,0 +1,236 @@
+"""``kafka-backup prune`` on backups of a real cluster, on a folder and on moto's S3 (issue 22).
+
+A backup of five increments, one per simulated day of record timestamps, is pruned to its last
+two days: what remains validates deeply, restores to exactly the source records of the kept
+window, and a group committed inside the removed days is reported as a recovery gap. Rules across
+backups remove whole backup ids (never one a running backup holds). Bad input fails with one line
+and its exit code, and removes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kbackup.cli.main import run
+from kbackup.core.config import StorageSettings
+from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError, UsageError
+from kbackup.format.catalog import BackupCatalog
+from kbackup.format.retention import Lease, lease_key
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.storage import Storage, open_storage
+from tests.conftest import TEST_BUCKET
+from tests.integration.test_backup_increments import commit_group
+from tests.support.backup_io import take_backup
+from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.restored_topics import restored_records
+from tests.support.s3server import S3Server
+
+DAY_MS = 86_400_000
+#: 2023 timestamps, on a topic with retention off: nothing is deleted by the broker.
+BASE_TIME = 1_700_000_000_000
+DAYS = 5
+PER_DAY = 40
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = run(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(params=["folder", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) -> dict[str, Any]:
+    """The ``storage:`` section of a fresh location: a folder, or a prefix on moto's S3."""
+    if request.param == "folder":
+        return {"url": str(tmp_path / "store")}
+    s3_server: S3Server = request.getfixturevalue("s3_server")
+    return s3_server.storage_settings(TEST_BUCKET, f"prune-{unique_name}")
+
+
+def storage_of(section: dict[str, Any]) -> Storage:
+    return open_storage(StorageSettings.model_validate(section))
+
+
+def daily_backup(cluster: LocalKafkaCluster, section: dict[str, Any], topic: str, backup_id: str) -> None:
+    """Five increments; increment ``d`` holds the records stamped on day ``d`` (2 partitions)."""
+    create_topic(cluster, topic, partitions=2, config={"retention.ms": "-1"})
+    for day in range(DAYS):
+        produce(
+            cluster,
+            topic,
+            [
+                Record(
+                    key=b"d%d-%d" % (day, i),
+                    value=b"v" * 100,
+                    partition=i % 2,
+                    timestamp=BASE_TIME + day * DAY_MS + i,
+                )
+                for i in range(PER_DAY)
+            ],
+        )
+        take_backup(cluster, StorageSettings.model_validate(section), backup_id, [topic])
+
+
+def write_config(tmp_path: Path, section: dict[str, Any], backup_id: str, **extra: Any) -> str:
+    path = tmp_path / f"prune-{backup_id}.yaml"
+    path.write_text(yaml.safe_dump({"backup_id": backup_id, "storage": section, **extra}))
+    return str(path)
+
+
+def test_older_than_a_time_keeps_a_window_that_restores_on_its_own(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    store: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic = unique_name
+    daily_backup(source_cluster, store, topic, "daily")
+    # A group that had read only into day 1: the prune leaves it a recovery gap.
+    commit_group(source_cluster, f"{unique_name}-g", {(topic, 0): 30, (topic, 1): 99})
+    take_backup(source_cluster, StorageSettings.model_validate(store), "daily", [topic])  # its snapshot
+    config = write_config(tmp_path, store, "daily")
+    cut = "2023-11-17T10:13:20Z"  # BASE_TIME + 2.5 days: days 0, 1 and 2 go
+    storage = storage_of(store)
+    before = {info.key for info in storage.list("daily/")}
+
+    code, out, err = cli(capsys, "prune", "-c", config, "--before", cut, "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert {info.key for info in storage.list("daily/")} == before  # a plan removes nothing
+    (item,) = plan["backups"]
+    assert item["action"] == "trim"
+    assert plan["executed"] is None
+    windows = {(w["topic"], w["partition"]): w for w in item["windows"]}
+    # Per partition, 3 days of 20 records go; the window starts at day 3's first offset (60).
+    assert {
+        key: (w["start_before"], w["start_after"], w["records_removed"]) for key, w in windows.items()
+    } == {
+        (topic, 0): (0, 60, 60),
+        (topic, 1): (0, 60, 60),
+    }
+    gaps = {
+        (g["group_id"], g["partition"], g["committed_offset"], g["window_start"]) for g in item["group_gaps"]
+    }
+    assert gaps == {(f"{unique_name}-g", 0, 30, 60)}  # partition 1's offset 99 is inside the window
+    assert item["manifests_removed"] == 3  # increments 0-2 hold nothing kept any more
+
+    code, out, err = cli(capsys, "prune", "-c", config, "--before", cut, "--execute")
+    assert code == 0, err
+    assert "recovery gap: group" in out
+    catalog = BackupCatalog(storage)
+    backup = catalog.load("daily")
+    assert [m.increment for m in backup.manifests] == [3, 4, 5]
+    coverage = backup.coverage()
+    assert {key: (c.start_offset, c.end_offset, c.record_count) for key, c in coverage.items()} == {
+        (topic, 0): (60, 100, 40),
+        (topic, 1): (60, 100, 40),
+    }
+    code, out, err = cli(capsys, "validate", "-c", config, "--deep", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["errors"] == []
+    assert not [w for w in report["warnings"] if "in no manifest" in w]  # no garbage left behind
+
+    restored = f"{topic}-restored"
+    code, _, err = cli(
+        capsys,
+        "restore",
+        "-c",
+        config,
+        "-b",
+        target_cluster.bootstrap_servers,
+        "--topic-mapping",
+        f"{topic}={restored}",
+    )
+    assert code == 0, err
+    source_cluster_id = backup.source_cluster
+    for partition in (0, 1):
+        landed = restored_records(target_cluster, restored, partition, source_cluster_id)
+        source = [r for r in consume_all(source_cluster, topic, [partition]) if r.consumed_offset >= 60]
+        assert [r.source_offset for r in landed] == [r.consumed_offset for r in source]
+    # describe and list show the window after retention.
+    code, out, err = cli(capsys, "describe", "-c", config, "--json")
+    assert code == 0, err
+    described = json.loads(out)
+    assert {(p["topic"], p["partition"], p["start_offset"]) for p in described["partitions"]} == {
+        (topic, 0, 60),
+        (topic, 1, 60),
+    }
+    # The same policy again finds nothing more to do.
+    code, out, err = cli(capsys, "prune", "-c", config, "--before", cut, "--json")
+    assert code == 0, err
+    (again,) = json.loads(out)["backups"]
+    assert (again["action"], again["segments_removed"], again["manifests_removed"]) == ("keep", 0, 0)
+
+
+def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
+    source_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic = unique_name
+    create_topic(source_cluster, topic, partitions=1)
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v")] * 5)
+    section = {"url": str(tmp_path / "store")}
+    for backup_id in ("night-1", "night-2", "night-3", "night-4"):
+        take_backup(source_cluster, StorageSettings.model_validate(section), backup_id, [topic])
+    storage = storage_of(section)
+    # night-1 is being written by a (pretend) running backup: its lease is live.
+    lease = Lease(backup_id="night-1", run_id="r1", holder="host:1", acquired_at="x", expires_at=4102444800.0)
+    storage.put_bytes(lease_key("night-1", "r1"), lease.to_json_bytes())
+    path = str(tmp_path / "store")
+
+    code, out, err = cli(capsys, "prune", "-p", path, "--all", "--keep-last", "2", "--execute", "--json")
+    assert code == 0, err
+    actions = {item["backup_id"]: item["action"] for item in json.loads(out)["backups"]}
+    assert actions == {"night-1": "keep", "night-2": "remove", "night-3": "keep", "night-4": "keep"}
+    assert BackupCatalog(storage).backup_ids() == ["night-1", "night-3", "night-4"]
+    assert not list(storage.list("night-2/"))
+
+    # keep-last 0 removes every backup that is not leased: refused without --force.
+    storage.delete(lease_key("night-1", "r1"))
+    code, out, err = cli(capsys, "prune", "-p", path, "--all", "--keep-last", "0", "--execute")
+    assert code == PreconditionError.exit_code
+    assert "would remove every backup" in err
+    assert BackupCatalog(storage).backup_ids() == ["night-1", "night-3", "night-4"]
+
+
+def test_bad_input_fails_with_one_line_and_removes_nothing(
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = unique_name
+    create_topic(source_cluster, topic, partitions=1)
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v")] * 5)
+    section = {"url": str(tmp_path / "store")}
+    take_backup(source_cluster, StorageSettings.model_validate(section), "b", [topic])
+    storage = storage_of(section)
+    before = sorted(info.key for info in storage.list(""))
+    path = str(tmp_path / "store")
+    cases = [
+        (["--backup-id", "b", "--older-than", "3 fortnights"], ConfigError.exit_code, "older_than"),
+        (
+            ["--backup-id", "b", "--older-than", "1d", "--before", "2024-01-01"],
+            ConfigError.exit_code,
+            "give one",
+        ),
+        (["--backup-id", "b"], UsageError.exit_code, "no retention rule"),
+        (["--backup-id", "nope", "--keep-last", "1"], NotFoundError.exit_code, "no backup 'nope'"),
+        (["--backup-id", "b", "--max-total-bytes", "12 parsecs"], ConfigError.exit_code, "not a size"),
+        # Every record is older than a day from now (2023 is long gone): everything would go.
+        (["--backup-id", "b", "--older-than", "1s", "--execute"], PreconditionError.exit_code, "--force"),
+    ]
+    for args, expected, words in cases:
+        code, _out, err = cli(capsys, "prune", "-p", path, *args)
+        assert code == expected, (args, err)
+        lines = err.strip().splitlines()
+        assert words in lines[0], (args, err)
+        assert len(lines) <= 2, err  # the error, and at most its next step
+    assert sorted(info.key for info in storage.list("")) == before
