@@ -73,9 +73,10 @@ class PositionCheck:
             )
         if self.gaps and not accept_gap:
             raise RecoveryGapError(
-                f"{len(self.gaps)} group position(s) resume after a recovery gap (the groups had "
-                "processed records the backup does not hold):\n  " + "\n  ".join(self.gaps),
-                hint="restore a newer backup, or accept the gap: run again with --accept-gap",
+                f"{len(self.gaps)} group position(s) resume after a recovery gap (records the backup "
+                "does not hold, or no longer holds after a prune):\n  " + "\n  ".join(self.gaps),
+                hint="restore a newer backup (or one pruned less), or accept the gap: run again "
+                "with --accept-gap",
             )
 
 
@@ -185,12 +186,17 @@ def _judge(
 
 
 def _gaps(where: str, row: PartitionReset, backup_end: dict[TopicPartitionKey, int] | None) -> list[str]:
-    """The row's source partitions on which the group had processed more than the backup holds."""
-    if backup_end is None:
-        return []
+    """The row's gaps: source offsets the group had processed that the backup does not hold, and
+    offsets it had not processed that a prune removed from the backup."""
     found = []
+    if row.retention_gap:
+        found.append(
+            f"{where}: {row.retention_gap} source offset(s) the group had not processed were removed "
+            "from the backup by a prune (its window starts above the committed offset); the group "
+            "resumes at the window's first record"
+        )
     for partition, offset in row.source_committed.items():
-        end = backup_end.get((row.source_topic, partition))
+        end = backup_end.get((row.source_topic, partition)) if backup_end is not None else None
         if offset is not None and end is not None and offset > end:
             found.append(
                 f"{where}: committed {row.source_topic}/{partition}@{offset} on the source, the backup "

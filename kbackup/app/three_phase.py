@@ -242,6 +242,7 @@ def three_phase_restore(
             "records_reread": totals["rereads"],
             "unknown_rereads": totals["unknown_rereads"],
             "recovery_gap": totals["recovery_gap"],
+            "retention_gap": totals["retention_gap"],
             "rollback_snapshot": result.snapshot_path,
         }
         seconds = time.monotonic() - started

@@ -47,6 +47,17 @@ def list_backups(storage: Storage) -> list[dict[str, Any]]:
                 "bytes": backup.total_bytes(),
                 "segments": sum(len(m.segments) for m in backup.manifests),
                 "consumer_groups": len(groups.groups) if groups is not None else None,
+                # The restorable window after retention: its oldest record, and the prune that set it.
+                "restorable_from_timestamp": min(
+                    (
+                        s.min_timestamp
+                        for item in coverage.values()
+                        for s in item.segments
+                        if s.min_timestamp >= 0
+                    ),
+                    default=None,
+                ),
+                "retention_generation": backup.retention.generation if backup.retention else None,
             }
         )
     return rows
@@ -69,6 +80,14 @@ def describe_backup(storage: Storage, backup_id: str) -> dict[str, Any]:
         "increments": [increment_row(manifest) for manifest in backup.manifests],
         "topics": [topic.model_dump(mode="json") for _, topic in sorted(backup.topics.items())],
         "partitions": [partition_row(item) for _, item in sorted(coverage.items())],
+        "retention": None
+        if backup.retention is None
+        else {
+            "generation": backup.retention.generation,
+            "created_at": backup.retention.created_at,
+            "first_increment": backup.retention.first_increment,
+            "policy": backup.retention.policy,
+        },
         "consumer_groups": None
         if groups_snapshot is None
         else {

@@ -196,7 +196,8 @@ def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: 
         typer.echo(f"no backups in {storage.url}")
         return
     typer.echo(
-        f"{'backup id':<24} {'last run (UTC)':<24} {'incr':>4} {'topics':>6} {'records':>14} {'size':>10}"
+        f"{'backup id':<24} {'last run (UTC)':<24} {'incr':>4} {'topics':>6} {'records':>14} {'size':>10}  "
+        "restorable from (UTC)"
     )
     for row in rows:
         if "error" in row:
@@ -204,7 +205,9 @@ def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: 
             continue
         typer.echo(
             f"{row['backup_id']:<24} {row['last_finished_at']:<24} {row['increments']:>4} "
-            f"{len(row['topics']):>6} {row['records']:>14,} {size_text(row['bytes']):>10}"
+            f"{len(row['topics']):>6} {row['records']:>14,} {size_text(row['bytes']):>10}  "
+            f"{_utc(row['restorable_from_timestamp'])}"
+            + (f" (pruned, generation {row['retention_generation']})" if row["retention_generation"] else "")
         )
 
 
@@ -235,6 +238,14 @@ def describe(
         f"(Kafka cluster {source.get('kafka_cluster_id')}), {info['records']:,} records, "
         f"{size_text(info['bytes'])}"
     )
+    retention = info["retention"]
+    if retention is not None:
+        policy = ", ".join(f"{key}={value}" for key, value in retention["policy"].items())
+        typer.echo(
+            f"pruned: retention generation {retention['generation']} of {retention['created_at']}"
+            + (f" ({policy})" if policy else "")
+            + f"; increments from {retention['first_increment']}, partitions from their window start"
+        )
     typer.echo("increments:")
     for row in info["increments"]:
         groups = "-" if row["consumer_groups"] is None else row["consumer_groups"]
@@ -303,6 +314,12 @@ def validate(
         f"backup {report.backup_id}: OK ({report.increments} increment(s), "
         f"{report.records:,} records{checked}{warned})"
     )
+
+
+def _utc(timestamp_ms: int | None) -> str:
+    if timestamp_ms is None:
+        return "-"
+    return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def size_text(count: int) -> str:

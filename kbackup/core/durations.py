@@ -6,6 +6,8 @@ import re
 
 #: Seconds per unit. Months and years are left out: their length varies.
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: Longer durations are refused: no policy needs them, and dates that far back do not exist.
+MAX_SECONDS = 1000 * 365 * 86400
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
@@ -28,6 +30,8 @@ def parse_duration(text: str) -> float:
         seconds = sum(float(number) * UNIT_SECONDS[unit] for number, unit in parts)
     if seconds <= 0:
         raise ValueError(f"{text!r}: a duration must be above zero")
+    if not seconds <= MAX_SECONDS:
+        raise ValueError(f"{text!r}: a duration must be at most 1000 years")
     return seconds
 
 

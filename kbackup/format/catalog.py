@@ -34,6 +34,7 @@ from kbackup.format.retention import (
     RETENTION_FOLDER,
     RetentionGeneration,
     apply_retention,
+    effective_starts,
     generation_of_key,
     parse_generation,
     retention_prefix,
@@ -104,7 +105,7 @@ class Backup:
                 merge_partition(result, entry)
             for segment in manifest.segments:
                 result[(segment.topic, segment.partition)].segments.append(segment)
-        starts = self.retention.window_starts() if self.retention is not None else {}
+        starts = effective_starts(self.manifests, self.retention) if self.retention is not None else {}
         for key, item in result.items():
             item.segments.sort(key=lambda segment: segment.first_offset)
             if key in starts:

@@ -61,6 +61,9 @@ class PartitionReset(PlanModel):
     rereads: int | None = 0
     #: Source offsets the group had processed that the backup does not hold (recovery point gap).
     recovery_gap: int = 0
+    #: Source offsets the group had not processed that a prune removed from the backup (its window
+    #: starts above the committed offset): the group resumes at the window's first record.
+    retention_gap: int = 0
     #: Single-record fetches the header-based binary search made.
     probes: int = 0
     notes: list[str] = Field(default_factory=list)
@@ -133,6 +136,7 @@ class ResetPlan(PlanModel):
             "rereads": sum(row.rereads or 0 for row in rows),
             "unknown_rereads": sum(1 for row in rows if row.rereads is None),
             "recovery_gap": sum(row.recovery_gap for row in rows),
+            "retention_gap": sum(row.retention_gap for row in rows),
             "probes": sum(row.probes for row in rows),
         }
 
@@ -195,6 +199,11 @@ def render_plan_table(plan: ResetPlan) -> str:
     lines.append(
         f"{totals['groups']} group(s), {totals['partitions']} partition(s), {totals['changes']} change(s), "
         f"{totals['rereads']} record(s) to re-read, recovery gap {totals['recovery_gap']}"
+        + (
+            f", {totals['retention_gap']} unprocessed offset(s) removed by retention"
+            if totals["retention_gap"]
+            else ""
+        )
     )
     lines.extend(f"warning: {warning}" for warning in plan.warnings)
     return "\n".join(lines)

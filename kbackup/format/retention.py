@@ -166,12 +166,25 @@ def apply_retention(manifests: list[Manifest], generation: RetentionGeneration) 
     """``manifests`` as readers see them under ``generation``: increments below its first are
     left out, and each partition's records below its window start with them (segments wholly
     below go; ranges, counts and first offsets start at the window)."""
+    read = [manifest for manifest in manifests if manifest.increment >= generation.first_increment]
+    starts = effective_starts(read, generation)
+    return [_windowed(manifest, starts) for manifest in read]
+
+
+def effective_starts(
+    manifests: Iterable[Manifest], generation: RetentionGeneration
+) -> dict[TopicPartitionKey, int]:
+    """Each window start, lowered to the first offset of a segment that straddles it: a kept segment
+    is kept whole, so the window holds every record from there (prune itself always cuts between
+    segments, where the two agree)."""
     starts = generation.window_starts()
-    return [
-        _windowed(manifest, starts)
-        for manifest in manifests
-        if manifest.increment >= generation.first_increment
-    ]
+    found = dict(starts)
+    for manifest in manifests:
+        for segment in kept_segments(manifest.segments, starts):
+            key = (segment.topic, segment.partition)
+            if key in found and segment.first_offset < found[key]:
+                found[key] = segment.first_offset
+    return found
 
 
 def _windowed(manifest: Manifest, starts: dict[TopicPartitionKey, int]) -> Manifest:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from kbackup.core.durations import parse_duration
 from kbackup.core.types import TopicPartitionKey
 from kbackup.prune.settings import RetentionSettings
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Each calendar rule: its name and the bucket a backup's time falls into.
 _BUCKETS: tuple[tuple[str, Callable[[datetime], str]], ...] = (
     ("hourly", lambda moment: moment.strftime("%Y-%m-%d %H")),
@@ -93,7 +94,8 @@ def window_cuts(
     cuts: dict[TopicPartitionKey, int] = {}
     cut_time = policy.cut_time(now)
     if cut_time is not None:
-        cut_ms = cut_time.timestamp() * 1000
+        # Whole milliseconds, exactly (a float product can land a hair above the cut).
+        cut_ms = (cut_time - _EPOCH) // timedelta(milliseconds=1)
         for key, items in by_partition.items():
             count = 0
             while count < len(items) and items[count].max_timestamp_ms < cut_ms:

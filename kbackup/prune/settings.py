@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -21,16 +22,19 @@ _SIZE_UNITS = {
 
 
 def parse_size(text: str | int) -> int:
-    """Bytes in ``text``: a number with an optional unit (``500MB``, ``10GiB``, ``1.5TB``)."""
+    """Bytes in ``text``: a number with an optional unit (``500MB``, ``10GiB``, ``1.5TB``), exact
+    (decimal arithmetic: ``1.001KB`` is 1001 bytes); a fraction of a byte is rounded down."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a size: write a number of bytes or a number and a unit")
     if isinstance(text, int):
         if text <= 0:
             raise ValueError(f"{text}: a size must be above zero")
         return text
     match = _SIZE.match(text)
     unit = (match.group(2) or "").lower() if match else None
-    if match is None or unit not in _SIZE_UNITS:
+    if match is None or unit not in _SIZE_UNITS or len(match.group(1)) > 40:
         raise ValueError(f"{text!r} is not a size: write a number and a unit, e.g. 500MB, 10GiB, 2TB")
-    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    size = int(Decimal(match.group(1)) * _SIZE_UNITS[unit])
     if size <= 0:
         raise ValueError(f"{text!r}: a size must be above zero")
     return size
@@ -92,10 +96,14 @@ class RetentionSettings(StrictModel):
             parse_duration(value)
         return value
 
-    @field_validator("max_total_bytes")
+    @field_validator("max_total_bytes", mode="before")
     @classmethod
-    def _size(cls, value: int | str | None) -> int | None:
-        return None if value is None else parse_size(value)
+    def _size(cls, value: object) -> int | None:
+        if value is None:
+            return None
+        if not isinstance(value, int | str):
+            raise ValueError(f"{value!r} is not a size: write a number of bytes or a number and a unit")
+        return parse_size(value)
 
     @field_validator("before")
     @classmethod

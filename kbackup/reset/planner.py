@@ -329,6 +329,12 @@ class _Planner:
             return 0
         return max(0, offset - ends[(topic, partition)])
 
+    def retention_gap(self, topic: str, partition: int, offset: int | None) -> int:
+        starts = self.request.source.backup_start
+        if offset is None or not starts or (topic, partition) not in starts:
+            return 0
+        return max(0, starts[(topic, partition)] - offset)
+
     def plan_partition(
         self,
         method: Method,
@@ -397,6 +403,7 @@ class _Planner:
             expected_origin=expected,
             rereads=rereads,
             recovery_gap=self.gap(topic, partition, offset),
+            retention_gap=self.retention_gap(topic, partition, offset),
             probes=probes,
             notes=notes,
         )
@@ -452,6 +459,7 @@ class _Planner:
             expected_origin=expected,
             rereads=None,
             recovery_gap=sum(self.gap(topic, p, committed.get(p)) for p in sources),
+            retention_gap=sum(self.retention_gap(topic, p, committed.get(p)) for p in sources),
             probes=0 if result is None else result.probes,
             notes=notes,
         )
@@ -506,6 +514,7 @@ class _Planner:
             expected_origin=expected,
             rereads=position.reprocessed if position is not None else 0,
             recovery_gap=sum(self.gap(topic, p, committed.get(p)) for p in feeding),
+            retention_gap=sum(self.retention_gap(topic, p, committed.get(p)) for p in feeding),
             notes=[] if sources else ["no restored record of this topic in the mapping for this partition"],
         )
 

@@ -31,7 +31,18 @@ class SourceOffsets:
     partition_counts: dict[str, int]
     #: End of what the backup holds per source partition (exclusive); None when unknown (live, no backup).
     backup_end: dict[TopicPartitionKey, int] | None = None
+    #: Start of the restorable window where a prune moved it (kafka-backup prune); records below it
+    #: were in the backup once and are not any more.
+    backup_start: dict[TopicPartitionKey, int] | None = None
     group_states: dict[str, str | None] = field(default_factory=dict)
+
+
+def window_starts(backup: Backup) -> dict[TopicPartitionKey, int]:
+    """Where a prune moved each partition's window start (none: never pruned)."""
+    if backup.retention is None:
+        return {}
+    moved = backup.retention.window_starts()
+    return {key: item.start_offset for key, item in backup.coverage().items() if key in moved}
 
 
 def from_backup(backup: Backup, storage_url: str) -> SourceOffsets:
@@ -58,6 +69,7 @@ def from_backup(backup: Backup, storage_url: str) -> SourceOffsets:
         groups=groups,
         partition_counts={name: topic.partitions for name, topic in backup.topics.items()},
         backup_end={key: item.end_offset for key, item in coverage.items()},
+        backup_start=window_starts(backup),
         group_states={group.group_id: group.state for group in snapshot.groups},
     )
 
@@ -94,6 +106,7 @@ def from_live_source(
         groups=groups,
         partition_counts=admin.partition_counts(topics) if topics else {},
         backup_end={key: item.end_offset for key, item in coverage.items()} if coverage is not None else None,
+        backup_start=window_starts(backup) if backup is not None else None,
         group_states={group_id: state.state for group_id, state in admin.describe_groups(ids).items()},
     )
 

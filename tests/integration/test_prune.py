@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError, UsageError
+from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError, RecoveryGapError, UsageError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.retention import Lease, lease_key
 from kbackup.sandbox.kafka import LocalKafkaCluster
@@ -74,6 +75,14 @@ def daily_backup(cluster: LocalKafkaCluster, section: dict[str, Any], topic: str
             ],
         )
         take_backup(cluster, StorageSettings.model_validate(section), backup_id, [topic])
+
+
+def committed_on(cluster: LocalKafkaCluster, group: str, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        return int(consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset)
+    finally:
+        consumer.close()
 
 
 def write_config(tmp_path: Path, section: dict[str, Any], backup_id: str, **extra: Any) -> str:
@@ -234,3 +243,49 @@ def test_bad_input_fails_with_one_line_and_removes_nothing(
         assert words in lines[0], (args, err)
         assert len(lines) <= 2, err  # the error, and at most its next step
     assert sorted(info.key for info in storage.list("")) == before
+
+
+@pytest.mark.slow
+def test_a_three_phase_restore_of_a_pruned_backup_reports_the_gap_and_loses_nothing_else(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Group g had read partition 0 up to 30 and partition 1 up to 99; the prune keeps offsets 60 and
+    up. Without --accept-gap the run stops at its verify phase naming the gap; with it, g resumes at
+    the first kept record of partition 0 (30 unprocessed offsets went with the prune, reported) and
+    exactly at source offset 99 of partition 1."""
+    topic, group = unique_name, f"{unique_name}-g"
+    store = {"url": str(tmp_path / "store")}
+    daily_backup(source_cluster, store, topic, "daily")
+    commit_group(source_cluster, group, {(topic, 0): 30, (topic, 1): 99})
+    take_backup(source_cluster, StorageSettings.model_validate(store), "daily", [topic])
+    restored = f"{topic}-restored"
+    config = write_config(
+        tmp_path,
+        store,
+        "daily",
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        restore={"topic_mapping": {topic: restored}},
+        offset_reset={"snapshot_dir": str(tmp_path / "snapshots"), "groups": [group]},
+        three_phase={"state_dir": str(tmp_path / "state")},
+    )
+    code, _, err = cli(capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
+    assert code == 0, err
+
+    code, _, err = cli(capsys, "three-phase-restore", "-c", config)
+    assert code == RecoveryGapError.exit_code, err
+    assert "30 source offset(s) the group had not processed were removed from the backup by a prune" in err
+    code, out, err = cli(capsys, "three-phase-restore", "-c", config, "--accept-gap", "--json")
+    assert code == 0, err
+    phases = json.loads(out)["phases"]
+    (gap,) = phases["verify"]["recovery_gaps"]  # the verify of the rerun (restore and reset resumed)
+    assert gap.startswith(f"{group} {restored}/0: 30 source offset(s) the group had not processed")
+    source_cluster_id = BackupCatalog(storage_of(store)).load("daily").source_cluster
+    for partition, resume_at in ((0, 60), (1, 99)):
+        landed = restored_records(target_cluster, restored, partition, source_cluster_id)
+        assert [r.source_offset for r in landed] == list(range(60, 100))  # nothing else lost
+        expected = next(r.target_offset for r in landed if r.source_offset == resume_at)
+        assert committed_on(target_cluster, group, restored, partition) == expected

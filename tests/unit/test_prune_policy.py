@@ -8,6 +8,7 @@ random backups and policies, and on a few examples worked out by hand.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
@@ -181,25 +182,15 @@ def test_integer_sizes_must_be_positive(value: int) -> None:
         RetentionSettings.model_validate({"max_total_bytes": value})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parse_size converts the number through float(): a number too large for a float raises "
-    "OverflowError, which pydantic does not turn into a ValidationError (validate_config then lets it "
-    "escape as a traceback instead of a ConfigError)",
-)
 @pytest.mark.parametrize("text", ["9" * 400, "9" * 400 + "MB", "1" + "0" * 320 + "B"])
-def test_a_size_too_large_for_a_float_is_a_validation_error(text: str) -> None:
-    with pytest.raises(ValueError, match="size"):
-        parse_size(text)
-    with pytest.raises(ValidationError):
+def test_a_size_too_large_for_a_float_is_a_size_or_a_validation_error(text: str) -> None:
+    # Either outcome is fine (a huge exact size, or a refusal); an OverflowError is not.
+    with contextlib.suppress(ValueError):
+        assert parse_size(text) > 0
+    with contextlib.suppress(ValidationError):
         RetentionSettings.model_validate({"max_total_bytes": text})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parse_size multiplies a float and truncates: '1.001KB' gives 1000 bytes, '2.01GB' "
-    "2009999999, '9007199254740993' 9007199254740992, '295149PB' 295148999999999967232",
-)
 @FUZZ
 @given(
     st.integers(min_value=0, max_value=10**6),
@@ -219,11 +210,6 @@ def test_parse_size_of_a_decimal_that_is_a_whole_number_of_bytes_is_exact(
     assert parse_size(f"{whole}.{fraction}{unit}") == int(exact)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a duration far larger than datetime's range validates (parse_duration even returns inf "
-    "for a long run of digits), and cut_time then raises ValueError/OverflowError at prune time",
-)
 @pytest.mark.parametrize("older_than", ["100000000d", "1000000w", "9" * 400 + "s"])
 def test_a_validated_older_than_gives_a_cut_time(older_than: str) -> None:
     try:

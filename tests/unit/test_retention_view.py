@@ -160,10 +160,11 @@ def test_segments_below_a_window_go_and_entries_follow_the_kept_ones() -> None:
     cut = entry(zero, 1)
     assert (cut.start_offset, cut.end_offset, cut.record_count) == (5, 10, 5)
     assert (cut.first_offset, cut.last_offset, cut.min_timestamp, cut.max_timestamp) == (5, 9, 1_005, 1_009)
-    # Increment 1: 30..39 goes, 40..49 straddles the window and stays.
+    # Increment 1: 30..39 goes, 40..49 straddles the window and stays whole: the window holds every
+    # record from its first offset on.
     assert spans(one, 0) == [(40, 49)]
     straddled = entry(one, 0)
-    assert (straddled.start_offset, straddled.end_offset, straddled.record_count) == (45, 50, 10)
+    assert (straddled.start_offset, straddled.end_offset, straddled.record_count) == (40, 50, 10)
     assert (straddled.first_offset, straddled.last_offset) == (40, 49)
     assert (straddled.min_timestamp, straddled.max_timestamp) == (1_040, 1_049)
     assert entry(one, 1) is entry(manifests[1], 1)  # an empty range above its window: as it was
@@ -208,7 +209,7 @@ def test_coverage_starts_at_the_windows() -> None:
     retention = generation({0: 45, 1: 5})
     coverage = Backup("b", apply_retention(manifests, retention), retention).coverage()
     zero, one = coverage[("t", 0)], coverage[("t", 1)]
-    assert (zero.start_offset, zero.end_offset, zero.record_count) == (45, 70, 30)
+    assert (zero.start_offset, zero.end_offset, zero.record_count) == (40, 70, 30)  # 40..49 straddles 45
     assert [(s.first_offset, s.last_offset) for s in zero.segments] == [(40, 49), (50, 59), (60, 69)]
     assert (one.start_offset, one.end_offset, one.record_count) == (5, 25, 20)
     unpruned = Backup("b", manifests).coverage()
@@ -224,8 +225,21 @@ def test_apply_retention_against_its_definition(windows: dict[int, int], first: 
     manifests = synthetic()
     seen = apply_retention(manifests, generation(windows, first, previous_run="x"))
     assert [m.increment for m in seen] == list(range(first, 4))
+    window = {p: windows.get(p, 0) for p in (0, 1)}
+    # A kept segment straddling its window is kept whole: the window then starts at its first offset.
+    start = {
+        p: min(
+            [window[p]]
+            + [
+                s.first_offset
+                for m in manifests[first:]
+                for s in m.segments
+                if s.partition == p and s.last_offset >= window[p]
+            ]
+        )
+        for p in (0, 1)
+    }
     for manifest, original in zip(seen, manifests[first:], strict=True):
-        start = {p: windows.get(p, 0) for p in (0, 1)}
         kept = [s for s in original.segments if s.last_offset >= start[s.partition]]
         assert manifest.segments == kept
         untouched = len(kept) == len(original.segments) and all(
