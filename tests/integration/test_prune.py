@@ -17,16 +17,26 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
+from kbackup.backup.inspect import validate_backup
 from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError, RecoveryGapError, UsageError
+from kbackup.core.errors import (
+    ConfigError,
+    NotFoundError,
+    PreconditionError,
+    RecoveryGapError,
+    StorageError,
+    UsageError,
+)
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.retention import Lease, lease_key
+from kbackup.prune import execute as prune_execute
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
 from tests.integration.test_backup_increments import commit_group
 from tests.support.backup_io import take_backup
+from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import S3Server
@@ -289,3 +299,55 @@ def test_a_three_phase_restore_of_a_pruned_backup_reports_the_gap_and_loses_noth
         assert [r.source_offset for r in landed] == list(range(60, 100))  # nothing else lost
         expected = next(r.target_offset for r in landed if r.source_offset == resume_at)
         assert committed_on(target_cluster, group, restored, partition) == expected
+
+
+def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
+    source_cluster: LocalKafkaCluster,
+    s3_server: S3Server,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3 stops answering right after the prune committed its generation, before its first delete:
+    the prune ends with exit code 7 and one line naming the store; the backup still validates
+    deeply (through the committed generation) and a rerun, the store back, removes the rest."""
+    topic = unique_name
+    direct = s3_server.storage_settings(TEST_BUCKET, f"down-{unique_name}")
+    daily_backup(source_cluster, direct, topic, "daily")
+    proxy = FaultyProxy(upstream_port=s3_server.port)
+    try:
+        config = write_config(
+            tmp_path, {**direct, "endpoint_url": proxy.endpoint_url, "retry_timeout_secs": 2}, "daily"
+        )
+        steps = 0
+
+        def step(name: str) -> None:
+            nonlocal steps
+            steps += 1
+            if name == "prune:step" and steps == 2:  # the generation is committed, no delete sent yet
+                proxy.set_mode("reset")
+
+        monkeypatch.setattr(prune_execute, "crash_point", step)
+        code, out, err = cli(capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
+        assert code == StorageError.exit_code, out + err
+        lines = err.strip().splitlines()
+        assert lines[0].startswith("kafka-backup: error: "), err
+        assert f"s3://{TEST_BUCKET}/down-" in lines[0], err
+        assert len(lines) <= 2, err
+        assert proxy.faults_served > 0
+        storage = storage_of(direct)
+        assert validate_backup(storage, "daily", deep=True).errors == []
+        backup = BackupCatalog(storage).load("daily")
+        assert {item.start_offset for item in backup.coverage().values()} == {60}  # the new window holds
+        proxy.set_mode("forward")
+        code, out, err = cli(
+            capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute", "--json"
+        )
+        assert code == 0, err
+        report = validate_backup(storage, "daily", deep=True)
+        assert report.errors == []
+        assert not [w for w in report.warnings if "in no manifest" in w]
+        assert [m.increment for m in BackupCatalog(storage).load("daily").manifests] == [3, 4]
+    finally:
+        proxy.close()
