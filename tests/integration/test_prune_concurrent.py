@@ -130,7 +130,9 @@ def test_a_follow_backup_and_prunes_at_the_same_time_lose_and_duplicate_nothing(
         _, err = backup.communicate(timeout=120)
     assert backup.returncode == 0, err[-3000:]
     # One last prune alone: what the concurrent ones kept for the live run is now collectable.
-    assert run(["prune", "-c", str(config), "--older-than", "15s", "--orphan-grace", "0.1s", "--execute"]) == 0
+    assert (
+        run(["prune", "-c", str(config), "--older-than", "15s", "--orphan-grace", "0.1s", "--execute"]) == 0
+    )
     capsys.readouterr()
 
     trimmed = [p for p in prunes if any(item["action"] == "trim" for item in p["backups"])]
