@@ -152,8 +152,14 @@ class LocalStorage(Storage):
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         if not self.root.is_dir():
             return
+        # Walk only below the prefix's folder part: a backup's manifests are listed without
+        # visiting its data/ folder (a hundred thousand segments).
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        if folder:
+            check_key(folder)
+        start = self.root / folder if folder else self.root
         found = []
-        for dirpath, _dirnames, filenames in os.walk(self.root):
+        for dirpath, _dirnames, filenames in os.walk(start):
             for filename in filenames:
                 if filename.startswith(".tmp-"):
                     continue  # an unfinished write, invisible to readers
