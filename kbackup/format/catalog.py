@@ -8,7 +8,8 @@ run, or below the window a prune moved) do not exist for any reader.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, StorageError
@@ -217,6 +218,26 @@ class BackupCatalog:
                     hint="a prune is removing this backup's objects; run again when it is done",
                 ) from None
 
+    def _read_all(self, keys: list[str]) -> Iterator[bytes]:
+        """The objects' bytes in order, read ``storage.parallel_reads`` at a time (a remote store
+        answers each read after a round trip: ten thousand manifests one after the other take
+        minutes). A key gone between the listing and the read raises ``_Vanished``."""
+
+        def read(key: str) -> bytes:
+            try:
+                return self.storage.get_bytes(key)
+            except StorageError:
+                if not self.storage.exists(key):
+                    raise _Vanished(key) from None
+                raise
+
+        workers = max(1, self.storage.parallel_reads)
+        if workers == 1 or len(keys) < 2:
+            yield from (read(key) for key in keys)
+            return
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka-backup-read") as pool:
+            yield from pool.map(read, keys)
+
     def _load(self, backup_id: str) -> Backup:
         generation = self.retention(backup_id)
         if generation is not None and generation.deleted:
@@ -233,19 +254,15 @@ class BackupCatalog:
                 f"(no manifest under {manifests_prefix(backup_id)})",
                 hint="'kafka-backup list --path URL' shows the backups there",
             )
-        manifests: list[Manifest] = []
-        for expected, (increment, key) in enumerate(keys, start=first):
+        for expected, (increment, _key) in enumerate(keys, start=first):
             if increment != expected:
                 raise BackupIntegrityError(
                     f"backup {backup_id}: manifest of increment {expected} is missing "
                     f"(found {object_key(backup_id, f'{MANIFESTS_FOLDER}/{increment:08d}.json')} next)"
                 )
-            try:
-                data = self.storage.get_bytes(key)
-            except StorageError:
-                if not self.storage.exists(key):
-                    raise _Vanished(key) from None
-                raise
+        manifests: list[Manifest] = []
+        names = [key for _, key in keys]
+        for key, data in zip(names, self._read_all(names), strict=True):
             manifest = parse_manifest(data, key)
             check_chain(manifest, manifests, key, first=first)
             if (

@@ -112,6 +112,9 @@ class Storage(ABC):
 
     #: Keys one delete_many request removes at most (S3's DeleteObjects takes 1,000).
     delete_batch_size = 1
+    #: Small objects (manifests) worth reading at the same time: a remote store answers each
+    #: after a round trip; a local folder answers at once.
+    parallel_reads = 1
 
     def delete_many(self, keys: Sequence[str], before_each_request: Callable[[], None] | None = None) -> int:
         """Remove ``keys`` (already gone: no error), in as few requests as the store allows;

@@ -367,6 +367,7 @@ class S3Storage(Storage):
         self._call("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
 
     delete_batch_size = 1000
+    parallel_reads = 16
 
     def _delete_batch(self, keys: Sequence[str]) -> None:
         objects: Any = [{"Key": self._key(key)} for key in keys]
