@@ -5,7 +5,8 @@
 
 Runs each benchmark module in its own process (each starts and stops the
 local Kafka clusters it needs): backup, restore, mapping, reset (when
-``bench/bench_reset.py`` exists), recovery, the cost of metrics and the accuracy study. A full run passes
+``bench/bench_reset.py`` exists), recovery, the cost of metrics, prune (no cluster: a folder and
+moto's S3 server) and the accuracy study. A full run passes
 ``--write-docs``: each module rewrites its own section of docs/benchmarks.md
 (between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``), then this runner
 writes the ``run`` section (machine, what ran, how long) and a plot of the
@@ -42,6 +43,7 @@ BENCHMARKS = {
     "reset": "bench.bench_reset",
     "recovery": "bench.bench_recovery",
     "metrics": "bench.bench_metrics",
+    "prune": "bench.bench_prune",
     "accuracy": "bench.accuracy",
 }
 #: Hours a benchmark may take before the runner gives up on it.

@@ -275,19 +275,6 @@ class MotoServer:
                 self.process.wait(30)
         self.process = None
 
-    def client(self) -> Any:  # a boto3 S3 client (boto3 has no types here)
-        import boto3
-        from botocore.config import Config
-
-        return boto3.session.Session().client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
-            config=Config(max_pool_connections=UPLOAD_THREADS, s3={"addressing_style": "path"}),
-        )
-
     def storage(self) -> dict[str, str]:
         """The ``storage:`` section of a config pointing at the bucket."""
         return {
@@ -319,9 +306,19 @@ class MotoServer:
         return found
 
 
-def write_bucket(server: MotoServer, objects: Iterator[tuple[str, bytes]]) -> int:
+def write_bucket(storage: dict[str, str], objects: Iterator[tuple[str, bytes]]) -> int:
     """Create the bucket and put every object with a thread pool of plain boto3 calls."""
-    client = server.client()
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=storage["endpoint_url"],
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        config=Config(max_pool_connections=UPLOAD_THREADS, s3={"addressing_style": "path"}),
+    )
     client.create_bucket(Bucket=BUCKET)
     written = 0
 
@@ -377,11 +374,16 @@ TIMED_METHODS = ("list", "list_prefixes", "get_bytes", "put_bytes_if_absent", "d
 
 
 class StorageTimer:
-    """Seconds spent inside each of the storage's TIMED_METHODS (a listing: inside its iterator)."""
+    """Wall seconds during which at least one call of each of the storage's TIMED_METHODS was in
+    flight (a listing: inside its iterator), and the calls. Calls made at the same time from
+    several threads (manifests read ``parallel_reads`` at a time) count their common time once."""
 
     def __init__(self, storage: object) -> None:
+        self._lock = threading.Lock()
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
+        self._active: dict[str, int] = {}
+        self._since: dict[str, float] = {}
         for name in TIMED_METHODS:
             original = getattr(storage, name)
             setattr(
@@ -390,47 +392,91 @@ class StorageTimer:
                 self._iterator(name, original) if name == "list" else self._call(name, original),
             )
 
-    def _add(self, name: str, seconds: float) -> None:
-        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+    def _enter(self, name: str, *, call: bool) -> None:
+        with self._lock:
+            if call:
+                self.calls[name] = self.calls.get(name, 0) + 1
+            if self._active.get(name, 0) == 0:
+                self._since[name] = time.perf_counter()
+            self._active[name] = self._active.get(name, 0) + 1
+
+    def _leave(self, name: str) -> None:
+        with self._lock:
+            self._active[name] -= 1
+            if self._active[name] == 0:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - self._since[name]
 
     def _call(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            started = time.perf_counter()
+            self._enter(name, call=True)
             try:
                 return original(*args, **kwargs)
             finally:
-                self._add(name, time.perf_counter() - started)
+                self._leave(name)
 
         return timed
 
     def _iterator(self, name: str, original: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
         def timed(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            started = time.perf_counter()
-            items = original(*args, **kwargs)
-            self._add(name, time.perf_counter() - started)
+            self._enter(name, call=True)
+            try:
+                items = original(*args, **kwargs)
+            finally:
+                self._leave(name)
             while True:
-                started = time.perf_counter()
+                self._enter(name, call=False)
                 try:
                     item = next(items)
                 except StopIteration:
                     return
                 finally:
-                    self._add(name, time.perf_counter() - started)
+                    self._leave(name)
                 yield item
 
         return timed
 
     def take(self) -> dict[str, dict[str, Any]]:
         """The calls and seconds so far, by method, then start again from zero."""
-        found = {name: {"calls": self.calls[name], "seconds": self.seconds[name]} for name in self.calls}
-        self.seconds, self.calls = {}, {}
+        with self._lock:
+            found = {
+                name: {"calls": self.calls[name], "seconds": self.seconds.get(name, 0.0)}
+                for name in self.calls
+            }
+            self.seconds, self.calls = {}, {}
         return found
 
 
+def own_peak_rss() -> int:
+    """This process's peak resident bytes since its exec (VmHWM). wait4's ru_maxrss is at least
+    the parent's peak at the time of the fork (Linux carries the pre-exec image's high-water
+    mark over the exec), so the parent stays small and each child reports this as a check."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
-    """One measured run (``spec["mode"]``: idle, plan or execute); what it did, as JSON."""
+    """What a child process does (``spec["mode"]``: generate, idle, plan, execute or check), as JSON."""
+    out = child_work(spec)
+    out["own_peak_rss"] = own_peak_rss()
+    return out
+
+
+def child_work(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec["mode"] == "generate":
+        started = time.monotonic()
+        objects = synthetic_backup(*spec["shape"])
+        store = spec["storage"]
+        written = (
+            write_bucket(store, objects)
+            if "endpoint_url" in store
+            else write_folder(Path(store["url"]), objects)
+        )
+        return {"mode": "generate", "written": written, "seconds": time.monotonic() - started}
+    if spec["mode"] == "check":
+        return {"mode": "check", "objects_after": check_pruned(spec["storage"], *spec["shape"][:2])}
     from kbackup.core.config import StorageSettings
     from kbackup.prune.execute import execute_prune
     from kbackup.prune.plan import plan_prune
@@ -451,6 +497,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     out["plan_requests"] = counter.take()
     out["plan_storage_seconds"] = timer.take()
     out["rss_after_plan"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["parallel_reads"] = int(getattr(storage, "parallel_reads", 1))
     item = plan.backups[0]
     out["plan"] = {
         "action": item.action,
@@ -532,6 +579,15 @@ def expected(increments: int, segments_per_increment: int) -> dict[str, int]:
     }
 
 
+def generate(storage: dict[str, str], shape: tuple[int, int, int]) -> int:
+    """Write the synthetic backup in a child process (this one stays small: see own_peak_rss)."""
+    run = run_child({"mode": "generate", "storage": storage, "shape": list(shape)}, None)
+    print(
+        f"{storage['url']}: {run.out['written']:,} objects written in {run.out['seconds']:.0f} s", flush=True
+    )
+    return int(run.out["written"])
+
+
 def measure_store(
     name: str,
     storage: dict[str, str],
@@ -548,8 +604,8 @@ def measure_store(
         shown = {key: value for key, value in runs[mode].out.items() if key != "mode"}
         print(
             f"  {name} {mode}: {runs[mode].wall_seconds:.1f} s, peak RSS "
-            f"{runs[mode].peak_rss_bytes / 2**20:,.0f} MiB {json.dumps(shown)}"
-            + (f" moto saw {runs[mode].http_requests}" if server is not None else ""),
+            f"{_mib(runs[mode].peak_rss_bytes)} (wait4), {_mib(shown.pop('own_peak_rss'))} (VmHWM) "
+            f"{json.dumps(shown)}" + (f" moto saw {runs[mode].http_requests}" if server is not None else ""),
             flush=True,
         )
     want = expected(increments, segments_per_increment)
@@ -569,7 +625,9 @@ def measure_store(
         runs["idle"],
         runs["plan"],
         runs["execute"],
-        check_pruned(storage, increments, segments_per_increment),
+        run_child({**spec, "mode": "check", "shape": [increments, segments_per_increment]}, None).out[
+            "objects_after"
+        ],
     )
 
 
@@ -648,6 +706,12 @@ def time_table(results: list[StoreResult]) -> str:
     return "\n".join(lines)
 
 
+def rss_gap(results: list[StoreResult]) -> int:
+    """The largest difference between wait4's peak RSS of a measured child and its own VmHWM."""
+    runs = [run for item in results for run in (item.idle, item.plan, item.execute)]
+    return max(abs(run.peak_rss_bytes - int(run.out["own_peak_rss"])) for run in runs)
+
+
 def cross_check(results: list[StoreResult]) -> list[str]:
     """Where moto's access log and the storage's observer disagree on the request counts."""
     found = []
@@ -671,6 +735,11 @@ def _spent(run: ChildRun, phase: str, name: str) -> tuple[float, int]:
     return (0.0, 0) if call is None else (float(call["seconds"]), int(call["calls"]))
 
 
+def _at_a_time(run: ChildRun) -> str:
+    reads = int(run.out.get("parallel_reads", 1))
+    return "one after the other" if reads == 1 else f"up to {reads} at a time (`parallel_reads`)"
+
+
 def findings(results: list[StoreResult]) -> list[str]:
     """What the figures show, in sentences made from the measured values."""
     lines = []
@@ -679,16 +748,46 @@ def findings(results: list[StoreResult]) -> list[str]:
         list_s, lists = _spent(item.plan, "plan", "list")
         get_s, gets = _spent(item.plan, "plan", "get_bytes")
         delete_s, _ = _spent(item.execute, "execute", "delete_many")
+        requests = item.plan.out["plan_requests"]["requests"].get("list", 0)
+        pages = f", {requests:,} list requests of {list_s / requests * 1000:.0f} ms each" if requests else ""
         lines.append(
             f"- {item.store}: of the plan's {plan_s:.1f} s, {list_s:.1f} s ({list_s / plan_s:.0%}) went "
-            f"in {lists} listings and {get_s:.1f} s ({get_s / plan_s:.0%}) in {gets:,} object reads, one "
-            f"after the other ({get_s / max(gets, 1) * 1000:.1f} ms each). Its peak RSS is "
+            f"in {lists} listings{pages}, and {get_s:.1f} s ({get_s / plan_s:.0%}) in {gets:,} object "
+            f"reads, {_at_a_time(item.plan)} ({get_s / max(gets, 1) * 1000:.2f} ms of wall time per "
+            "read). Its peak RSS is "
             f"{_mib(item.plan.peak_rss_bytes - item.idle.peak_rss_bytes)} above the idle process's. "
             f"The execute removed {item.execute.out['objects_removed']:,} objects in "
             f"{item.execute.out['delete_requests']:,} delete requests, {delete_s:.1f} s of its "
             f"{item.execute.out['execute_seconds']:.1f} s."
         )
     return lines
+
+
+def sources_digest() -> str:
+    """A digest of kbackup's sources: the run refuses to write figures measured on two versions."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "kbackup").rglob("*.py")):
+        digest.update(path.relative_to(REPO).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def commit() -> str:
+    """The checked-out commit, and whether kbackup/ differs from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "kbackup"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "an unknown commit"
+    return f"commit {head}" + (" with local changes in kbackup/" if dirty else "")
 
 
 def machine() -> str:
@@ -718,6 +817,7 @@ def main() -> None:
     if args.increments < 2 or args.segments_per_increment < 1 or args.partitions < 1:
         parser.error("at least 2 increments, 1 segment per increment and 1 partition")
     start_load = os.getloadavg()
+    sources, measured_commit = sources_digest(), commit()
     print(
         f"machine: {machine()}, load average {start_load[0]:.1f} / {start_load[1]:.1f} / {start_load[2]:.1f}"
     )
@@ -726,11 +826,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kbackup-bench-prune-") as work_dir:
         work = Path(work_dir)
         folder = work / "store"
-        started = time.monotonic()
-        written = write_folder(folder, synthetic_backup(*shape))
-        print(
-            f"folder {folder}: {written:,} objects written in {time.monotonic() - started:.0f} s", flush=True
-        )
+        written = generate({"url": str(folder)}, shape)
         results.append(
             measure_store(
                 "folder", {"url": str(folder)}, None, args.increments, args.segments_per_increment, written
@@ -738,13 +834,7 @@ def main() -> None:
         )
         shutil.rmtree(folder, ignore_errors=True)
         with MotoServer(work / "moto.log") as server:
-            started = time.monotonic()
-            written = write_bucket(server, synthetic_backup(*shape))
-            print(
-                f"moto {server.endpoint_url}: {written:,} objects written in "
-                f"{time.monotonic() - started:.0f} s",
-                flush=True,
-            )
+            written = generate(server.storage(), shape)
             results.append(
                 measure_store(
                     "S3 (moto server)",
@@ -765,6 +855,11 @@ def main() -> None:
     print(times)
     for line in disagreements:
         print(f"request counts differ: {line}")
+    if sources_digest() != sources:
+        raise SystemExit(
+            "kbackup's sources changed while the benchmark ran: the figures mix two versions; "
+            "nothing written, run it again"
+        )
     if not args.write_docs:
         return
     command = (
@@ -776,9 +871,9 @@ def main() -> None:
         [
             "## Prune",
             "",
-            f"Measured {datetime.now(UTC):%Y-%m-%d} with `{command}` on {machine()}. Load average (1/5/15 "
-            f"min) at the start {start_load[0]:.1f} / {start_load[1]:.1f} / {start_load[2]:.1f}, at the "
-            f"end {end_load[0]:.1f} / {end_load[1]:.1f} / {end_load[2]:.1f}.",
+            f"Measured {datetime.now(UTC):%Y-%m-%d} at {measured_commit} with `{command}` on {machine()}. "
+            f"Load average (1/5/15 min) at the start {start_load[0]:.1f} / {start_load[1]:.1f} / "
+            f"{start_load[2]:.1f}, at the end {end_load[0]:.1f} / {end_load[1]:.1f} / {end_load[2]:.1f}.",
             "",
             f"One synthetic backup of {args.increments:,} chained increments of "
             f"{args.segments_per_increment} segments each over {args.partitions} partitions "
@@ -791,13 +886,15 @@ def main() -> None:
             "`execute_prune` (the retention generation, then the deletes in batches of the store's "
             "`delete_batch_size`: 1,000 per DeleteObjects on S3, one object per unlink on a folder). "
             "Each is timed in-process around the call and as a process from exec to exit; peak RSS "
-            "is the process's (`wait4`). A process that imports the same modules, opens the storage "
+            "is the process's (`wait4`; each process's own VmHWM agreed within "
+            f"{_mib(rss_gap(results))}). A process that imports the same modules, opens the storage "
             f"and exits peaks at {_mib(folder_result.idle.peak_rss_bytes)} on the folder and "
             f"{_mib(s3_result.idle.peak_rss_bytes)} on S3.",
             "",
             rows,
             "",
-            "Where the time of each call went: inside the storage's methods (seconds, and calls), and "
+            "Where the time of each call went: the wall seconds during which a call of each of the "
+            "storage's methods was in flight (reads made at the same time count once), the calls, and "
             "the rest (parsing manifests, planning):",
             "",
             times,
