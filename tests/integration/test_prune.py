@@ -101,14 +101,18 @@ def write_config(tmp_path: Path, section: dict[str, Any], backup_id: str, **extr
     return str(path)
 
 
-def test_older_than_a_time_keeps_a_window_that_restores_on_its_own(
+@pytest.mark.parametrize("policy", ["before", "max-total-bytes"])
+def test_a_pruned_window_restores_on_its_own(
     source_cluster: LocalKafkaCluster,
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
     store: dict[str, Any],
+    policy: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """``--before`` the middle of day 2, or ``--max-total-bytes`` what days 3 and 4 take: either
+    way days 0-2 go, and what remains restores to exactly the source's records from day 3 on."""
     topic = unique_name
     daily_backup(source_cluster, store, topic, "daily")
     # A group that had read only into day 1: the prune leaves it a recovery gap.
@@ -118,8 +122,14 @@ def test_older_than_a_time_keeps_a_window_that_restores_on_its_own(
     cut = "2023-11-17T10:13:20Z"  # BASE_TIME + 2.5 days: days 0, 1 and 2 go
     storage = storage_of(store)
     before = {info.key for info in storage.list("daily/")}
+    if policy == "before":
+        rule = ["--before", cut]
+    else:
+        held = [s for m in BackupCatalog(storage).load("daily").manifests for s in m.segments]
+        last_two_days = sum(s.size_bytes for s in held if s.min_timestamp >= BASE_TIME + 3 * DAY_MS)
+        rule = ["--max-total-bytes", str(last_two_days)]
 
-    code, out, err = cli(capsys, "prune", "-c", config, "--before", cut, "--json")
+    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--json")
     assert code == 0, err
     plan = json.loads(out)
     assert {info.key for info in storage.list("daily/")} == before  # a plan removes nothing
@@ -140,7 +150,7 @@ def test_older_than_a_time_keeps_a_window_that_restores_on_its_own(
     assert gaps == {(f"{unique_name}-g", 0, 30, 60)}  # partition 1's offset 99 is inside the window
     assert item["manifests_removed"] == 3  # increments 0-2 hold nothing kept any more
 
-    code, out, err = cli(capsys, "prune", "-c", config, "--before", cut, "--execute")
+    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--execute")
     assert code == 0, err
     assert "recovery gap: group" in out
     catalog = BackupCatalog(storage)
@@ -182,8 +192,12 @@ def test_older_than_a_time_keeps_a_window_that_restores_on_its_own(
         (topic, 0, 60),
         (topic, 1, 60),
     }
+    code, out, err = cli(capsys, "list", "-c", config, "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)["backups"]
+    assert (row["restorable_from_timestamp"], row["retention_generation"]) == (BASE_TIME + 3 * DAY_MS, 1)
     # The same policy again finds nothing more to do.
-    code, out, err = cli(capsys, "prune", "-c", config, "--before", cut, "--json")
+    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--json")
     assert code == 0, err
     (again,) = json.loads(out)["backups"]
     assert (again["action"], again["segments_removed"], again["manifests_removed"]) == ("keep", 0, 0)
@@ -351,3 +365,35 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
         assert [m.increment for m in BackupCatalog(storage).load("daily").manifests] == [3, 4]
     finally:
         proxy.close()
+
+
+def test_backup_retention_is_applied_after_the_increment_it_commits(
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A backup run whose config has ``backup.retention`` commits its increment, then prunes as
+    ``prune --execute`` would; an empty ``backup.retention`` is refused before anything is copied."""
+    topic = unique_name
+    store = {"url": str(tmp_path / "store")}
+    daily_backup(source_cluster, store, topic, "daily")
+    produce(
+        source_cluster, topic, [Record(key=b"new", value=b"v", partition=0, timestamp=BASE_TIME + 6 * DAY_MS)]
+    )
+    source = {"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}}
+    empty = write_config(tmp_path, store, "daily", source=source, backup={"retention": {}})
+    code, _, err = cli(capsys, "backup", "-c", empty)
+    assert code == ConfigError.exit_code, err
+    assert "backup.retention has no rule" in err
+    assert [m.increment for m in BackupCatalog(storage_of(store)).load("daily").manifests] == [0, 1, 2, 3, 4]
+
+    config = write_config(
+        tmp_path, store, "daily", source=source, backup={"retention": {"before": "2023-11-17T10:13:20Z"}}
+    )
+    code, out, err = cli(capsys, "-v", "backup", "-c", config)
+    assert code == 0, err
+    assert "committed increment 5 of backup daily" in out
+    backup = BackupCatalog(storage_of(store)).load("daily")
+    assert [m.increment for m in backup.manifests] == [3, 4, 5]
+    assert {key[1]: item.start_offset for key, item in backup.coverage().items()} == {0: 60, 1: 60}
+    assert backup.retention is not None
+    assert backup.retention.policy["before"] == "2023-11-17T10:13:20Z"
+    assert "retention removed" in err
