@@ -44,4 +44,10 @@ def test_ratios_come_from_the_throughput_sections_only() -> None:
 def test_a_missing_benchmark_module_is_skipped_with_a_reason(tmp_path: Path) -> None:
     outcome = run_one("reset", "bench.no_such_benchmark", quick=True, logs=tmp_path)
     assert outcome.status == "skipped (bench.no_such_benchmark not in this checkout)"
-    assert set(BENCHMARKS) == {"backup", "restore", "mapping", "reset", "recovery", "metrics", "accuracy"}
+
+
+def test_the_runner_knows_every_benchmark_in_the_folder_and_only_those() -> None:
+    folder = Path(__file__).resolve().parents[2] / "bench"
+    in_folder = {f"bench.{path.stem}" for path in folder.glob("bench_*.py")}
+    in_folder |= {f"bench.{path.parent.name}" for path in folder.glob("*/__init__.py")}
+    assert set(BENCHMARKS.values()) == in_folder
