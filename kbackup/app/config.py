@@ -54,6 +54,14 @@ class KBackupConfig(StrictModel):
         pattern=r"^[A-Za-z0-9._=+@,-]{1,200}$",
         description="Name of the backup in the storage location; `--backup-id` overrides it.",
     )
+    engine: Literal["local", "spark"] = Field(
+        default="local",
+        description=(
+            "Where backup, restore, three-phase-restore and drill copy records: `local` (this "
+            "process) or `spark` (tasks on the Spark master `mapping.spark_master`, with "
+            "`mapping.spark_conf`; docs/scaling.md); `--engine` overrides it."
+        ),
+    )
     source: SourceSettings | None = Field(default=None, description="The cluster backed up.")
     target: TargetSettings | None = Field(default=None, description="The cluster restored to.")
     storage: StorageSettings = Field(default_factory=StorageSettings, description="Where backups live.")

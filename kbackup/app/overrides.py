@@ -21,6 +21,7 @@ from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import KafkaConnection, StorageSettings, validate_config
 from kbackup.core.errors import UsageError
 from kbackup.core.metrics import MetricsSettings
+from kbackup.core.spark import SparkEngine
 from kbackup.mapping.settings import MappingSettings
 from kbackup.restore.settings import RestoreSettings
 
@@ -252,6 +253,28 @@ def mapping_inputs(
         source_cluster=source,
         settings=_over(config.mapping, updates, MappingSettings, "command line"),
     )
+
+
+def with_engine(config: KBackupConfig, engine: str | None, spark_master: str | None) -> KBackupConfig:
+    """The config with ``--engine`` over ``engine`` and ``--spark-master`` over
+    ``mapping.spark_master`` (the one Spark master of a config: the engine's and the mapping's)."""
+    updates: dict[str, Any] = {}
+    if engine is not None:
+        if engine not in ("local", "spark"):
+            raise UsageError(f"--engine {engine}: choose local or spark")
+        updates["engine"] = engine
+    if spark_master:
+        updates["mapping"] = _over(
+            config.mapping, {"spark_master": spark_master}, MappingSettings, "--spark-master"
+        )
+    return config.model_copy(update=updates) if updates else config
+
+
+def spark_engine(config: KBackupConfig) -> SparkEngine | None:
+    """Where records are copied: None for ``engine: local`` (this process; Spark is not started)."""
+    if config.engine != "spark":
+        return None
+    return SparkEngine(master=config.mapping.spark_master, conf=dict(config.mapping.spark_conf))
 
 
 def with_state_dir(config: KBackupConfig, state_dir: str | None) -> KBackupConfig:

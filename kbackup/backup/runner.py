@@ -36,8 +36,10 @@ from kbackup.backup.plan import (
 )
 from kbackup.backup.settings import BackupSettings, SourceSettings
 from kbackup.backup.source import SourceCluster
+from kbackup.backup.spark_engine import CopyTask, SparkCopier
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import (
+    ConfigError,
     KafkaOperationError,
     KafkaUnreachableError,
     KBackupError,
@@ -50,6 +52,7 @@ from kbackup.core.kafka import ClusterMetadata, KafkaClients, check_client_prope
 from kbackup.core.logs import get_logger
 from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress, ProgressTask
+from kbackup.core.spark import SparkEngine
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage, commit_manifest, merge_partition
 from kbackup.format.layout import check_backup_id, new_run_id
@@ -187,8 +190,11 @@ class BackupRun:
         storage: Storage | None = None,
         metrics: BackupMetrics | None = None,
         after_commit: Callable[[Storage], None] | None = None,
+        engine: SparkEngine | None = None,
     ) -> None:
         self.job = job
+        #: Where increments are copied: None, in this process (the local engine); else by Spark tasks.
+        self.engine = engine
         #: Called after each committed increment (a retention policy applied there, by the caller).
         self.after_commit = after_commit
         #: The storage to write to; None: the one ``job.storage`` names.
@@ -208,6 +214,12 @@ class BackupRun:
         job, settings = self.job, self.settings
         backup_id = check_backup_id(job.backup_id)
         check_client_properties(job.source)
+        if self.engine is not None and self.follow:
+            raise ConfigError(
+                "backup --follow runs on the local engine only (engine: spark copies one increment per run)",
+                hint="drop --follow and schedule the Spark backup (each run commits an increment), or "
+                "use engine: local for a continuous backup",
+            )
         metrics = self.metrics
         storage = self.storage or open_storage(job.storage)
         storage.observer = metrics
@@ -262,8 +274,13 @@ class BackupRun:
             LeaseKeeper(storage, backup_id, new_run_id()),
             tempfile.TemporaryDirectory(prefix="kafka-backup-", dir=scratch_parent) as scratch,
         ):
-            consumer = cluster.clients.consumer(**self._consumer_properties())
-            copier = self._copier(consumer, storage, source_cluster_id, Path(scratch))
+            consumer: Any = None
+            copier: Copier | SparkCopier
+            if self.engine is not None:
+                copier = self._spark_copier(self.engine, source_cluster_id)
+            else:
+                consumer = cluster.clients.consumer(**self._consumer_properties())
+                copier = self._copier(consumer, storage, source_cluster_id, Path(scratch))
             try:
                 committer = _Committer(
                     self, cluster, storage, copier, state, summary, source_cluster_id, metadata.cluster_id
@@ -274,8 +291,9 @@ class BackupRun:
                 raise
             finally:
                 copier.close()
-                with contextlib.suppress(Exception):
-                    consumer.close()
+                if consumer is not None:
+                    with contextlib.suppress(Exception):
+                        consumer.close()
         summary.partitions = len(copier.partitions) or summary.partitions
         summary.seconds = time.monotonic() - started
         return summary
@@ -354,13 +372,7 @@ class BackupRun:
             connection=self.job.source,
             backup_id=self.job.backup_id,
             source_cluster=source_cluster_id,
-            limits=SegmentLimits(
-                max_bytes=settings.segment_max_bytes,
-                max_records=settings.segment_max_records,
-                compression=settings.compression,
-                compression_level=settings.compression_level,
-                row_group_bytes=settings.row_group_max_bytes,
-            ),
+            limits=self._segment_limits(),
             scratch_dir=scratch,
             follow=self.follow,
             metrics=self.metrics,
@@ -371,6 +383,39 @@ class BackupRun:
             on_progress=self._advance,
         )
 
+    def _spark_copier(self, engine: SparkEngine, source_cluster_id: str) -> SparkCopier:
+        """The copier whose increments are Spark jobs: each task gets what the local one has."""
+        settings = self.settings
+        template = CopyTask(
+            backup_id=self.job.backup_id,
+            source=self.job.source,
+            storage=self.job.storage,
+            source_cluster=source_cluster_id,
+            limits=self._segment_limits(),
+            consumer_properties=self._consumer_properties(),
+            buffer_memory_bytes=settings.buffer_memory_bytes,
+            max_open_segments=settings.max_open_segments,
+            stall_timeout_secs=settings.stall_timeout_secs,
+            slices=[],
+        )
+        return SparkCopier(
+            engine,
+            template,
+            task_records=settings.spark_task_records,
+            metrics=self.metrics,
+            progress=self.progress,
+        )
+
+    def _segment_limits(self) -> SegmentLimits:
+        settings = self.settings
+        return SegmentLimits(
+            max_bytes=settings.segment_max_bytes,
+            max_records=settings.segment_max_records,
+            compression=settings.compression,
+            compression_level=settings.compression_level,
+            row_group_bytes=settings.row_group_max_bytes,
+        )
+
     def _advance(self, records: int, data_bytes: int) -> None:
         if self._task is not None:
             self._task.advance(records, data_bytes=data_bytes)
@@ -378,7 +423,7 @@ class BackupRun:
     def _increments(
         self,
         cluster: SourceCluster,
-        copier: Copier,
+        copier: Copier | SparkCopier,
         commit: _Committer,
         state: _ChainState,
         metadata: ClusterMetadata,
@@ -426,7 +471,7 @@ class BackupRun:
         finally:
             self._finish_progress(reached_the_end=reached_the_end)
 
-    def _copy_until(self, condition: Callable[[], bool], copier: Copier) -> bool:
+    def _copy_until(self, condition: Callable[[], bool], copier: Copier | SparkCopier) -> bool:
         """Consume until ``condition`` holds (True) or a stop was requested (False)."""
         with few_collections():
             while not condition():
@@ -436,8 +481,9 @@ class BackupRun:
         return True
 
     def _start_progress(self, total: int) -> None:
-        """One bar per run: records read of the offsets to copy (holes make it end below 100%)."""
-        if self.progress is None or self._task is not None:
+        """One bar per run: records read of the offsets to copy (holes make it end below 100%). On the
+        Spark engine the job's tasks have a bar of their own instead."""
+        if self.progress is None or self._task is not None or self.engine is not None:
             return
         self._task_total = None if self.follow else max(total, 1)
         self._task = self.progress.task(
@@ -566,7 +612,7 @@ class _Committer:
         run: BackupRun,
         cluster: SourceCluster,
         storage: Storage,
-        copier: Copier,
+        copier: Copier | SparkCopier,
         state: _ChainState,
         summary: BackupSummary,
         source_cluster_id: str,
@@ -748,12 +794,20 @@ def run_backup(
     storage: Storage | None = None,
     metrics: BackupMetrics | None = None,
     after_commit: Callable[[Storage], None] | None = None,
+    engine: SparkEngine | None = None,
 ) -> BackupSummary:
     """Run the backup stage once (snapshot mode) or until ``stop`` is set (follow mode).
 
     In snapshot mode a stop commits what was copied and sets ``stopped_early``.
     ``after_commit`` is called after each committed increment (errors in it are logged).
+    ``engine``: copy on Spark (docs/scaling.md); None copies in this process.
     """
     return BackupRun(
-        job, stop=stop, progress=progress, storage=storage, metrics=metrics, after_commit=after_commit
+        job,
+        stop=stop,
+        progress=progress,
+        storage=storage,
+        metrics=metrics,
+        after_commit=after_commit,
+        engine=engine,
     ).run()

@@ -138,6 +138,14 @@ class BackupSettings(StrictModel):
         le=3600,
         description="Timeout of each admin request (group offsets, end offsets, topic configs).",
     )
+    spark_task_records: int = Field(
+        default=2_000_000,
+        ge=1,
+        description=(
+            "engine: spark: the most offsets one Spark task copies; a larger partition is cut into "
+            "slices of this many, smaller ones share a task (docs/scaling.md)."
+        ),
+    )
     stall_timeout_secs: float = Field(
         default=120,
         gt=0,

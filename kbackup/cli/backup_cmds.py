@@ -11,16 +11,20 @@ from kbackup.app.overrides import (
     backup_id_of,
     backup_job,
     metrics_settings,
+    spark_engine,
     storage_settings,
     with_bootstrap_servers,
+    with_engine,
 )
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
+    EngineOption,
     JsonOption,
     MetricsBindOption,
     MetricsPortOption,
     MetricsTextfileOption,
+    SparkMasterOption,
     json_mode,
     load_config,
     print_json,
@@ -71,6 +75,8 @@ def backup(
         ),
     ] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Keep copying until SIGINT/SIGTERM.")] = False,
+    engine: EngineOption = None,
+    spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
@@ -81,17 +87,19 @@ def backup(
     A first run copies every selected partition up to the end offsets it reads at start;
     running again with the same backup id adds an increment from where the last one ended.
     With --follow it keeps copying and commits an increment every checkpoint_interval_secs.
+    With --engine spark the increment is copied by Spark tasks (docs/scaling.md).
 
     \b
-    Example:
+    Examples:
       kafka-backup backup -c backup.yaml --follow
+      kafka-backup backup -c backup.yaml --engine spark --spark-master spark://spark:7077
     """
     from kbackup.app.retention import retention_after_commit
     from kbackup.backup.runner import run_backup
     from kbackup.core.metrics import BackupMetrics, exported
 
     json_mode(as_json)
-    cfg = load_config(config)
+    cfg = with_engine(load_config(config), engine, spark_master)
     job = backup_job(
         cfg,
         bootstrap_servers=bootstrap_servers,
@@ -120,7 +128,14 @@ def backup(
         stop_on_signals("finishing the segments and committing what was copied") as stop,
         Progress() as progress,
     ):
-        summary = run_backup(job, stop=stop, progress=progress, metrics=metrics, after_commit=after_commit)
+        summary = run_backup(
+            job,
+            stop=stop,
+            progress=progress,
+            metrics=metrics,
+            after_commit=after_commit,
+            engine=spark_engine(cfg),
+        )
     # A follow run stopped with nothing new to commit since its last checkpoint ended cleanly.
     interrupted = summary.stopped_early or (
         stop.is_set() and not summary.increments and summary.nothing_new_since is None

@@ -37,6 +37,22 @@ BootstrapOption = Annotated[
 
 # The metrics options of the commands that run long (docs/observability.md); they go over the
 # config's metrics section.
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        metavar="local|spark",
+        help="Copy records in this process (local, the default) or in Spark tasks (spark); config: engine.",
+    ),
+]
+SparkMasterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master for --engine spark and the mapping (default: mapping.spark_master).",
+    ),
+]
 MetricsPortOption = Annotated[
     int | None,
     typer.Option(

@@ -146,6 +146,14 @@ class RecoveryPointAlert(KBackupError):
     kind = "recovery-point-alert"
 
 
+class SparkJobError(KBackupError):
+    """``engine: spark``: Spark gave a job up (a task failed on every attempt, the master went away)."""
+
+    exit_code = 17
+    kind = "spark-job-failed"
+    retryable_by_default = True
+
+
 class InterruptedByUser(KBackupError):
     """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
 
@@ -218,6 +226,12 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "status --max-age/--max-lag: a backup's last committed increment is older than --max-age, or "
         "it is more records behind the live source than --max-lag; one line per breach names the "
         "backup, the limit and by how much it is exceeded.",
+    ),
+    SparkJobError.exit_code: (
+        SparkJobError.kind,
+        "engine: spark: Spark gave the job up (a task failed on every attempt, executors or the master "
+        "were lost); nothing of the failed step was committed, and running the same command again "
+        "continues (docs/scaling.md).",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

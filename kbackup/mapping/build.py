@@ -172,8 +172,8 @@ def _run_job(
 ) -> Any:
     from pyspark.sql import SparkSession
 
+    from kbackup.core.spark_progress import SparkTaskProgress
     from kbackup.mapping.job import scan_ranges
-    from kbackup.mapping.spark_progress import SparkTaskProgress
     from kbackup.mapping.spark_session import build_spark_session
 
     session = spark or SparkSession.getActiveSession()

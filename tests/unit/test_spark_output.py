@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbackup.mapping.spark_session import jvm_output_to, spark_log_file
+from kbackup.core.spark import jvm_output_to, spark_log_file
 
 
 def test_a_process_started_inside_writes_to_the_log_and_ours_comes_back(

@@ -1,4 +1,4 @@
-"""The Spark scan's progress as one bar: tasks done out of tasks known.
+"""A Spark job's progress as one bar: tasks done out of tasks known (the mapping scan, the Spark engine).
 
 Spark's own console progress is off (it would write between kafka-backup's
 lines, and its output goes to a log file), so without this a scan of a large
@@ -18,7 +18,7 @@ from kbackup.core.progress import Progress, ProgressTask
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-log = get_logger("mapping.progress")
+log = get_logger("spark.progress")
 
 POLL_SECS = 0.5
 

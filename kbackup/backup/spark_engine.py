@@ -1,0 +1,377 @@
+"""A backup increment copied by Spark tasks (``engine: spark``; docs/scaling.md).
+
+The driver (:class:`~kbackup.backup.runner.BackupRun`) does what must happen once and in order,
+exactly as on the local engine: the group snapshot before the end offsets, the increment's
+offset ranges, and after the copy the manifest, written last. What this module changes is the
+copy: the ranges are cut into slices (a large partition into several, small partitions packed
+together), and each slice set is one Spark task that runs the local engine's
+:class:`~kbackup.backup.copier.Copier` over it, writing segments in exactly the same format.
+
+A task attempt names its segments with a run id of its own (``<first offset>-<run id>``), so
+a retried or speculative attempt never overwrites another's files, and the manifest lists
+only the segments of the attempt whose result Spark kept. What other attempts stored is
+referenced by no manifest; ``kafka-backup prune`` removes it after its grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kbackup.backup.copier import Copier
+from kbackup.backup.plan import PartitionPlan
+from kbackup.backup.settings import SourceSettings
+from kbackup.core.config import StorageSettings
+from kbackup.core.errors import KBackupError, SparkJobError
+from kbackup.core.kafka import KafkaClients
+from kbackup.core.logs import get_logger
+from kbackup.core.metrics import BackupMetrics
+from kbackup.core.progress import Progress
+from kbackup.core.spark import SparkEngine, run_spark_tasks, spark_failure_line
+from kbackup.core.types import TopicPartitionKey
+from kbackup.format.manifest import PartitionEntry, SegmentEntry
+from kbackup.format.segments import SegmentLimits
+from kbackup.storage import open_storage
+
+log = get_logger("backup.spark")
+
+#: The fewest offsets a task is given when the increment is cut for parallelism: below that a
+#: task's start (a consumer, a storage client) costs more than the copy.
+MIN_TASK_RECORDS = 50_000
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Offsets ``[start, end)`` of one partition, copied by one task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    log_start_offset: int
+
+    @property
+    def key(self) -> TopicPartitionKey:
+        return (self.topic, self.partition)
+
+    def plan(self) -> PartitionPlan:
+        return PartitionPlan(
+            topic=self.topic,
+            partition=self.partition,
+            start_offset=self.start,
+            log_start_offset=self.log_start_offset,
+            fetch_offset=self.start,
+            end_offset=self.end,
+        )
+
+
+def cut_slices(plans: Iterable[PartitionPlan], *, tasks: int, task_records: int) -> list[list[Slice]]:
+    """The increment's offsets to copy, as the slice sets of about ``tasks`` tasks.
+
+    A task gets at most ``task_records`` offsets (fewer when that makes ``tasks`` tasks, but not
+    below MIN_TASK_RECORDS); a partition larger than that is cut into consecutive slices, and
+    smaller ones share a task. No task holds two slices of one partition (a copier reads each
+    partition once). Deterministic: the same plans give the same slices.
+    """
+    wanted = [plan for plan in plans if plan.end_offset is not None and plan.fetch_offset < plan.end_offset]
+    total = sum((plan.end_offset or 0) - plan.fetch_offset for plan in wanted)
+    if not total:
+        return []
+    size = max(1, min(task_records, max(MIN_TASK_RECORDS, math.ceil(total / max(1, tasks)))))
+    slices: list[Slice] = []
+    for plan in wanted:
+        assert plan.end_offset is not None
+        for start in range(plan.fetch_offset, plan.end_offset, size):
+            slices.append(
+                Slice(
+                    plan.topic,
+                    plan.partition,
+                    start,
+                    min(plan.end_offset, start + size),
+                    plan.log_start_offset,
+                )
+            )
+    # First fit, largest first: full slices take a task each, the small ones fill up the rest.
+    bins: list[list[Slice]] = []
+    filled: list[int] = []
+    for item in sorted(slices, key=lambda s: (-(s.end - s.start), s.topic, s.partition, s.start)):
+        length = item.end - item.start
+        for index, members in enumerate(bins):
+            if filled[index] + length <= size and all(member.key != item.key for member in members):
+                members.append(item)
+                filled[index] += length
+                break
+        else:
+            bins.append([item])
+            filled.append(length)
+    return [sorted(members, key=lambda s: (s.topic, s.partition)) for members in bins]
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    """What one Spark task needs: the connection and the store travel inside the pickled task."""
+
+    backup_id: str
+    source: SourceSettings
+    storage: StorageSettings
+    source_cluster: str
+    limits: SegmentLimits
+    consumer_properties: dict[str, Any]
+    buffer_memory_bytes: int
+    max_open_segments: int
+    stall_timeout_secs: float
+    slices: list[Slice]
+
+
+@dataclass
+class CopyResult:
+    """What a task attempt stored: one entry per slice, and its segments; or the error it met."""
+
+    entries: list[PartitionEntry] = field(default_factory=list)
+    segments: list[SegmentEntry] = field(default_factory=list)
+    records: int = 0
+    run_id: str = ""
+    #: A kafka-backup error (its class name, message, hint, retryable): an answer, not a crash, so
+    #: Spark does not retry it; the driver raises it as the local engine would.
+    error: tuple[str, str, str | None, bool] | None = None
+
+
+def copy_slices(task: CopyTask) -> CopyResult:
+    """Run on an executor: copy the task's slices into segments (the local engine's copier)."""
+    try:
+        return _copy(task)
+    except KBackupError as exc:
+        return CopyResult(error=(type(exc).__name__, exc.message, exc.hint, exc.retryable))
+
+
+def _copy(task: CopyTask) -> CopyResult:
+    storage = open_storage(task.storage)
+    clients = KafkaClients(task.source, client_id="kafka-backup-spark")
+    consumer = clients.consumer(**task.consumer_properties)
+    with tempfile.TemporaryDirectory(prefix="kafka-backup-task-") as scratch:
+        copier = Copier(
+            consumer,
+            storage,
+            connection=task.source,
+            backup_id=task.backup_id,
+            source_cluster=task.source_cluster,
+            limits=task.limits,
+            scratch_dir=Path(scratch),
+            follow=False,
+            buffer_memory_bytes=task.buffer_memory_bytes,
+            max_open_segments=task.max_open_segments,
+            # Each segment closes when its slice ends; nothing waits long enough for the interval.
+            segment_max_interval_secs=3600.0,
+            stall_timeout_secs=task.stall_timeout_secs,
+            metrics=BackupMetrics(task.backup_id, mode="snapshot"),
+        )
+        try:
+            copier.start_increment([item.plan() for item in task.slices])
+            while not copier.increment_complete():
+                copier.poll(0.5)
+            entries, segments = copier.take_increment()
+        except BaseException:
+            copier.abort()
+            raise
+        finally:
+            copier.close()
+            with contextlib.suppress(Exception):
+                consumer.close()
+    return CopyResult(entries=entries, segments=segments, records=copier.records_read, run_id=copier.run_id)
+
+
+def merge_slices(
+    plan: PartitionPlan, entries: list[PartitionEntry], segments: list[SegmentEntry]
+) -> PartitionEntry:
+    """One partition's entry in the manifest from its slices' entries (consecutive, checked)."""
+    assert plan.end_offset is not None
+    entries = sorted(entries, key=lambda entry: entry.start_offset)
+    expected = plan.fetch_offset
+    for entry in entries:
+        if entry.start_offset != expected:
+            raise AssertionError(f"{plan.key}: a slice starts at {entry.start_offset}, expected {expected}")
+        expected = entry.end_offset
+    end = max(plan.end_offset, expected) if entries else max(plan.end_offset, plan.fetch_offset)
+    segments = sorted(segments, key=lambda segment: segment.first_offset)
+    return PartitionEntry(
+        topic=plan.topic,
+        partition=plan.partition,
+        start_offset=plan.start_offset,
+        end_offset=end,
+        log_start_offset=plan.log_start_offset,
+        record_count=sum(segment.record_count for segment in segments),
+        first_offset=segments[0].first_offset if segments else None,
+        last_offset=segments[-1].last_offset if segments else None,
+        min_timestamp=min((s.min_timestamp for s in segments), default=None),
+        max_timestamp=max((s.max_timestamp for s in segments), default=None),
+    )
+
+
+class SparkCopier:
+    """The copier of :class:`~kbackup.backup.runner.BackupRun` on the Spark engine: an increment is
+    one Spark job, run on a thread so that the run still notices a stop between polls."""
+
+    def __init__(
+        self,
+        engine: SparkEngine,
+        template: CopyTask,
+        *,
+        task_records: int,
+        metrics: BackupMetrics,
+        progress: Progress | None,
+    ) -> None:
+        self.engine = engine
+        self.template = template
+        self.task_records = task_records
+        self.metrics = metrics
+        self.progress = progress
+        self.partitions: dict[TopicPartitionKey, PartitionPlan] = {}
+        #: The manifest's run id (its segments carry their task attempts' run ids).
+        self.run_id = ""
+        self.records_read = 0
+        self._session: Any = None
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self._results: list[CopyResult] = []
+        self._failure: BaseException | None = None
+
+    def start_increment(self, plans: Iterable[PartitionPlan]) -> None:
+        from kbackup.format.layout import new_run_id
+
+        plans = list(plans)
+        if any(plan.end_offset is None for plan in plans):
+            raise AssertionError("the Spark engine copies increments with fixed end offsets only")
+        self.partitions = {plan.key: plan for plan in plans}
+        self.run_id = new_run_id()
+        if self._session is None:
+            self._session = self.engine.session("kafka-backup-backup")
+        parallelism = int(self._session.sparkContext.defaultParallelism)
+        cuts = cut_slices(plans, tasks=parallelism, task_records=self.task_records)
+        log.info(
+            "copying %d partition(s) in %d Spark task(s) on %s",
+            len(plans),
+            len(cuts),
+            self._session.sparkContext.master,
+            extra={"backup_id": self.template.backup_id},
+        )
+        tasks = [replace(self.template, slices=members) for members in cuts]
+        self._done.clear()
+        self._results, self._failure = [], None
+        self._thread = threading.Thread(
+            target=self._run, args=(tasks,), name="kafka-backup-spark-job", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, tasks: list[CopyTask]) -> None:
+        try:
+            self._results = run_spark_tasks(
+                self._session,
+                tasks,
+                copy_slices,
+                description=f"kafka-backup backup {self.template.backup_id}",
+                progress=self.progress,
+            )
+        except BaseException as exc:  # handed to the run's thread by poll()
+            self._failure = exc
+        finally:
+            self._done.set()
+
+    def poll(self, timeout: float = 0.5) -> int:
+        if not self._done.wait(timeout):
+            return 0
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise _translated(failure) from None
+        for result in self._results:
+            if result.error is not None:
+                raise _error_of(result.error)
+        return 0
+
+    def increment_complete(self) -> bool:
+        if not self._done.is_set():
+            return False
+        self.poll(0)
+        return True
+
+    def take_increment(self, *, partial: bool = False) -> tuple[list[PartitionEntry], list[SegmentEntry]]:
+        """The increment's entries and segments; a stopped job keeps nothing (the increment's end is
+        its start for every partition: no new increment is committed)."""
+        if partial and not self._done.is_set():
+            self.abort()
+            return [_unchanged(plan) for _, plan in sorted(self.partitions.items())], []
+        self.poll(0)
+        slices: dict[TopicPartitionKey, list[PartitionEntry]] = {}
+        stored: dict[TopicPartitionKey, list[SegmentEntry]] = {}
+        for result in self._results:
+            self.records_read += result.records
+            for entry in result.entries:
+                slices.setdefault((entry.topic, entry.partition), []).append(entry)
+            for segment in result.segments:
+                stored.setdefault((segment.topic, segment.partition), []).append(segment)
+                self.metrics.segment_written(segment.topic, segment.size_bytes)
+        entries = []
+        segments: list[SegmentEntry] = []
+        for key, plan in sorted(self.partitions.items()):
+            entry = merge_slices(plan, slices.get(key, []), stored.get(key, []))
+            entries.append(entry)
+            segments.extend(stored.get(key, []))
+            if entry.record_count:
+                self.metrics.records_copied(plan.topic, entry.record_count)
+        return entries, segments
+
+    def after_commit(self, entries: list[PartitionEntry]) -> None:
+        self.partitions = {}
+
+    def abort(self) -> None:
+        if self._session is not None and not self._done.is_set():
+            self._session.sparkContext.cancelAllJobs()
+            self._done.wait(30)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
+def _unchanged(plan: PartitionPlan) -> PartitionEntry:
+    return PartitionEntry(
+        topic=plan.topic,
+        partition=plan.partition,
+        start_offset=plan.start_offset,
+        end_offset=plan.start_offset,
+        log_start_offset=plan.log_start_offset,
+        record_count=0,
+        first_offset=None,
+        last_offset=None,
+        min_timestamp=None,
+        max_timestamp=None,
+    )
+
+
+def _error_of(error: tuple[str, str, str | None, bool]) -> KBackupError:
+    """The error a task met, as the same kafka-backup error class (so the exit code is the same)."""
+    from kbackup.core import errors
+
+    name, message, hint, retryable = error
+    kind = getattr(errors, name, None)
+    if not (isinstance(kind, type) and issubclass(kind, KBackupError)):
+        kind = KBackupError
+    raised = kind(message, hint=hint)
+    raised.retryable = retryable
+    return raised
+
+
+def _translated(failure: BaseException) -> BaseException:
+    """A job Spark gave up on (a task failed on every attempt): one line, the cause's last line."""
+    if isinstance(failure, KBackupError):
+        return failure
+    return SparkJobError(
+        f"the Spark job of the backup failed: {spark_failure_line(failure)}",
+        hint="nothing was committed; the driver's and the executors' logs say more. Run the same "
+        "command again: the backup continues from its last committed increment",
+    )
