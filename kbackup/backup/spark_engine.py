@@ -28,12 +28,12 @@ from kbackup.backup.copier import Copier
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import KBackupError, SparkJobError
+from kbackup.core.errors import KBackupError
 from kbackup.core.kafka import KafkaClients
 from kbackup.core.logs import get_logger
 from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress
-from kbackup.core.spark import SparkEngine, run_spark_tasks, spark_failure_line
+from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import PartitionEntry, SegmentEntry
 from kbackup.format.segments import SegmentLimits
@@ -137,9 +137,8 @@ class CopyResult:
     segments: list[SegmentEntry] = field(default_factory=list)
     records: int = 0
     run_id: str = ""
-    #: A kafka-backup error (its class name, message, hint, retryable): an answer, not a crash, so
-    #: Spark does not retry it; the driver raises it as the local engine would.
-    error: tuple[str, str, str | None, bool] | None = None
+    #: The kafka-backup error the task met (see TaskFailure).
+    failure: TaskFailure | None = None
 
 
 def copy_slices(task: CopyTask) -> CopyResult:
@@ -147,7 +146,7 @@ def copy_slices(task: CopyTask) -> CopyResult:
     try:
         return _copy(task)
     except KBackupError as exc:
-        return CopyResult(error=(type(exc).__name__, exc.message, exc.hint, exc.retryable))
+        return CopyResult(failure=TaskFailure.of(exc))
 
 
 def _copy(task: CopyTask) -> CopyResult:
@@ -287,10 +286,15 @@ class SparkCopier:
             return 0
         if self._failure is not None:
             failure, self._failure = self._failure, None
-            raise _translated(failure) from None
+            raise job_failed(
+                failure,
+                what=f"backup {self.template.backup_id}",
+                hint="nothing was committed; the driver's and the executors' logs say more. Run the "
+                "same command again: the backup continues from its last committed increment",
+            ) from None
         for result in self._results:
-            if result.error is not None:
-                raise _error_of(result.error)
+            if result.failure is not None:
+                raise result.failure.error()
         return 0
 
     def increment_complete(self) -> bool:
@@ -350,28 +354,4 @@ def _unchanged(plan: PartitionPlan) -> PartitionEntry:
         last_offset=None,
         min_timestamp=None,
         max_timestamp=None,
-    )
-
-
-def _error_of(error: tuple[str, str, str | None, bool]) -> KBackupError:
-    """The error a task met, as the same kafka-backup error class (so the exit code is the same)."""
-    from kbackup.core import errors
-
-    name, message, hint, retryable = error
-    kind = getattr(errors, name, None)
-    if not (isinstance(kind, type) and issubclass(kind, KBackupError)):
-        kind = KBackupError
-    raised = kind(message, hint=hint)
-    raised.retryable = retryable
-    return raised
-
-
-def _translated(failure: BaseException) -> BaseException:
-    """A job Spark gave up on (a task failed on every attempt): one line, the cause's last line."""
-    if isinstance(failure, KBackupError):
-        return failure
-    return SparkJobError(
-        f"the Spark job of the backup failed: {spark_failure_line(failure)}",
-        hint="nothing was committed; the driver's and the executors' logs say more. Run the same "
-        "command again: the backup continues from its last committed increment",
     )

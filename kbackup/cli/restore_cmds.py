@@ -6,14 +6,16 @@ from typing import Annotated
 
 import typer
 
-from kbackup.app.overrides import RestoreFlags, metrics_settings, restore_inputs
+from kbackup.app.overrides import RestoreFlags, metrics_settings, restore_inputs, spark_engine, with_engine
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
+    EngineOption,
     JsonOption,
     MetricsBindOption,
     MetricsPortOption,
     MetricsTextfileOption,
+    SparkMasterOption,
     json_mode,
     load_config,
     pairs,
@@ -141,6 +143,8 @@ def restore(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would be created and written; change nothing.")
     ] = False,
+    engine: EngineOption = None,
+    spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
@@ -148,14 +152,17 @@ def restore(
 ) -> None:
     """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers.
 
+    With --engine spark each source partition is restored by a Spark task (docs/scaling.md).
+
     \b
-    Example:
+    Examples:
       kafka-backup restore -c dr.yaml --dry-run
+      kafka-backup restore -c dr.yaml --engine spark --spark-master spark://spark:7077
     """
     from kbackup.core.metrics import RestoreMetrics, exported
 
     json_mode(as_json)
-    cfg = load_config(config)
+    cfg = with_engine(load_config(config), engine, spark_master)
     inputs = restore_inputs(
         cfg,
         bootstrap_servers=bootstrap_servers,
@@ -204,7 +211,7 @@ def restore(
             settings=inputs.settings,
             metrics=metrics,
         )
-        summary = service.run(job, progress=Progress(), stop=stop, metrics=metrics)
+        summary = service.run(job, progress=Progress(), stop=stop, metrics=metrics, engine=spark_engine(cfg))
         metrics.phase("done")
     if as_json:
         print_json(summary.to_dict())

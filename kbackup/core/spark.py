@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kbackup.core.cache import cache_root
-from kbackup.core.errors import PreconditionError
+from kbackup.core.errors import KBackupError, PreconditionError, SparkJobError
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 
@@ -235,3 +235,34 @@ def spark_failure_line(failure: BaseException) -> str:
     reasons = [line for line in lines if "Error" in line or "Exception" in line or "aborted" in line]
     chosen = reasons[-1] if reasons else (lines[-1] if lines else type(failure).__name__)
     return chosen[:300]
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A kafka-backup error a Spark task met, sent back as its result: an answer, not a crash, so
+    Spark does not run the task again (the error was retried where that helps, or is final), and
+    the driver raises the same error class (so the command's exit code is the local engine's)."""
+
+    kind: str
+    message: str
+    hint: str | None
+    retryable: bool
+
+    @classmethod
+    def of(cls, error: KBackupError) -> TaskFailure:
+        return cls(type(error).__name__, error.message, error.hint, error.retryable)
+
+    def error(self) -> KBackupError:
+        from kbackup.core import errors
+
+        kind = getattr(errors, self.kind, None)
+        if not (isinstance(kind, type) and issubclass(kind, KBackupError)):
+            kind = KBackupError
+        return kind(self.message, hint=self.hint, retryable=self.retryable)
+
+
+def job_failed(failure: BaseException, *, what: str, hint: str) -> KBackupError:
+    """A job Spark gave up on (a task failed on every attempt, the master went away) as one line."""
+    if isinstance(failure, KBackupError):
+        return failure
+    return SparkJobError(f"the Spark job of {what} failed: {spark_failure_line(failure)}", hint=hint)

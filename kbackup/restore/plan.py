@@ -207,10 +207,15 @@ class RestorePlan:
     warnings: list[str] = field(default_factory=list)
     #: ``restore.log_append_time``: what happens to target topics that use LogAppendTime.
     log_append_time: LogAppendTimePolicy = "keep-original"
+    #: ``engine: spark``: the plan is one unit of the restore (one source partition, in its own task).
+    unit: str | None = None
 
     @property
     def transactional_id(self) -> str:
-        return f"kafka-backup-restore-{self.restore_id}"
+        """One per restore, and one per unit on the Spark engine: a retried task fences its own
+        zombie (the same unit's earlier attempt) and no other unit."""
+        base = f"kafka-backup-restore-{self.restore_id}"
+        return base if self.unit is None else f"{base}-{self.unit}"
 
     @property
     def expected_records(self) -> int | None:

@@ -98,13 +98,15 @@ def plan_run_after_fence(
     mode: Mode,
     scratch_dir: Path | None = None,
     progress: Progress | None = None,
+    reread: bool = False,
 ) -> RunPlan:
     """The run's final plan, once earlier runs are fenced: the resume point read again (now final),
     and only the segments it adds to ``checked`` (the plan made before fencing) checked.
 
-    In the idempotent mode nothing is fenced and the resume point does not change: ``checked`` is final.
+    In the idempotent mode nothing is fenced and the resume point does not change: ``checked`` is
+    final, unless ``reread`` (something may have produced since ``checked`` was made).
     """
-    if mode == "idempotent" and checked.mode == "idempotent":
+    if mode == "idempotent" and checked.mode == "idempotent" and not reread:
         return checked
     plan = checked.plan
     point = resume_point(plan, clients, settings, mode=mode, dry_run=False)

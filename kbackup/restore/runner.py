@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,9 @@ from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.restore_progress import PartitionProgress
 from kbackup.restore.batches import batch_records
-from kbackup.restore.compaction import CompactionTally
+from kbackup.restore.compaction import CompactionFacts, CompactionTally
 from kbackup.restore.integrity import SegmentWork
-from kbackup.restore.plan import RestorePlan
+from kbackup.restore.plan import Mode, RestorePlan
 from kbackup.restore.resume import PartitionState
 from kbackup.restore.run_plan import RunPlan, plan_run, plan_run_after_fence
 from kbackup.restore.segment_reader import READ_BATCH_RECORDS, PrefetchingReader, SegmentEnd
@@ -76,24 +77,43 @@ class Restorer:
 
     def run(self) -> RestoreSummary:
         started = time.monotonic()
-        plan = self.plan
-        # First every check that writes nothing to the target, from the progress as earlier runs left
-        # it (read without fencing): the timestamp types, the topics to create (validated by the
-        # broker), every segment still to read. A refused restore leaves the target as it was: the
-        # transactional producer below already writes to it (its id, in __transaction_state).
+        checked = self.check(started)
+        run = self.fenced(checked, started)
+        created = create_topics(self.clients, self.plan, progress_topic=run.creates_progress_topic)
+        self._phase("topics created", started)
+        produced = self.produce(run, started)
+        return conclude(
+            self.plan,
+            self.clients,
+            self.settings,
+            [produced],
+            created=created,
+            seconds_since=started,
+        )
+
+    def check(self, started: float) -> RunPlan:
+        """Every check that writes nothing to the target, from the progress as earlier runs left it
+        (read without fencing): the timestamp types, the topics to create (validated by the
+        broker), every segment still to read. A refused restore leaves the target as it was: the
+        transactional producer of :meth:`fenced` already writes to it (its id, in
+        __transaction_state)."""
         checked = plan_run(
-            plan,
+            self.plan,
             self.storage,
             self.clients,
             self.settings,
-            mode=plan.mode,
+            mode=self.plan.mode,
             scratch_dir=self.scratch_dir,
             progress=self.progress,
         )
         self._phase(f"{len(checked.work)} segment(s) checked", started)
-        # Then, in the exactly-once mode, fence any earlier run of this restore and abort its open
-        # transaction: only progress read after that is final (an unfenced run could still commit),
-        # so it is read again, and the segments it adds are checked.
+        return checked
+
+    def fenced(self, checked: RunPlan, started: float, *, reread: bool = False) -> RunPlan:
+        """In the exactly-once mode, fence any earlier run of this restore and abort its open
+        transaction: only progress read after that is final (an unfenced run could still commit),
+        so it is read again, and the segments it adds are checked. ``reread``: read the resume
+        point again in the idempotent mode too (a Spark task attempt after one that produced)."""
         mode = self.writer.fence()
         self._phase(f"mode {mode}", started)
         run = plan_run_after_fence(
@@ -104,11 +124,14 @@ class Restorer:
             mode=mode,
             scratch_dir=self.scratch_dir,
             progress=self.progress,
+            reread=reread,
         )
         self.warnings.extend(run.point.warnings)
         self._phase(f"{len(run.work)} segment(s) to read", started)
-        created = create_topics(self.clients, plan, progress_topic=run.creates_progress_topic)
-        self._phase("topics created", started)
+        return run
+
+    def produce(self, run: RunPlan, started: float) -> ProducedPart:
+        """Produce and commit what ``run`` has left to write; what was done, for :func:`conclude`."""
         totals = self._totals(run)
         self._report_planned(totals)
         with self.progress or Progress(enabled=False) as bars:
@@ -130,30 +153,16 @@ class Restorer:
                 for task in tasks.values():
                     task.close()
         self._phase("records produced and committed", started)
-        # Every run waits, also one with nothing left to write: the run that wrote the records may
-        # have stopped at this check.
-        if mode == "exactly-once":
-            self._wait_until_visible([t.target_topic for t in plan.topics])
-            self._phase("commit markers written", started)
-        switched = switch_to_log_append_time(self.clients, plan)
-        summary = RestoreSummary(
-            restore_id=plan.restore_id,
-            backup_id=plan.backup_id,
-            mode=mode,
-            target=plan.target,
-            topics=list(totals.values()),
-            created_topics=created,
+        return ProducedPart(
+            mode=run.mode,
+            totals=list(totals.values()),
+            landed_by_topic=dict(self._landed_by_topic),
             transactions=self.writer.transactions,
-            seconds=time.monotonic() - started,
-            resumed=run.point.resumed,
-            already_landed=sum(self._landed_by_topic.values()),
             timestamps_not_kept=self.writer.timestamps_not_kept,
-            warnings=self.warnings,
+            resumed=run.point.resumed,
+            warnings=list(self.warnings),
             compaction=[tally.facts(resumed=run.point.resumed) for tally in self._compaction.values()],
-            switched_to_log_append_time=switched,
         )
-        self._check_counts(summary)
-        return summary
 
     def _phase(self, what: str, started: float) -> None:
         log.info(
@@ -194,65 +203,6 @@ class Restorer:
             landed[name] = landed.get(name, 0) + earlier
         for name, count in planned.items():
             self.metrics.restore_planned(name, planned=count, landed=landed[name])
-
-    def _wait_until_visible(self, topics: list[str]) -> None:
-        """Return only once read_committed consumers see every committed record.
-
-        A commit returns when the coordinator has decided it; the markers that make
-        the records readable reach each partition a moment later. Waiting for every
-        partition's last stable offset to reach its end lets the next step (the
-        mapping stage, a check) read the restored topics at once. Not seeing them
-        fails the run: a mapping read now could miss records. The run is resumable
-        (everything is committed), and a re-run checks again.
-        """
-        partitions = [
-            (topic, q)
-            for topic in topics
-            for q in range(next(t.target_partitions for t in self.plan.topics if t.target_topic == topic))
-        ]
-        admin = Admin(self.clients)
-        deadline = time.monotonic() + self.settings.timeout_secs
-        try:
-            ends = admin.list_offsets(partitions, "latest", read_committed=False)
-            pending = sorted(partitions)
-            while pending:
-                stable = admin.list_offsets(pending, "latest", read_committed=True)
-                pending = [key for key in pending if stable[key] < ends[key]]
-                if pending and time.monotonic() > deadline:
-                    named = ", ".join(f"{topic}/{partition}" for topic, partition in pending[:5])
-                    more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
-                    raise UnverifiedError(
-                        f"restored records of {named}{more} were committed but not readable with "
-                        f"read_committed after {self.settings.timeout_secs:g}s (its last stable offset "
-                        "stays below its end: a commit marker not yet written, or another producer's "
-                        "open transaction on the topic)",
-                        hint="run the same command again: the records are committed and it checks again "
-                        "(restore.timeout_secs waits longer)",
-                        retryable=True,
-                    )
-                if pending:
-                    time.sleep(0.05)
-        except UnverifiedError:
-            raise
-        except KBackupError as exc:
-            raise UnverifiedError(
-                f"could not check that the restored records are readable with read_committed: {exc}",
-                hint="run the same command again: the records are committed and it checks again",
-                retryable=True,
-            ) from exc
-
-    def _check_counts(self, summary: RestoreSummary) -> None:
-        for topic in summary.topics:
-            if topic.expected is None:
-                continue
-            done = topic.records + (self._landed_by_topic.get(topic.source_topic, 0))
-            if done != topic.expected:
-                raise VerificationError(
-                    f"topic {topic.source_topic}: {done} record(s) restored, the backup selection holds "
-                    f"{topic.expected}",
-                    hint="run the same command again; report this if it repeats",
-                )
-        summary.verified = all(topic.expected is not None for topic in summary.topics)
 
     def _complete(self, key: TopicPartitionKey, state: PartitionState) -> None:
         state.next_offset = max(state.next_offset, state.plan.offset_end)
@@ -358,3 +308,164 @@ class Restorer:
                 landed,
                 extra={"backup_id": self.plan.backup_id, "restore_id": self.plan.restore_id, "topic": name},
             )
+
+
+@dataclass
+class ProducedPart:
+    """What producing a run plan did: the whole restore's on the local engine, one unit's on Spark."""
+
+    mode: Mode
+    totals: list[TopicTotals]
+    #: Records found already on the target and not produced again (idempotent resume), per topic.
+    landed_by_topic: dict[str, int]
+    transactions: int
+    timestamps_not_kept: int
+    resumed: bool
+    warnings: list[str]
+    compaction: list[CompactionFacts]
+
+
+def conclude(
+    plan: RestorePlan,
+    clients: KafkaClients,
+    settings: RestoreSettings,
+    parts: list[ProducedPart],
+    *,
+    created: list[str],
+    seconds_since: float,
+) -> RestoreSummary:
+    """After every record is produced: wait until read_committed consumers see them (every run
+    waits, also one with nothing left to write: the run that wrote the records may have stopped
+    at this check), switch topics to LogAppendTime if asked, and check the counts."""
+    # A unit that fell back to the idempotent mode (``exactly_once: auto``) makes the restore so.
+    mode: Mode = "idempotent" if any(part.mode == "idempotent" for part in parts) else plan.mode
+    if mode == "exactly-once":
+        wait_until_visible(plan, clients, settings, [t.target_topic for t in plan.topics])
+        log.info("commit markers written", extra={"backup_id": plan.backup_id, "restore_id": plan.restore_id})
+    switched = switch_to_log_append_time(clients, plan)
+    landed: dict[str, int] = {}
+    for part in parts:
+        for name, count in part.landed_by_topic.items():
+            landed[name] = landed.get(name, 0) + count
+    summary = RestoreSummary(
+        restore_id=plan.restore_id,
+        backup_id=plan.backup_id,
+        mode=mode,
+        target=plan.target,
+        topics=merged_totals(plan, parts),
+        created_topics=created,
+        transactions=sum(part.transactions for part in parts),
+        seconds=time.monotonic() - seconds_since,
+        resumed=any(part.resumed for part in parts),
+        already_landed=sum(landed.values()),
+        timestamps_not_kept=sum(part.timestamps_not_kept for part in parts),
+        warnings=list(dict.fromkeys(warning for part in parts for warning in part.warnings)),
+        compaction=merged_compaction(parts),
+        switched_to_log_append_time=switched,
+    )
+    check_counts(summary, landed)
+    return summary
+
+
+def merged_totals(plan: RestorePlan, parts: list[ProducedPart]) -> list[TopicTotals]:
+    """Each topic's totals over the parts, in the plan's topic order."""
+    merged: dict[str, TopicTotals] = {}
+    for part in parts:
+        for item in part.totals:
+            into = merged.get(item.source_topic)
+            if into is None:
+                merged[item.source_topic] = TopicTotals(**item.__dict__)
+                continue
+            into.records += item.records
+            into.bytes += item.bytes
+            into.earlier = (
+                None if into.earlier is None or item.earlier is None else into.earlier + item.earlier
+            )
+            into.expected = (
+                None if into.expected is None or item.expected is None else into.expected + item.expected
+            )
+    return [merged[topic.source_topic] for topic in plan.topics if topic.source_topic in merged]
+
+
+def merged_compaction(parts: list[ProducedPart]) -> list[CompactionFacts]:
+    """Per compacted topic, the parts' facts added up (one part: its own)."""
+    merged: dict[str, CompactionFacts] = {}
+    for part in parts:
+        for facts in part.compaction:
+            before = merged.get(facts.topic)
+            merged[facts.topic] = (
+                facts
+                if before is None
+                else CompactionFacts(
+                    facts.topic,
+                    before.records + facts.records,
+                    before.may_remove + facts.may_remove,
+                    facts.why.split(":")[0] + ": counted within each source partition's records "
+                    "(engine: spark restores each source partition in its own task)",
+                )
+            )
+    return list(merged.values())
+
+
+def wait_until_visible(
+    plan: RestorePlan, clients: KafkaClients, settings: RestoreSettings, topics: list[str]
+) -> None:
+    """Return only once read_committed consumers see every committed record.
+
+    A commit returns when the coordinator has decided it; the markers that make
+    the records readable reach each partition a moment later. Waiting for every
+    partition's last stable offset to reach its end lets the next step (the
+    mapping stage, a check) read the restored topics at once. Not seeing them
+    fails the run: a mapping read now could miss records. The run is resumable
+    (everything is committed), and a re-run checks again.
+    """
+    partitions = [
+        (topic, q)
+        for topic in topics
+        for q in range(next(t.target_partitions for t in plan.topics if t.target_topic == topic))
+    ]
+    admin = Admin(clients)
+    deadline = time.monotonic() + settings.timeout_secs
+    try:
+        ends = admin.list_offsets(partitions, "latest", read_committed=False)
+        pending = sorted(partitions)
+        while pending:
+            stable = admin.list_offsets(pending, "latest", read_committed=True)
+            pending = [key for key in pending if stable[key] < ends[key]]
+            if pending and time.monotonic() > deadline:
+                named = ", ".join(f"{topic}/{partition}" for topic, partition in pending[:5])
+                more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
+                raise UnverifiedError(
+                    f"restored records of {named}{more} were committed but not readable with "
+                    f"read_committed after {settings.timeout_secs:g}s (its last stable offset "
+                    "stays below its end: a commit marker not yet written, or another producer's "
+                    "open transaction on the topic)",
+                    hint="run the same command again: the records are committed and it checks again "
+                    "(restore.timeout_secs waits longer)",
+                    retryable=True,
+                )
+            if pending:
+                time.sleep(0.05)
+    except UnverifiedError:
+        raise
+    except KBackupError as exc:
+        raise UnverifiedError(
+            f"could not check that the restored records are readable with read_committed: {exc}",
+            hint="run the same command again: the records are committed and it checks again",
+            retryable=True,
+        ) from exc
+
+
+def check_counts(summary: RestoreSummary, landed_by_topic: dict[str, int]) -> None:
+    """Every topic got the records its selection holds (earlier runs' and found-landed included)."""
+    for topic in summary.topics:
+        if topic.expected is None:
+            continue
+        done = topic.records + landed_by_topic.get(topic.source_topic, 0)
+        if done != topic.expected:
+            raise VerificationError(
+                f"topic {topic.source_topic}: {done} record(s) restored, the backup selection holds "
+                f"{topic.expected}",
+                hint="run the same command again; report this if it repeats",
+            )
+    summary.verified = all(topic.expected is not None for topic in summary.topics)

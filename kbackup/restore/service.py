@@ -17,6 +17,7 @@ from kbackup.core.errors import ConfigError
 from kbackup.core.kafka import KafkaClients, check_client_properties
 from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
+from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id
 from kbackup.restore.plan import RestorePlan, build_plan, plan_lines, select_topics
@@ -39,6 +40,8 @@ class RestoreJob:
     storage: Storage
     clients: KafkaClients
     settings: RestoreSettings
+    #: The store's settings, for the Spark engine's tasks (they open it themselves).
+    storage_settings: StorageSettings | None = None
 
 
 def prepare(
@@ -72,7 +75,9 @@ def prepare(
     target_topics = [settings.topic_mapping.get(name, name) for name in backup.topics]
     state = inspect_target(clients, [*target_topics, settings.progress_topic])
     plan = build_plan(backup, settings, state, storage_url=opened.url)
-    return RestoreJob(plan=plan, backup=backup, storage=opened, clients=clients, settings=settings)
+    return RestoreJob(
+        plan=plan, backup=backup, storage=opened, clients=clients, settings=settings, storage_settings=storage
+    )
 
 
 def required_backup_id(backup_id: str | None) -> str:
@@ -174,10 +179,25 @@ def run(
     scratch_dir: Path | None = None,
     stop: threading.Event | None = None,
     metrics: RestoreMetrics | None = None,
+    engine: SparkEngine | None = None,
 ) -> RestoreSummary:
     """Restore the plan into the target (see kbackup.restore.runner); ``stop`` ends it at the next
     batch after committing what was produced (the CLI sets it on SIGINT/SIGTERM); ``metrics``
-    counts what it produces, per batch."""
+    counts what it produces, per batch. ``engine``: in Spark tasks (kbackup.restore.spark_engine)."""
+    if engine is not None:
+        from kbackup.restore.spark_engine import run_on_spark
+
+        assert job.storage_settings is not None
+        return run_on_spark(
+            job.plan,
+            engine,
+            storage=job.storage_settings,
+            clients=job.clients,
+            settings=job.settings,
+            progress=progress,
+            stop=stop,
+            metrics=metrics,
+        )
     return Restorer(
         job.plan,
         job.storage,

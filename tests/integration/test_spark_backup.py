@@ -3,6 +3,7 @@ engine, record for record, with large partitions cut into slices copied by separ
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,13 @@ from kbackup.backup.runner import run_backup
 from kbackup.core.config import StorageSettings
 from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import BackupCatalog
+from kbackup.restore import service
+from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import backup_job, read_backup
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.restore_checks import assert_restored_exactly, transactional_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -75,3 +79,82 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
         segment.key.rsplit("-", 1)[-1] for segment in backup.manifests[0].segments if segment.partition == 0
     }
     assert len(runs) == 3
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "idempotent-repartitioned"])
+def test_a_spark_restore_lands_each_record_once_in_order_with_the_local_engines_headers(
+    spark: Any,
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    exactly_once: bool,
+) -> None:
+    _seed(source_cluster, unique_name)
+    store = tmp_path / "store"
+    run_backup(
+        backup_job(source_cluster, store, "b", [unique_name], spark_task_records=400),
+        engine=SparkEngine(master="local[2]"),
+    )
+    settings: dict[str, Any] = {
+        "exactly_once": exactly_once,
+        "topic_mapping": {unique_name: f"{unique_name}-r"},
+    }
+    if not exactly_once:
+        settings["repartition"] = True
+        settings["target_partitions"] = {unique_name: 2}
+    job = service.prepare(
+        backup_id="b",
+        storage=StorageSettings(url=str(store)),
+        target=target_cluster.connection(),
+        settings=RestoreSettings.model_validate(settings),
+    )
+    summary = service.run(job, engine=SparkEngine(master="local[2]"))
+    assert summary.records == 1500
+    assert summary.verified
+    assert summary.mode == ("exactly-once" if exactly_once else "idempotent")
+    source = consume_all(source_cluster, unique_name, [0, 1, 2])
+    restored = consume_all(target_cluster, f"{unique_name}-r", [0, 1] if not exactly_once else [0, 1, 2])
+    assert_restored_exactly(
+        [replace(r, topic=unique_name) for r in source],
+        restored,
+        source_cluster=summary_source(store),
+        target_partition_of=None if exactly_once else partition_by_key(restored),
+    )
+    if exactly_once:
+        ids = transactional_ids(target_cluster) or set()
+        # One transactional id per source partition: the restore id and the unit.
+        assert {i for i in ids if i.startswith(job.plan.transactional_id)} == {
+            f"{job.plan.transactional_id}-{unique_name}-{p}" for p in range(3)
+        }
+    # Run again: everything is there already, nothing is produced twice.
+    again = service.run(
+        service.prepare(
+            backup_id="b",
+            storage=StorageSettings(url=str(store)),
+            target=target_cluster.connection(),
+            settings=RestoreSettings.model_validate(settings),
+        ),
+        engine=SparkEngine(master="local[2]"),
+    )
+    assert again.records == 0
+    assert again.resumed
+    assert (
+        len(consume_all(target_cluster, f"{unique_name}-r", [0, 1] if not exactly_once else [0, 1, 2]))
+        == 1500
+    )
+
+
+def summary_source(store: Path) -> str:
+    return BackupCatalog(open_storage(StorageSettings(url=str(store)))).load("b").source_cluster
+
+
+def partition_by_key(restored: list[Record]) -> Any:
+    """Repartitioned by key: every record of a key in one target partition (checked here), and
+    each source record expected where its key's records are."""
+    where: dict[bytes | None, set[int | None]] = {}
+    for copy in restored:
+        where.setdefault(copy.key, set()).add(copy.partition)
+    assert all(len(partitions) == 1 for partitions in where.values()), where
+    assert len({p for partitions in where.values() for p in partitions}) == 2
+    return lambda record: next(iter(where[record.key]))
