@@ -13,10 +13,12 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from kbackup.app.config import KBackupConfig
 from kbackup.app.drill_proof import Verification, verify_positions
 from kbackup.app.drill_report import ClusterInfo, DrillReport, write_report
+from kbackup.app.overrides import spark_engine
 from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.app.three_phase import (
     ThreePhaseSummary,
@@ -31,6 +33,7 @@ from kbackup.core.kafka import open_admin
 from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
+from kbackup.mapping.settings import MappingSettings
 from kbackup.reset.settings import OffsetResetSettings
 
 
@@ -99,10 +102,14 @@ def run_drill(
     started = time.monotonic()
     if metrics is not None:
         metrics.phase("backup")
+    engine = spark_engine(config)
+    if engine is not None:
+        report.notes.append(f"engine: spark on {engine.master} (backup and restore copied by Spark tasks)")
     backed_up = run_backup(
         BackupJob(backup_id=backup_id, source=config.source, storage=config.storage, settings=config.backup),
         progress=progress,
         stop=stop,
+        engine=engine,
     )
     if stop is not None and stop.is_set():
         raise InterruptedByUser("drill stopped by a signal during its backup; nothing was restored")
@@ -199,8 +206,11 @@ def run_local_drill(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     metrics: RestoreMetrics | None = None,
+    engine: Literal["local", "spark"] = "local",
+    mapping: MappingSettings | None = None,
 ) -> DrillReport:
-    """Two throwaway local clusters, realistic data, the full drill on local-folder storage."""
+    """Two throwaway local clusters, realistic data, the full drill on local-folder storage;
+    ``engine`` and ``mapping`` (its Spark master and settings) as a config file says them."""
     from kbackup.app.drill_data import fill_source
     from kbackup.sandbox.kafka import local_clusters
 
@@ -220,6 +230,8 @@ def run_local_drill(
             storage=StorageSettings(url=str(work_dir / "backups")),
             drill=DrillSettings(),
             offset_reset=OffsetResetSettings(),
+            engine=engine,
+            mapping=mapping or MappingSettings(),
         )
         notes = (
             []

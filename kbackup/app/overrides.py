@@ -21,8 +21,9 @@ from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import KafkaConnection, StorageSettings, validate_config
 from kbackup.core.errors import UsageError
 from kbackup.core.metrics import MetricsSettings
-from kbackup.core.spark import SparkEngine
+from kbackup.core.spark import SparkEngine, engine_master
 from kbackup.mapping.settings import MappingSettings
+from kbackup.mapping.spark_session import spark_conf as mapping_spark_conf
 from kbackup.restore.settings import RestoreSettings
 
 Connection = TypeVar("Connection", bound=KafkaConnection)
@@ -274,7 +275,10 @@ def spark_engine(config: KBackupConfig) -> SparkEngine | None:
     """Where records are copied: None for ``engine: local`` (this process; Spark is not started)."""
     if config.engine != "spark":
         return None
-    return SparkEngine(master=config.mapping.spark_master, conf=dict(config.mapping.spark_conf))
+    mapping = config.mapping
+    master = engine_master(mapping.spark_master)
+    conf = mapping_spark_conf(master, jars=mapping.spark_jars, extra_conf=mapping.spark_conf)
+    return SparkEngine(master=master, conf=conf)
 
 
 def with_state_dir(config: KBackupConfig, state_dir: str | None) -> KBackupConfig:

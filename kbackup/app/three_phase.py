@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.app.config import KBackupConfig
+from kbackup.app.overrides import spark_engine
 from kbackup.app.position_check import check_positions
 from kbackup.app.reset_request import plan_reset, restored_source_topics, source_offsets_for
 from kbackup.app.three_phase_run import RunFiles, run_files
@@ -175,7 +176,9 @@ def three_phase_restore(
             settings=config.restore,
             metrics=metrics,
         )
-        restored = restore_service.run(job, progress=progress, stop=stop, metrics=metrics)
+        restored = restore_service.run(
+            job, progress=progress, stop=stop, metrics=metrics, engine=spark_engine(config)
+        )
         details = {
             "restore_id": restored.restore_id,
             "records": restored.records,

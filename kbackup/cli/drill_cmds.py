@@ -11,10 +11,12 @@ import typer
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
+    EngineOption,
     JsonOption,
     MetricsBindOption,
     MetricsPortOption,
     MetricsTextfileOption,
+    SparkMasterOption,
     json_mode,
     load_config,
     print_json,
@@ -62,6 +64,8 @@ def three_phase_restore(
             help="Exit 0 when groups resume after a recovery gap (three_phase.accept_gap); else exit 12.",
         ),
     ] = False,
+    engine: EngineOption = None,
+    spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
@@ -83,13 +87,13 @@ def three_phase_restore(
       kafka-backup three-phase-restore -c dr.yaml --dry-run
     """
     json_mode(as_json)
-    from kbackup.app.overrides import metrics_settings, three_phase_config
+    from kbackup.app.overrides import metrics_settings, three_phase_config, with_engine
     from kbackup.app.three_phase import checked_backup_id, three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
     from kbackup.core.metrics import RestoreMetrics, exported
 
     cfg = three_phase_config(
-        load_config(config),
+        with_engine(load_config(config), engine, spark_master),
         bootstrap_servers=bootstrap_servers,
         path=path,
         backup_id=backup_id,
@@ -151,6 +155,8 @@ def drill(
         int,
         typer.Option("--records", min=10, metavar="N", help="With --local: records per source partition."),
     ] = 2_000,
+    engine: EngineOption = None,
+    spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
@@ -160,17 +166,18 @@ def drill(
     that no group skips a record. Exits 11 if any would.
 
     \b
-    Example:
+    Examples:
       kafka-backup drill --local
+      kafka-backup drill --local --engine spark
     """
     json_mode(as_json)
     from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill
-    from kbackup.app.overrides import metrics_settings
+    from kbackup.app.overrides import metrics_settings, with_engine
     from kbackup.core.metrics import RestoreMetrics, exported
 
     if not local and config is None:
         raise UsageError("drill needs --config (source, target, storage), or --local")
-    cfg = load_config(None if local else config)
+    cfg = with_engine(load_config(None if local else config), engine, spark_master)
     # Named before the run, so that its metrics carry the backup id the drill takes.
     backup_id = LOCAL_DRILL_BACKUP_ID if local else drill_backup_id(cfg)
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
@@ -188,6 +195,8 @@ def drill(
                 progress=progress,
                 stop=stop,
                 metrics=metrics,
+                engine=cfg.engine,
+                mapping=cfg.mapping,
             )
         else:
             report_path = report or Path(cfg.drill.report_path)

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -183,15 +183,16 @@ class SparkEngine:
 
     #: The master URL (``local[N]``, ``spark://host:7077``, ``yarn``, ``k8s://...``).
     master: str = "local[2]"
-    #: Spark settings over kafka-backup's own (``mapping.spark_conf``).
-    conf: Mapping[str, str] = field(default_factory=dict)
+    #: All the settings a session starts with; None: kafka-backup's own for ``master``. The
+    #: application layer gives the mapping's (its Kafka source included): a three-phase restore
+    #: or a drill runs its mapping in the session the engine started.
+    conf: Mapping[str, str] | None = None
 
     def session(self, app_name: str) -> SparkSession:
         """The running session, or a new one on ``master`` with task retries (see engine_master)."""
+        conf = self.conf if self.conf is not None else spark_conf(engine_master(self.master))
         return start_spark_session(
-            app_name,
-            spark_conf(engine_master(self.master), extra_conf=self.conf),
-            offline_hint="check the master URL (mapping.spark_master or --spark-master)",
+            app_name, conf, offline_hint="check the master URL (mapping.spark_master or --spark-master)"
         )
 
 
