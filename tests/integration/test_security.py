@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import pytest
 import yaml
 
 from kbackup.cli.main import run
+from kbackup.core.cache import cache_root
 from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError, StorageError
 from kbackup.sandbox.jars import kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster
@@ -565,4 +567,40 @@ def test_known_secrets_never_appear_in_what_the_spark_commands_write(leak_scenar
     assert drill_report["passed"] is True
     assert f"drill.{leak.group}" in drill_report["groups"]
     assert report.with_suffix(".html").exists()
+    leak.assert_nothing_leaked()
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_known_secrets_never_appear_in_what_the_spark_engine_writes(leak_scenario: LeakScenario) -> None:
+    """Backup and restore with engine: spark hand the SASL password and the S3 keys to Spark tasks
+    (inside the pickled task, never in Spark's settings): not in Spark's event log (what its UI
+    shows: settings, job and stage descriptions, task failures), its own log, or anything else."""
+    leak = leak_scenario
+    since = time.time()
+    events = leak.work / "spark-events"
+    events.mkdir()
+    # Uncompressed (Spark 4 compresses event logs by default), so that the search reads them.
+    log_events = {"enabled": "true", "dir": events.as_uri(), "compress": "false"}
+    spark = {"spark_conf": {f"spark.eventLog.{key}": value for key, value in log_events.items()}}
+    c = leak.variant("spark-engine", mapping=spark, engine="spark")
+    leak.run(["-v", "backup", *c, "--json"], 0)
+    leak.run(["validate", "--deep", *c, "--json"], 0)
+    restored = json.loads(leak.run(["-v", "restore", *c, "--json"], 0))
+    assert restored["records"] == 40
+    leak.run(
+        ["--debug", "-v", "backup", *c], KafkaOperationError.exit_code, KB_TEST_SASL_PASSWORD=WRONG_PASSWORD
+    )
+    # The search covers what Spark wrote: the event log of both runs, with their jobs and tasks.
+    logged = "\n".join(path.read_text(errors="replace") for path in events.rglob("*") if path.is_file())
+    assert logged.count('"Event":"SparkListenerApplicationStart"') == 2
+    assert "kafka-backup backup leak" in logged
+    assert "kafka-backup restore leak" in logged
+    assert '"Event":"SparkListenerTaskEnd"' in logged
+    spark_logs = [
+        path for path in (cache_root() / "spark-logs").glob("*.log") if path.stat().st_mtime >= since
+    ]
+    assert spark_logs
+    texts = leak.texts() + [(str(path), path.read_text(errors="replace")) for path in spark_logs]
+    assert not found_in(ALL_SECRETS, texts)
     leak.assert_nothing_leaked()
