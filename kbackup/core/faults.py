@@ -6,6 +6,10 @@ loss. ``<name>@<n>`` waits for the n-th time the point is reached, so a test
 can pick a random moment among many (the 7th uploaded segment, the 3rd
 transaction). Unset (always, outside tests) it costs one dictionary lookup.
 
+``KBACKUP_CRASH_ONCE_DIR=<folder>`` makes each point fire once across processes: the first
+process to reach it creates a marker file there and dies, later ones (a Spark task's next
+attempt, in a new Python worker) go on. The marker says the crash happened.
+
 Crash points in the code:
 
 - ``backup:batch-read`` after each consumed batch is buffered;
@@ -13,6 +17,7 @@ Crash points in the code:
 - ``backup:before-manifest`` when every segment of an increment is stored, before its manifest;
 - ``backup:after-manifest`` after the manifest is written, before the run records that it was;
 - ``restore:after-transaction`` after each committed restore transaction;
+- ``restore:batch-produced`` after each batch of records is handed to the producer;
 - ``reset:after-first-group`` and the ``three-phase:*`` points of the drill.
 """
 
@@ -24,6 +29,7 @@ import threading
 from collections import Counter
 
 ENVIRONMENT_VARIABLE = "KBACKUP_CRASH_AT"
+ONCE_VARIABLE = "KBACKUP_CRASH_ONCE_DIR"
 
 _reached: Counter[str] = Counter()
 _lock = threading.Lock()  # segment uploads reach their point on a background thread
@@ -46,5 +52,17 @@ def crash_point(name: str) -> None:
         return
     with _lock:
         _reached[name] += 1
-        if _reached[name] >= occurrence:
+        if _reached[name] >= occurrence and _first_crash(name):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _first_crash(name: str) -> bool:
+    """Whether to crash: always, unless KBACKUP_CRASH_ONCE_DIR says another process crashed here."""
+    folder = os.environ.get(ONCE_VARIABLE)
+    if not folder:
+        return True
+    try:
+        os.close(os.open(os.path.join(folder, name.replace(":", "_")), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True

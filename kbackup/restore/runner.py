@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.core.errors import InterruptedByUser, KBackupError, UnverifiedError, VerificationError
+from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import Admin, KafkaClients, KafkaException
 from kbackup.core.logs import get_logger
@@ -273,6 +274,7 @@ class Restorer:
                         if metrics is not None:
                             metrics.records_already_landed(partition.target_topic, records.already_landed)
                     produced = writer.produce(partition.target_topic, records) if records.offsets else 0
+                    crash_point("restore:batch-produced")
                     tally = self._compaction.get(partition.source_topic)
                     if tally is not None and produced:
                         tally.add(records.targets, records.keys, records.values)
