@@ -44,6 +44,7 @@ BENCHMARKS = {
     "recovery": "bench.bench_recovery",
     "metrics": "bench.bench_metrics",
     "prune": "bench.bench_prune",
+    "engine": "bench.bench_engine",
     "accuracy": "bench.accuracy",
 }
 #: Hours a benchmark may take before the runner gives up on it.

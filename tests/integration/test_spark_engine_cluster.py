@@ -201,7 +201,7 @@ def test_backup_and_three_phase_restore_on_a_standalone_cluster_on_s3_through_ki
 def _objects(s3_server: S3Server, storage: dict[str, Any]) -> list[str]:
     prefix = storage["url"].split(f"{TEST_BUCKET}/", 1)[1]
     client = s3_server.client()
-    keys = []
+    keys: list[str] = []
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=TEST_BUCKET, Prefix=prefix):
         keys.extend(item["Key"] for item in page.get("Contents", []))
     return keys

@@ -1,15 +1,18 @@
-"""Backup with ``engine: spark`` on the suite's local[2] session: the same format as the local
-engine, record for record, with large partitions cut into slices copied by separate tasks."""
+"""Backup, restore and the drill with ``engine: spark`` on the suite's local[2] session: the same format
+as the local engine, record for record, with large partitions cut into slices copied by separate tasks."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kbackup.backup.runner import run_backup
+from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import BackupCatalog
@@ -17,6 +20,8 @@ from kbackup.restore import service
 from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
+from tests.conftest import TEST_BUCKET
+from tests.integration.test_backup_increments import commit_group
 from tests.support.backup_io import backup_job, read_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restore_checks import assert_restored_exactly, transactional_ids
@@ -54,11 +59,23 @@ def _strip(record: Any) -> tuple[Any, ...]:
     )
 
 
+@pytest.mark.parametrize("store", ["folder", "s3"])
 def test_a_spark_backup_equals_a_local_one_record_for_record(
-    spark: Any, source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+    spark: Any,
+    source_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    store: str,
 ) -> None:
     _seed(source_cluster, unique_name)
-    local_store, spark_store = tmp_path / "local", tmp_path / "spark"
+    if store == "s3":
+        server = request.getfixturevalue("s3_server")
+        raw = server.storage_settings(TEST_BUCKET, f"engine/{unique_name}")
+    else:
+        raw = {"url": str(tmp_path / "spark")}
+    spark_store = StorageSettings.model_validate(raw)
+    local_store = tmp_path / "local"
     run_backup(backup_job(source_cluster, local_store, "b", [unique_name]))
     # 400 offsets a task: partition 0 (1,200 records) is cut into three slices, in three tasks.
     summary = run_backup(
@@ -71,7 +88,7 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
     local_records = [_strip(r) for r in read_backup(local_store, "b")]
     spark_records = [_strip(r) for r in read_backup(spark_store, "b")]
     assert spark_records == local_records
-    backup = BackupCatalog(open_storage(StorageSettings(url=str(spark_store)))).load("b")
+    backup = BackupCatalog(open_storage(spark_store)).load("b")
     entry = next(e for e in backup.manifests[0].partitions if e.partition == 0)
     assert (entry.start_offset, entry.end_offset, entry.record_count) == (0, 1200, 1200)
     # Three slices of partition 0, each written by its own task attempt (its own run id).
@@ -79,6 +96,10 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
         segment.key.rsplit("-", 1)[-1] for segment in backup.manifests[0].segments if segment.partition == 0
     }
     assert len(runs) == 3
+    # validate --deep cannot tell it from a local backup.
+    config = tmp_path / "storage.yaml"
+    config.write_text(yaml.safe_dump({"storage": raw}))
+    assert run(["validate", "--deep", "--backup-id", "b", "-c", str(config)]) == 0
 
 
 @pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "idempotent-repartitioned"])
@@ -158,3 +179,44 @@ def partition_by_key(restored: list[Record]) -> Any:
     assert all(len(partitions) == 1 for partitions in where.values()), where
     assert len({p for partitions in where.values() for p in partitions}) == 2
     return lambda record: next(iter(where[record.key]))
+
+
+def test_a_drill_with_the_spark_engine_passes(
+    spark: Any,
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic = f"{unique_name}-orders"
+    create_topic(source_cluster, topic, partitions=2)
+    produce(
+        source_cluster, topic, [Record(key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(400)]
+    )
+    group = f"{unique_name}-app"
+    commit_group(source_cluster, group, {(topic, 0): 57, (topic, 1): 200})
+    config = tmp_path / "drill.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backup_id": "drill",
+                "source": {
+                    "bootstrap_servers": [source_cluster.bootstrap_servers],
+                    "topics": {"include": [topic]},
+                },
+                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+                "storage": {"url": str(tmp_path / "store")},
+                "backup": {"spark_task_records": 100},
+                "offset_reset": {"groups": [group]},
+            }
+        )
+    )
+    report = tmp_path / "report.json"
+    code = run(["drill", "-c", str(config), "--engine", "spark", "--report", str(report)])
+    assert code == 0, capsys.readouterr().err
+    document = json.loads(report.read_text())
+    assert document["passed"] is True
+    assert (document["records_skipped"], document["records_reprocessed"]) == (0, 0)
+    assert any(note.startswith("engine: spark on local[") for note in document["notes"])
+    assert document["groups"][f"drill.{group}"]["partitions"] == 2
