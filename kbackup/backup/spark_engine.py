@@ -282,6 +282,9 @@ class SparkCopier:
             self._done.set()
 
     def poll(self, timeout: float = 0.5) -> int:
+        # /healthz: the loop turns while Spark runs the job (its own timeouts and task retries
+        # stand for the progress a local copy would show).
+        self.metrics.health.turned(progressed=True)
         if not self._done.wait(timeout):
             return 0
         if self._failure is not None:

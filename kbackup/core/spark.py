@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kbackup.core.cache import cache_root
-from kbackup.core.errors import KBackupError, PreconditionError, SparkJobError
+from kbackup.core.errors import InterruptedByUser, KBackupError, PreconditionError, SparkJobError
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 
@@ -203,6 +204,7 @@ def run_spark_tasks(
     *,
     description: str,
     progress: Progress | None,
+    stop: threading.Event | None = None,
 ) -> list[R]:
     """``task`` over each item of ``work`` on Spark's executors, one Spark task per item; the
     results in ``work``'s order.
@@ -211,6 +213,7 @@ def run_spark_tasks(
     ``work`` what it needs; both travel pickled inside the task, never in Spark's settings,
     so no secret they carry shows in Spark's UI, event log or task descriptions. A task
     attempt that dies (its Python worker killed, its executor lost) is run again by Spark.
+    ``stop`` set (SIGINT/SIGTERM) cancels the job: InterruptedByUser.
     """
     from kbackup.core.spark_progress import SparkTaskProgress
 
@@ -221,10 +224,28 @@ def run_spark_tasks(
     context.setJobDescription(description)
     indexed = list(enumerate(work))
     rdd = context.parallelize(indexed, len(indexed))
+    finished = threading.Event()
+
+    def cancel_on_stop() -> None:
+        while stop is not None and not finished.wait(0.5):
+            if stop.is_set():
+                context.cancelAllJobs()
+                return
+
+    watcher = threading.Thread(target=cancel_on_stop, name="kafka-backup-spark-stop", daemon=True)
+    watcher.start()
     try:
         with SparkTaskProgress(session, progress, description):
             results = rdd.map(lambda item: (item[0], task(item[1]))).collect()
+    except Exception:
+        if stop is not None and stop.is_set():
+            raise InterruptedByUser(
+                f"{description} stopped by a signal: Spark cancelled its tasks",
+                hint="run the same command again: it continues from what was committed",
+            ) from None
+        raise
     finally:
+        finished.set()
         context.setJobDescription(None)  # type: ignore[arg-type]
     ordered = dict(results)
     return [ordered[index] for index in range(len(indexed))]

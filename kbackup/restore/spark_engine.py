@@ -151,10 +151,14 @@ def run_on_spark(
         check_unit,
         description=f"{description}: checks",
         progress=progress,
+        stop=stop,
     )
     _raise_failures(checks)
     if stop is not None and stop.is_set():
-        raise InterruptedByUser("restore stopped by a signal before it wrote anything", hint="run it again")
+        raise InterruptedByUser(
+            "restore stopped by a signal after its checks, before it wrote anything",
+            hint="run the same command again",
+        )
     exactly_once = any(
         result.checked is not None and result.checked.mode == "exactly-once" for result in checks
     )
@@ -168,14 +172,12 @@ def run_on_spark(
             )
         )
     if metrics is not None:
-        metrics.producing(True)
-    try:
-        produced = _run(
-            session, units, produce_unit, description=f"{description}: records", progress=progress
-        )
-    finally:
-        if metrics is not None:
-            metrics.producing(False)
+        _report_planned(metrics, [result.checked for result in checks if result.checked is not None])
+    # The driver's loop is Spark's while the tasks run: /healthz leaves it unwatched (Spark's own
+    # timeouts and task retries stand for it), as between the phases of a local restore.
+    produced = _run(
+        session, units, produce_unit, description=f"{description}: records", progress=progress, stop=stop
+    )
     _raise_failures(produced)
     parts = [result.produced for result in produced if result.produced is not None]
     if metrics is not None:
@@ -192,9 +194,10 @@ def _run(
     *,
     description: str,
     progress: Progress | None,
+    stop: threading.Event | None,
 ) -> list[UnitResult]:
     try:
-        return run_spark_tasks(session, tasks, task, description=description, progress=progress)
+        return run_spark_tasks(session, tasks, task, description=description, progress=progress, stop=stop)
     except KBackupError:
         raise
     except Exception as exc:
@@ -204,6 +207,23 @@ def _run(
             hint="what was committed stays; the driver's and the executors' logs say more. Run the same "
             "command again: the restore continues where each source partition got to",
         ) from None
+
+
+def _report_planned(metrics: RestoreMetrics, checked: list[RunPlan]) -> None:
+    """Each target topic's records in all and those earlier runs put there, from the units' checks
+    (as the local engine reports them before producing)."""
+    planned: dict[str, int | None] = {}
+    landed: dict[str, int] = {}
+    for run in checked:
+        expected = run.expected_per_topic()
+        for topic in run.plan.topics:
+            earlier = run.point.earlier.get(topic.source_topic, 0) if run.mode == "exactly-once" else 0
+            count, before = expected.get(topic.source_topic), planned.get(topic.target_topic, 0)
+            name = topic.target_topic
+            planned[name] = None if count is None or before is None else before + count + earlier
+            landed[name] = landed.get(name, 0) + earlier
+    for name, count in planned.items():
+        metrics.restore_planned(name, planned=count, landed=landed[name])
 
 
 def _raise_failures(results: list[UnitResult]) -> None:
