@@ -35,6 +35,7 @@ from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.layout import new_run_id
 from kbackup.format.manifest import PartitionEntry, SegmentEntry
 from kbackup.format.segments import SegmentLimits
 from kbackup.storage import open_storage
@@ -241,8 +242,6 @@ class SparkCopier:
         self._failure: BaseException | None = None
 
     def start_increment(self, plans: Iterable[PartitionPlan]) -> None:
-        from kbackup.format.layout import new_run_id
-
         plans = list(plans)
         if any(plan.end_offset is None for plan in plans):
             raise AssertionError("the Spark engine copies increments with fixed end offsets only")

@@ -49,7 +49,17 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSpa
     with local_spark_cluster(
         workers=2, cores_per_worker=1, memory_per_worker="1g", folder=tmp_path_factory.mktemp("spark-cluster")
     ) as cluster:
+        assert cluster.alive_workers() == 2
         yield cluster
+    assert all(process.poll() is not None for process in cluster.processes), (
+        "the cluster outlived its fixture"
+    )
+
+
+def executors_of_each_run(cluster: LocalSparkCluster) -> list[int]:
+    """How many executors each application (one per command run) had, oldest first."""
+    apps = sorted(cluster.folder.glob("work/**/app-*"), key=lambda path: path.name)
+    return [sum(1 for child in app.iterdir() if child.is_dir()) for app in apps]
 
 
 def _seed(cluster: LocalKafkaCluster, topic: str) -> list[Record]:
@@ -189,6 +199,8 @@ def test_backup_and_three_phase_restore_on_a_standalone_cluster_on_s3_through_ki
     restored = consume_all(target_cluster, restored_topic, [0, 1])
     origin = BackupCatalog(open_storage(settings)).load("nightly").source_cluster
     assert_restored_exactly([replace(r, topic=unique_name) for r in source], restored, source_cluster=origin)
+    # Each command's tasks ran on both workers' executors (one each: a core per worker, two cores max).
+    assert executors_of_each_run(spark_cluster)[-1] == 2, executors_of_each_run(spark_cluster)
     # Every group where the reference formula puts it, on each restored partition.
     for group, offsets in GROUPS.items():
         positions = committed(target_cluster, f"{unique_name}-{group}", restored_topic, [0, 1])
@@ -207,47 +219,57 @@ def _objects(s3_server: S3Server, storage: dict[str, Any]) -> list[str]:
     return keys
 
 
-@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "idempotent"])
-def test_backup_and_restore_on_a_standalone_cluster_on_a_folder_through_killed_workers(
+def test_backup_and_restores_on_a_standalone_cluster_on_a_folder_through_killed_workers(
     spark_cluster: LocalSparkCluster,
     source_cluster: LocalKafkaCluster,
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    exactly_once: bool,
 ) -> None:
     source = _seed(source_cluster, unique_name)
     store = tmp_path / "store"
-    crashes = tmp_path / "crashes"
-    crashes.mkdir()
-    config = _config(
-        tmp_path / "engine.yaml",
-        spark_cluster,
-        source=source_cluster,
-        target=target_cluster,
-        topic=unique_name,
-        storage={"url": str(store)},
-        # A worker killed after its 2nd consumed batch, and after its 2nd transaction (exactly-once)
-        # or its 3rd batch of records handed to the producer (idempotent).
-        crash_at="backup:batch-read@2,restore:after-transaction@2,restore:batch-produced@3",
-        crash_dir=crashes,
-        work=tmp_path,
-    )
-    done = _cli("backup", "-c", str(config), "--json")
+
+    def config(step: str, crash_at: str, **restore: Any) -> tuple[Path, Path]:
+        crashes = tmp_path / f"crashes-{step}"
+        crashes.mkdir()
+        path = _config(
+            tmp_path / f"{step}.yaml",
+            spark_cluster,
+            source=source_cluster,
+            target=target_cluster,
+            topic=unique_name,
+            storage={"url": str(store)},
+            crash_at=crash_at,
+            crash_dir=crashes,
+            work=tmp_path,
+        )
+        if restore:
+            document = yaml.safe_load(path.read_text())
+            document["restore"].update(restore)
+            path.write_text(yaml.safe_dump(document))
+        return path, crashes
+
+    # A worker killed after its 2nd consumed batch.
+    backup_config, crashes = config("backup", "backup:batch-read@2")
+    done = _cli("backup", "-c", str(backup_config), "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (crashes / "backup_batch-read").exists()
     settings = StorageSettings(url=str(store))
     assert [_strip(r) for r in read_backup(settings, "nightly")] == [_strip(r) for r in source]
     _no_overlapping_segments(settings)
-    mode = "--exactly-once" if exactly_once else "--idempotent"
-    done = _cli("restore", "-c", str(config), mode, "--json")
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout)
-    assert summary["verified"] is True
-    assert (crashes / ("restore_after-transaction" if exactly_once else "restore_batch-produced")).exists()
-    restored = consume_all(target_cluster, f"{unique_name}-restored", [0, 1])
-    assert_restored_exactly(
-        [replace(r, topic=unique_name) for r in source],
-        restored,
-        source_cluster=BackupCatalog(open_storage(settings)).load("nightly").source_cluster,
-    )
+    origin = BackupCatalog(open_storage(settings)).load("nightly").source_cluster
+    expected = [replace(r, topic=unique_name) for r in source]
+    # Exactly once, a worker killed after its 2nd transaction; idempotent, after its 3rd batch of
+    # records handed to the producer.
+    for mode, crash in (
+        ("exactly-once", "restore:after-transaction@2"),
+        ("idempotent", "restore:batch-produced@3"),
+    ):
+        topic = f"{unique_name}-{mode}"
+        restore_config, crashes = config(mode, crash, topic_mapping={unique_name: topic})
+        done = _cli("restore", "-c", str(restore_config), f"--{mode}", "--json")
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary = json.loads(done.stdout)
+        assert (summary["verified"], summary["mode"]) == (True, mode)
+        assert (crashes / crash.split("@")[0].replace(":", "_")).exists(), mode
+        assert_restored_exactly(expected, consume_all(target_cluster, topic, [0, 1]), source_cluster=origin)
