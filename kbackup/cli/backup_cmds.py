@@ -90,9 +90,8 @@ def backup(
     With --engine spark the increment is copied by Spark tasks (docs/scaling.md).
 
     \b
-    Examples:
+    Example:
       kafka-backup backup -c backup.yaml --follow
-      kafka-backup backup -c backup.yaml --engine spark --spark-master spark://spark:7077
     """
     from kbackup.app.retention import retention_after_commit
     from kbackup.backup.runner import run_backup

@@ -163,12 +163,12 @@ def drill(
     as_json: JsonOption = False,
 ) -> None:
     """Disaster-recovery drill: back up, restore under a prefix, map, reset copies of the groups, then prove
-    that no group skips a record. Exits 11 if any would.
+    that no group skips a record. Exits 11 if any would. With --engine spark the backup and the
+    restore run as Spark tasks (docs/scaling.md).
 
     \b
-    Examples:
+    Example:
       kafka-backup drill --local
-      kafka-backup drill --local --engine spark
     """
     json_mode(as_json)
     from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill

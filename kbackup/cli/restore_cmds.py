@@ -155,9 +155,8 @@ def restore(
     With --engine spark each source partition is restored by a Spark task (docs/scaling.md).
 
     \b
-    Examples:
+    Example:
       kafka-backup restore -c dr.yaml --dry-run
-      kafka-backup restore -c dr.yaml --engine spark --spark-master spark://spark:7077
     """
     from kbackup.core.metrics import RestoreMetrics, exported
 

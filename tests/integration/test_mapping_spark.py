@@ -141,7 +141,7 @@ def test_mapping_is_the_same_when_partitions_are_split_across_spark_tasks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topics = restored_topics
-    monkeypatch.setattr("kbackup.mapping.spark_progress.POLL_SECS", 0.05)
+    monkeypatch.setattr("kbackup.core.spark_progress.POLL_SECS", 0.05)
     with Progress(enabled=True) as progress:
         mapping = build_offset_mapping(
             target_cluster.connection(),
