@@ -1,7 +1,7 @@
-"""A ``backup --follow`` and prunes of the same backup id running at the same time for a minute.
+"""A ``backup --follow`` and prunes of the same backup id running at the same time for 35 s.
 
-Records are produced at a steady rate while the follow backup commits an increment every 4 s
-and closes a segment every 0.5 s; a prune with a short window (``--older-than 15s``) and a grace
+Records are produced at a steady rate while the follow backup commits an increment every 2 s
+and closes a segment every 0.5 s; a prune with a short window (``--older-than 8s``) and a grace
 period of 0.1 s runs again and again beside it. The backup's lease keeps its uncommitted
 segments from the orphan sweep, and the generations keep every reader consistent: at the end
 the backup validates deeply and holds every source record from its window start to the end,
@@ -33,7 +33,7 @@ from tests.support.backup_io import read_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
 
 ROOT = Path(__file__).parents[2]
-RUN_SECS = 60.0
+RUN_SECS = 35.0
 
 
 def wait_until(predicate: Any, what: str, timeout: float = 120) -> None:
@@ -60,7 +60,7 @@ def test_a_follow_backup_and_prunes_at_the_same_time_lose_and_duplicate_nothing(
                     "topics": {"include": [topic]},
                 },
                 "storage": store,
-                "backup": {"checkpoint_interval_secs": 4, "segment_max_interval_ms": 500},
+                "backup": {"checkpoint_interval_secs": 2, "segment_max_interval_ms": 500},
             }
         )
     )
@@ -101,7 +101,7 @@ def test_a_follow_backup_and_prunes_at_the_same_time_lose_and_duplicate_nothing(
                     "-c",
                     str(config),
                     "--older-than",
-                    "15s",
+                    "8s",
                     "--orphan-grace",
                     "0.1s",
                     "--execute",
@@ -130,9 +130,7 @@ def test_a_follow_backup_and_prunes_at_the_same_time_lose_and_duplicate_nothing(
         _, err = backup.communicate(timeout=120)
     assert backup.returncode == 0, err[-3000:]
     # One last prune alone: what the concurrent ones kept for the live run is now collectable.
-    assert (
-        run(["prune", "-c", str(config), "--older-than", "15s", "--orphan-grace", "0.1s", "--execute"]) == 0
-    )
+    assert run(["prune", "-c", str(config), "--older-than", "8s", "--orphan-grace", "0.1s", "--execute"]) == 0
     capsys.readouterr()
 
     trimmed = [p for p in prunes if any(item["action"] == "trim" for item in p["backups"])]

@@ -123,7 +123,8 @@ def check_final_state(
 @pytest.mark.parametrize(
     ("crash_at", "build_mapping"),
     [
-        (None, "always"),
+        # Without a kill, the mapping built always: as in-mapping's second run; audit-uninterrupted
+        # is the run without a kill.
         ("restore:after-transaction", "when-needed"),
         ("three-phase:mapping-scanned", "always"),
         ("reset:after-first-group", "when-needed"),
@@ -134,7 +135,6 @@ def check_final_state(
         ("three-phase:mapping-scanned", "audit"),
     ],
     ids=[
-        "uninterrupted",
         "in-restore",
         "in-mapping",
         "in-reset",
