@@ -57,9 +57,12 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSpa
 
 
 def executors_of_each_run(cluster: LocalSparkCluster) -> list[int]:
-    """How many executors each application (one per command run) had, oldest first."""
-    apps = sorted(cluster.folder.glob("work/**/app-*"), key=lambda path: path.name)
-    return [sum(1 for child in app.iterdir() if child.is_dir()) for app in apps]
+    """How many executors each application (one per command run) had, oldest first: each worker
+    keeps its executors' folders under ``work/worker-<n>/<application id>/<executor id>``."""
+    executors: dict[str, int] = {}
+    for app in cluster.folder.glob("work/worker-*/app-*"):
+        executors[app.name] = executors.get(app.name, 0) + sum(1 for child in app.iterdir() if child.is_dir())
+    return [executors[name] for name in sorted(executors)]
 
 
 def _seed(cluster: LocalKafkaCluster, topic: str) -> list[Record]:
