@@ -662,12 +662,24 @@ class Copier:
 
 
 def partition_entry(copy: PartitionCopy, end: int, segments: list[SegmentEntry]) -> PartitionEntry:
+    return entry_of(copy.topic, copy.partition, copy.start_offset, end, copy.log_start_offset, segments)
+
+
+def entry_of(
+    topic: str,
+    partition: int,
+    start_offset: int,
+    end_offset: int,
+    log_start_offset: int,
+    segments: list[SegmentEntry],
+) -> PartitionEntry:
+    """A partition's entry in a manifest: its range, and what its segments (in offset order) hold."""
     return PartitionEntry(
-        topic=copy.topic,
-        partition=copy.partition,
-        start_offset=copy.start_offset,
-        end_offset=end,
-        log_start_offset=copy.log_start_offset,
+        topic=topic,
+        partition=partition,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        log_start_offset=log_start_offset,
         record_count=sum(segment.record_count for segment in segments),
         first_offset=segments[0].first_offset if segments else None,
         last_offset=segments[-1].last_offset if segments else None,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kbackup.backup.copier import Copier
+from kbackup.backup.copier import Copier, entry_of
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import StorageSettings
@@ -136,8 +136,6 @@ class CopyResult:
 
     entries: list[PartitionEntry] = field(default_factory=list)
     segments: list[SegmentEntry] = field(default_factory=list)
-    records: int = 0
-    run_id: str = ""
     #: The kafka-backup error the task met (see TaskFailure).
     failure: TaskFailure | None = None
 
@@ -183,7 +181,7 @@ def _copy(task: CopyTask) -> CopyResult:
             copier.close()
             with contextlib.suppress(Exception):
                 consumer.close()
-    return CopyResult(entries=entries, segments=segments, records=copier.records_read, run_id=copier.run_id)
+    return CopyResult(entries=entries, segments=segments)
 
 
 def merge_slices(
@@ -199,18 +197,7 @@ def merge_slices(
         expected = entry.end_offset
     end = max(plan.end_offset, expected) if entries else max(plan.end_offset, plan.fetch_offset)
     segments = sorted(segments, key=lambda segment: segment.first_offset)
-    return PartitionEntry(
-        topic=plan.topic,
-        partition=plan.partition,
-        start_offset=plan.start_offset,
-        end_offset=end,
-        log_start_offset=plan.log_start_offset,
-        record_count=sum(segment.record_count for segment in segments),
-        first_offset=segments[0].first_offset if segments else None,
-        last_offset=segments[-1].last_offset if segments else None,
-        min_timestamp=min((s.min_timestamp for s in segments), default=None),
-        max_timestamp=max((s.max_timestamp for s in segments), default=None),
-    )
+    return entry_of(plan.topic, plan.partition, plan.start_offset, end, plan.log_start_offset, segments)
 
 
 class SparkCopier:
@@ -234,7 +221,6 @@ class SparkCopier:
         self.partitions: dict[TopicPartitionKey, PartitionPlan] = {}
         #: The manifest's run id (its segments carry their task attempts' run ids).
         self.run_id = ""
-        self.records_read = 0
         self._session: Any = None
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
@@ -310,12 +296,22 @@ class SparkCopier:
         its start for every partition: no new increment is committed)."""
         if partial and not self._done.is_set():
             self.abort()
-            return [_unchanged(plan) for _, plan in sorted(self.partitions.items())], []
+            unchanged = [
+                entry_of(
+                    plan.topic,
+                    plan.partition,
+                    plan.start_offset,
+                    plan.start_offset,
+                    plan.log_start_offset,
+                    [],
+                )
+                for _, plan in sorted(self.partitions.items())
+            ]
+            return unchanged, []
         self.poll(0)
         slices: dict[TopicPartitionKey, list[PartitionEntry]] = {}
         stored: dict[TopicPartitionKey, list[SegmentEntry]] = {}
         for result in self._results:
-            self.records_read += result.records
             for entry in result.entries:
                 slices.setdefault((entry.topic, entry.partition), []).append(entry)
             for segment in result.segments:
@@ -342,18 +338,3 @@ class SparkCopier:
     def close(self) -> None:
         if self._thread is not None:
             self._thread.join(timeout=30)
-
-
-def _unchanged(plan: PartitionPlan) -> PartitionEntry:
-    return PartitionEntry(
-        topic=plan.topic,
-        partition=plan.partition,
-        start_offset=plan.start_offset,
-        end_offset=plan.start_offset,
-        log_start_offset=plan.log_start_offset,
-        record_count=0,
-        first_offset=None,
-        last_offset=None,
-        min_timestamp=None,
-        max_timestamp=None,
-    )

@@ -222,8 +222,8 @@ def run_spark_tasks(
     context = session.sparkContext
     # The description names the job in Spark's UI and event log: the command, never a setting.
     context.setJobDescription(description)
-    indexed = list(enumerate(work))
-    rdd = context.parallelize(indexed, len(indexed))
+    # One slice per item; collect() returns the slices' results in order.
+    rdd = context.parallelize(list(work), len(work))
     finished = threading.Event()
 
     def cancel_on_stop() -> None:
@@ -236,7 +236,7 @@ def run_spark_tasks(
     watcher.start()
     try:
         with SparkTaskProgress(session, progress, description):
-            results = rdd.map(lambda item: (item[0], task(item[1]))).collect()
+            results: list[R] = rdd.map(task).collect()
     except Exception:
         if stop is not None and stop.is_set():
             raise InterruptedByUser(
@@ -247,8 +247,7 @@ def run_spark_tasks(
     finally:
         finished.set()
         context.setJobDescription(None)  # type: ignore[arg-type]
-    ordered = dict(results)
-    return [ordered[index] for index in range(len(indexed))]
+    return results
 
 
 def spark_failure_line(failure: BaseException) -> str:

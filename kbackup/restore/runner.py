@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,9 @@ class Restorer:
 
     def produce(self, run: RunPlan, started: float) -> ProducedPart:
         """Produce and commit what ``run`` has left to write; what was done, for :func:`conclude`."""
-        totals = self._totals(run)
-        self._report_planned(totals)
+        totals = run_totals(run)
+        if self.metrics is not None:
+            report_planned(self.metrics, totals.values())
         with self.progress or Progress(enabled=False) as bars:
             tasks = {
                 name: bars.task(
@@ -172,38 +174,6 @@ class Restorer:
             time.monotonic() - started,
             extra={"backup_id": self.plan.backup_id, "restore_id": self.plan.restore_id},
         )
-
-    def _totals(self, run: RunPlan) -> dict[str, TopicTotals]:
-        expected = run.expected_per_topic()
-        earlier = run.point.earlier
-        return {
-            t.source_topic: TopicTotals(
-                t.source_topic,
-                t.target_topic,
-                # Earlier runs' counts are known from the exactly-once progress only.
-                earlier=earlier.get(t.source_topic, 0)
-                if run.mode == "exactly-once"
-                else (None if run.point.resumed else 0),
-                expected=expected[t.source_topic],
-            )
-            for t in self.plan.topics
-        }
-
-    def _report_planned(self, totals: dict[str, TopicTotals]) -> None:
-        """Each target topic's records in all and those earlier runs put there, for the metrics."""
-        if self.metrics is None:
-            return
-        planned: dict[str, int | None] = {}
-        landed: dict[str, int] = {}
-        for topic in totals.values():
-            name, earlier = topic.target_topic, topic.earlier or 0
-            before = planned.get(name, 0)
-            planned[name] = (
-                None if before is None or topic.expected is None else before + earlier + topic.expected
-            )
-            landed[name] = landed.get(name, 0) + earlier
-        for name, count in planned.items():
-            self.metrics.restore_planned(name, planned=count, landed=landed[name])
 
     def _complete(self, key: TopicPartitionKey, state: PartitionState) -> None:
         state.next_offset = max(state.next_offset, state.plan.offset_end)
@@ -310,6 +280,40 @@ class Restorer:
                 landed,
                 extra={"backup_id": self.plan.backup_id, "restore_id": self.plan.restore_id, "topic": name},
             )
+
+
+def run_totals(run: RunPlan) -> dict[str, TopicTotals]:
+    """Per source topic of the run's plan: what earlier runs restored, and what this run must."""
+    expected = run.expected_per_topic()
+    earlier = run.point.earlier
+    return {
+        t.source_topic: TopicTotals(
+            t.source_topic,
+            t.target_topic,
+            # Earlier runs' counts are known from the exactly-once progress only.
+            earlier=earlier.get(t.source_topic, 0)
+            if run.mode == "exactly-once"
+            else (None if run.point.resumed else 0),
+            expected=expected[t.source_topic],
+        )
+        for t in run.plan.topics
+    }
+
+
+def report_planned(metrics: RestoreMetrics, totals: Iterable[TopicTotals]) -> None:
+    """Before producing: each target topic's records in all and those earlier runs put there
+    (``totals`` of one run, or of every unit of a Spark restore)."""
+    planned: dict[str, int | None] = {}
+    landed: dict[str, int] = {}
+    for topic in totals:
+        name, earlier = topic.target_topic, topic.earlier or 0
+        before = planned.get(name, 0)
+        planned[name] = (
+            None if before is None or topic.expected is None else before + earlier + topic.expected
+        )
+        landed[name] = landed.get(name, 0) + earlier
+    for name, count in planned.items():
+        metrics.restore_planned(name, planned=count, landed=landed[name])
 
 
 @dataclass

@@ -40,7 +40,7 @@ from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
 from kbackup.restore.plan import PartitionPlan, RestorePlan
 from kbackup.restore.run_plan import RunPlan
-from kbackup.restore.runner import ProducedPart, Restorer, conclude
+from kbackup.restore.runner import ProducedPart, Restorer, conclude, report_planned, run_totals
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary
 from kbackup.restore.target import create_topics
@@ -172,7 +172,8 @@ def run_on_spark(
             )
         )
     if metrics is not None:
-        _report_planned(metrics, [result.checked for result in checks if result.checked is not None])
+        checked = [result.checked for result in checks if result.checked is not None]
+        report_planned(metrics, [totals for run in checked for totals in run_totals(run).values()])
     # The driver's loop is Spark's while the tasks run: /healthz leaves it unwatched (Spark's own
     # timeouts and task retries stand for it), as between the phases of a local restore.
     produced = _run(
@@ -207,23 +208,6 @@ def _run(
             hint="what was committed stays; the driver's and the executors' logs say more. Run the same "
             "command again: the restore continues where each source partition got to",
         ) from None
-
-
-def _report_planned(metrics: RestoreMetrics, checked: list[RunPlan]) -> None:
-    """Each target topic's records in all and those earlier runs put there, from the units' checks
-    (as the local engine reports them before producing)."""
-    planned: dict[str, int | None] = {}
-    landed: dict[str, int] = {}
-    for run in checked:
-        expected = run.expected_per_topic()
-        for topic in run.plan.topics:
-            earlier = run.point.earlier.get(topic.source_topic, 0) if run.mode == "exactly-once" else 0
-            count, before = expected.get(topic.source_topic), planned.get(topic.target_topic, 0)
-            name = topic.target_topic
-            planned[name] = None if count is None or before is None else before + count + earlier
-            landed[name] = landed.get(name, 0) + earlier
-    for name, count in planned.items():
-        metrics.restore_planned(name, planned=count, landed=landed[name])
 
 
 def _raise_failures(results: list[UnitResult]) -> None:

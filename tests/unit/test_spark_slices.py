@@ -7,7 +7,8 @@ import pytest
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.spark_engine import MIN_TASK_RECORDS, cut_slices, merge_slices
 from kbackup.core.spark import engine_master
-from kbackup.format.manifest import PartitionEntry, SegmentEntry
+from kbackup.format.manifest import PartitionEntry
+from tests.unit.test_restore_selection import segment
 
 
 def plan(
@@ -54,26 +55,11 @@ def _entry(start: int, end: int) -> PartitionEntry:
     )
 
 
-def _segment(first: int, last: int) -> SegmentEntry:
-    return SegmentEntry(
-        key=f"data/t/0/{first:020d}-r.parquet",
-        topic="t",
-        partition=0,
-        first_offset=first,
-        last_offset=last,
-        record_count=last - first + 1,
-        size_bytes=10,
-        sha256="0" * 64,
-        min_timestamp=first,
-        max_timestamp=last,
-    )
-
-
 def test_slices_join_into_one_entry_from_the_chains_start() -> None:
     joined = merge_slices(
         plan(0, 0, 300, fetch=100),
         [_entry(200, 300), _entry(100, 200)],
-        [_segment(210, 299), _segment(100, 199)],
+        [segment(210, 299, 210, 299), segment(100, 199, 100, 199)],
     )
     assert (joined.start_offset, joined.end_offset, joined.record_count) == (0, 300, 190)
     assert (joined.first_offset, joined.last_offset) == (100, 299)
