@@ -1,4 +1,4 @@
-"""A ``backup --follow`` and prunes of the same backup id running at the same time for 35 s.
+"""A ``backup --follow`` and prunes of the same backup id running at the same time for a minute.
 
 Records are produced at a steady rate while the follow backup commits an increment every 2 s
 and closes a segment every 0.5 s; a prune with a short window (``--older-than 8s``) and a grace
@@ -33,7 +33,7 @@ from tests.support.backup_io import read_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
 
 ROOT = Path(__file__).parents[2]
-RUN_SECS = 35.0
+RUN_SECS = 60.0
 
 
 def wait_until(predicate: Any, what: str, timeout: float = 120) -> None:
