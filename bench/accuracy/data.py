@@ -12,14 +12,22 @@ generator, so a run is reproducible up to broker batching:
   groups commit on holes: commit markers and aborted records.
 - ``acc-compact``: one compacted partition after the log cleaner ran;
   groups commit inside compaction holes.
+
+Every record's value starts with its sequence number in its partition (12
+digits), and the delivery reports fill a ledger: the source offset of each
+sequence number. A copy made by a tool that keeps no origin (MirrorMaker 2)
+is judged by it: each copied record's value says which source record it is.
 """
 
 from __future__ import annotations
 
 import random
 import time
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
@@ -62,6 +70,47 @@ class SourceData:
     #: Holes (offsets a read_committed reader does not see) found per partition of the hole topics.
     holes: dict[TopicPartitionKey, int]
     fill_seconds: float
+    #: Per source partition, the source offset of each sequence number (``SourceLedger.offsets``).
+    ledger: dict[TopicPartitionKey, np.ndarray] = field(default_factory=dict)
+    #: Offsets of the records the source's transactions aborted, per partition of acc-txn.
+    aborted: dict[TopicPartitionKey, np.ndarray] = field(default_factory=dict)
+
+
+class SourceLedger:
+    """Numbers each produced record in its partition and records, from its delivery report, its offset."""
+
+    def __init__(self) -> None:
+        self._next: dict[TopicPartitionKey, int] = {}
+        self._delivered: dict[TopicPartitionKey, tuple[array[int], array[int]]] = {}
+        self.errors: list[str] = []
+
+    def value(self, topic: str, partition: int, filler: bytes) -> bytes:
+        """The next record's value in this partition: its 12-digit sequence number, then ``filler``."""
+        key = (topic, partition)
+        sequence = self._next.get(key, 0)
+        self._next[key] = sequence + 1
+        return f"{sequence:012d}".encode() + filler
+
+    def on_delivery(self, error: object, message: object) -> None:
+        if error is not None:
+            self.errors.append(str(error))
+            return
+        key = (message.topic(), message.partition())  # type: ignore[attr-defined]
+        sequences, offsets = self._delivered.setdefault(key, (array("q"), array("q")))
+        sequences.append(int(message.value()[:12]))  # type: ignore[attr-defined]
+        offsets.append(message.offset())  # type: ignore[attr-defined]
+
+    def offsets(self) -> dict[TopicPartitionKey, np.ndarray]:
+        """Per partition, the source offset of sequence number i at index i (-1: never delivered)."""
+        if self.errors:
+            raise RuntimeError(f"{len(self.errors)} records not delivered: {self.errors[0]}")
+        result = {}
+        for key, count in self._next.items():
+            table = np.full(count, -1, dtype=np.int64)
+            sequences, offsets = self._delivered.get(key, (array("q"), array("q")))
+            table[np.frombuffer(sequences, dtype=np.int64)] = np.frombuffer(offsets, dtype=np.int64)
+            result[key] = table
+        return result
 
 
 def _producer(connection: KafkaConnection, **overrides: object) -> object:
@@ -71,11 +120,25 @@ def _producer(connection: KafkaConnection, **overrides: object) -> object:
 
 
 def _produce(
-    producer: object, topic: str, value: bytes, partition: int, timestamp: int, key: bytes | None = None
+    producer: object,
+    ledger: SourceLedger,
+    topic: str,
+    filler: bytes,
+    partition: int,
+    timestamp: int,
+    key: bytes | None = None,
 ) -> None:
+    value = ledger.value(topic, partition, filler)
     while True:
         try:
-            producer.produce(topic, value=value, key=key, partition=partition, timestamp=timestamp)  # type: ignore[attr-defined]
+            producer.produce(  # type: ignore[attr-defined]
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                timestamp=timestamp,
+                on_delivery=ledger.on_delivery,
+            )
             return
         except BufferError:
             producer.poll(0.05)  # type: ignore[attr-defined]
@@ -101,43 +164,45 @@ def create_topics(connection: KafkaConnection) -> None:
         future.result(60)
 
 
-def fill_main(connection: KafkaConnection, records: int, base_ms: int) -> None:
+def fill_main(connection: KafkaConnection, records: int, base_ms: int, ledger: SourceLedger) -> None:
     producer = _producer(connection)
-    value = b"x" * 40
+    filler = b"x" * 28
     for partition, rate in enumerate(MAIN_RATES):
         for index in range(records):
             # ``rate`` records share each millisecond: the timestamp a producer stamps at that throughput.
-            _produce(producer, MAIN, value, partition, base_ms + index // rate)
+            _produce(producer, ledger, MAIN, filler, partition, base_ms + index // rate)
             if index % 10_000 == 0:
                 producer.poll(0)  # type: ignore[attr-defined]
     if producer.flush(600) != 0:  # type: ignore[attr-defined]
         raise RuntimeError(f"{MAIN}: records not delivered")
 
 
-def fill_skewed(connection: KafkaConnection, records: int, base_ms: int) -> None:
+def fill_skewed(connection: KafkaConnection, records: int, base_ms: int, ledger: SourceLedger) -> None:
     """Two producers' records interleave in bursts; the second's clock is SKEW_MS behind."""
     producer = _producer(connection)
-    value = b"s" * 40
+    filler = b"s" * 28
     for index in range(records):
         behind = (index // SKEW_BURST) % 2 == 1
-        _produce(producer, SKEW, value, 0, base_ms + index // 4 - (SKEW_MS if behind else 0))
+        _produce(producer, ledger, SKEW, filler, 0, base_ms + index // 4 - (SKEW_MS if behind else 0))
         if index % 10_000 == 0:
             producer.poll(0)  # type: ignore[attr-defined]
     if producer.flush(600) != 0:  # type: ignore[attr-defined]
         raise RuntimeError(f"{SKEW}: records not delivered")
 
 
-def fill_transactional(connection: KafkaConnection, records: int, base_ms: int, rng: random.Random) -> None:
+def fill_transactional(
+    connection: KafkaConnection, records: int, base_ms: int, rng: random.Random, ledger: SourceLedger
+) -> None:
     producer = _producer(connection, **{"transactional.id": f"accuracy-{base_ms}", "linger.ms": 5})
     producer.init_transactions(60)  # type: ignore[attr-defined]
-    value = b"t" * 40
+    filler = b"t" * 28
     written = 0
     batch = 0
     while written < records * 2:
         size = rng.randint(20, 2_000)
         producer.begin_transaction()  # type: ignore[attr-defined]
         for index in range(size):
-            _produce(producer, TXN, value, index % 2, base_ms + (written + index) // 8)
+            _produce(producer, ledger, TXN, filler, index % 2, base_ms + (written + index) // 8)
         if batch % 5 == 3:
             producer.flush(120)  # type: ignore[attr-defined]
             producer.abort_transaction(120)  # type: ignore[attr-defined]
@@ -145,14 +210,17 @@ def fill_transactional(connection: KafkaConnection, records: int, base_ms: int, 
             producer.commit_transaction(120)  # type: ignore[attr-defined]
         written += size
         batch += 1
+    producer.flush(120)  # type: ignore[attr-defined]
 
 
-def fill_compacted(connection: KafkaConnection, records: int, base_ms: int, rng: random.Random) -> None:
+def fill_compacted(
+    connection: KafkaConnection, records: int, base_ms: int, rng: random.Random, ledger: SourceLedger
+) -> None:
     producer = _producer(connection)
     # Many keys, each updated a few times: survivors of compaction spread over the whole log.
     keys = [f"key-{k}".encode() for k in range(max(10, records // 4))]
     for index in range(records):
-        _produce(producer, COMPACT, b"c" * 40, 0, base_ms + index // 4, key=rng.choice(keys))
+        _produce(producer, ledger, COMPACT, b"c" * 28, 0, base_ms + index // 4, key=rng.choice(keys))
         if index % 10_000 == 0:
             producer.poll(0)  # type: ignore[attr-defined]
     if producer.flush(600) != 0:  # type: ignore[attr-defined]
@@ -193,14 +261,16 @@ def holes_of(visible: list[int], end: int) -> list[int]:
     return [offset for offset in range(end) if offset not in seen]
 
 
-def wait_for_compaction(connection: KafkaConnection, timeout: float = 120.0) -> list[int]:
+def wait_for_compaction(
+    connection: KafkaConnection, ledger: SourceLedger, timeout: float = 120.0
+) -> list[int]:
     """Roll segments until the cleaner has compacted something; the holes found."""
     producer = _producer(connection, **{"linger.ms": 0})
     admin = open_admin(connection)
     deadline = time.monotonic() + timeout
     while True:
         time.sleep(2.0)
-        producer.produce(COMPACT, key=b"roll", value=b"segment roll", partition=0)  # type: ignore[attr-defined]
+        _produce(producer, ledger, COMPACT, b"segment roll", 0, int(time.time() * 1000), key=b"roll")
         producer.flush(10)  # type: ignore[attr-defined]
         end = admin.partition_ranges([(COMPACT, 0)])[(COMPACT, 0)].log_end
         holes = holes_of(visible_offsets(connection, COMPACT, 0), end)
@@ -237,20 +307,31 @@ def hole_groups(
 
 
 def fill_source(
-    connection: KafkaConnection, records: int, *, groups_per_bucket: int, seed: int
+    connection: KafkaConnection,
+    records: int,
+    *,
+    groups_per_bucket: int,
+    seed: int,
+    before_fill: Callable[[], None] = lambda: None,
 ) -> SourceData:
-    """Create and fill the topics, then commit every study group on the source (before the backup)."""
+    """Create and fill the topics, then commit every study group on the source (before the backup).
+
+    ``before_fill`` runs once the topics exist and before the first record
+    (a mirror that must see the records flow starts there).
+    """
     rng = random.Random(seed)
     started = time.monotonic()
     # Recent enough for brokers' timestamp checks, old enough that no record is in the future.
     base_ms = int(time.time() * 1000) - 3 * 3_600_000
     create_topics(connection)
-    fill_main(connection, records, base_ms)
+    before_fill()
+    ledger = SourceLedger()
+    fill_main(connection, records, base_ms, ledger)
     small = max(1_000, records // 5)
-    fill_skewed(connection, small, base_ms)
-    fill_transactional(connection, small // 2, base_ms, rng)
-    fill_compacted(connection, small // 2, base_ms, rng)
-    compaction_holes = wait_for_compaction(connection)
+    fill_skewed(connection, small, base_ms, ledger)
+    fill_transactional(connection, small // 2, base_ms, rng, ledger)
+    fill_compacted(connection, small // 2, base_ms, rng, ledger)
+    compaction_holes = wait_for_compaction(connection, ledger)
     admin = open_admin(connection)
     counts = {MAIN: len(MAIN_RATES), SKEW: 1, TXN: 2, COMPACT: 1}
     ranges = admin.partition_ranges((t, p) for t, n in counts.items() for p in range(n))
@@ -270,10 +351,18 @@ def fill_source(
     ]
     for group in groups:
         admin.alter_offsets(group.group_id, group.committed)
+    offsets = ledger.offsets()
+    # Aborted records: delivered (they have offsets) but invisible to read_committed readers.
+    aborted = {
+        key: np.intersect1d(offsets[key], np.asarray(holes[key], dtype=np.int64))
+        for key in ((TXN, 0), (TXN, 1))
+    }
     return SourceData(
         records_per_partition=records,
         partition_counts=counts,
         groups=groups,
         holes={key: len(value) for key, value in holes.items()},
         fill_seconds=time.monotonic() - started,
+        ledger=offsets,
+        aborted=aborted,
     )

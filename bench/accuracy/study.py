@@ -1,17 +1,23 @@
-"""Translation accuracy study: header-based (this project) against MirrorMaker 2 and timestamps.
+"""Translation accuracy study: header-based (this project) against the real MirrorMaker 2 and timestamps.
 
     .venv/bin/python -m bench.accuracy [--quick] [--write-docs] [--records N]
 
-On two local Kafka 4.3.1 clusters (kbackup.sandbox) it fills the source
-(``bench.accuracy.data``), commits the study's consumer groups, backs the
-topics up and restores them with this project's CLI (origin headers, the
-default exactly-once mode), restores ``acc-main`` a second time into 6
-partitions, then translates every group three ways (``translators``) and
-judges each position against the truth computed from the restored records
-(``measure``). Header-based translation must be exact (0 skipped, 0 re-read)
-everywhere but the repartitioned topic; the run fails otherwise. With
-``--write-docs`` the tables and a plot go into docs/benchmarks.md
-(section ``accuracy``) and docs/img/.
+On two local Kafka 4.3.1 clusters (kbackup.sandbox) it creates the source
+topics, starts the real MirrorMaker 2 of the same Kafka version
+(``bench.accuracy.mirror_maker``, flow ``live``) so that it copies the records
+while they are produced, fills the source (``bench.accuracy.data``) and
+commits the study's consumer groups. It backs the topics up and restores them
+with this project's CLI (origin headers, the default exactly-once mode),
+restores ``acc-main`` again into 6 partitions, without transactions, and into
+a LogAppendTime topic. Then MirrorMaker 2 ``live`` is left to translate the
+groups and stopped, and a second MirrorMaker 2 (flow ``backlog``) copies the
+finished source from the start and translates the same groups. Every group is
+translated by each method (``translators``; MirrorMaker 2's positions are the
+groups' offsets it synced on the target) and judged against the truth
+computed from the copied records (``measure``). Header-based translation must
+be exact (0 skipped, 0 re-read) everywhere but the repartitioned topic; the
+run fails otherwise. With ``--write-docs`` the tables and a plot go into
+docs/benchmarks.md (section ``accuracy``) and docs/img/.
 """
 
 from __future__ import annotations
@@ -27,16 +33,39 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from bench._perf import replace_section
-from bench.accuracy.data import LAG_BUCKETS, MAIN, MAIN_RATES, SourceData, StudyGroup, fill_source
+from bench.accuracy.data import (
+    COMPACT,
+    LAG_BUCKETS,
+    MAIN,
+    MAIN_RATES,
+    SKEW,
+    TXN,
+    SourceData,
+    StudyGroup,
+    fill_source,
+)
 from bench.accuracy.measure import RestoredPartition, read_restored_columns
-from bench.accuracy.translators import Positions, header_based, mirror_maker_2, timestamp_based
+from bench.accuracy.mirror_maker import (
+    MirrorMaker2,
+    SyncCounts,
+    count_syncs,
+    mirror_maker_libs,
+    read_mirrored,
+    read_offset_syncs,
+)
+from bench.accuracy.translators import Positions, header_based, timestamp_based
 from kbackup.core.config import KafkaConnection
+from kbackup.core.kafka import open_admin
+from kbackup.core.kafka.admin import TopicSpec
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.jars import KAFKA_VERSION
 from kbackup.sandbox.kafka import local_clusters
 from kbackup.storage import open_storage
 
@@ -50,7 +79,14 @@ REPARTITIONED = f"{MAIN}-x6"
 REPARTITIONED_COUNT = 6
 #: acc-main restored again without transactions: no commit markers on the target (see the report's note).
 IDEMPOTENT = f"{MAIN}-idempotent"
-METHODS = ("header-based", "MirrorMaker 2", "timestamp")
+#: acc-main restored without transactions into a topic whose broker stamps LogAppendTime.
+LOG_APPEND_TIME = f"{MAIN}-log-append-time"
+#: The topics MirrorMaker 2 copies (every source topic of the study).
+MIRRORED = (MAIN, SKEW, TXN, COMPACT)
+#: MirrorMaker 2's flows: the records copied while they were produced, and a finished source copied at once.
+FLOWS = ("live", "backlog")
+MM2_METHODS = tuple(f"MM2 {flow}" for flow in FLOWS)
+METHODS = ("header-based", *MM2_METHODS, "timestamp")
 
 
 @dataclass
@@ -74,12 +110,28 @@ class ScenarioRow:
 
 
 @dataclass
+class FlowReport:
+    """What one MirrorMaker 2 flow did: per mirrored source topic, records copied and offset syncs."""
+
+    flow: str
+    #: Seconds from the driver's start to the last record copied.
+    replication_seconds: float
+    #: Per topic; None where the copy was compacted on the target (the rule cannot be replayed on it).
+    syncs: dict[str, SyncCounts | None]
+    emitted: dict[str, int]
+    copied: dict[str, int]
+    #: Records the source's transactions aborted that the flow copied as ordinary records.
+    aborted_copied: int
+
+
+@dataclass
 class StudyResult:
     source: SourceData
     rows: list[ScenarioRow]
     timings: dict[str, float]
     #: Header-based positions that differ from the reference position (must stay empty).
     header_mismatches: list[str]
+    flows: list[FlowReport] = field(default_factory=list)
 
 
 def _cli(*args: str, config: Mapping[str, object], work: Path) -> dict[str, object]:
@@ -116,6 +168,50 @@ def _judge(
     return judged
 
 
+def _flow_report(
+    mirror: MirrorMaker2, data: SourceData, mirrored: Mapping[TopicPartitionKey, RestoredPartition],
+    replication_seconds: float,
+) -> FlowReport:  # fmt: skip
+    emitted = read_offset_syncs(mirror.source, mirror.offset_syncs_topic)
+    syncs: dict[str, SyncCounts | None] = {}
+    copied: dict[str, int] = {}
+    for topic in MIRRORED:
+        counts = []
+        for partition in range(data.partition_counts[topic]):
+            records = mirrored[(mirror.mirrored(topic), partition)]
+            pairs = zip(records.source_offsets.tolist(), records.target_offsets.tolist(), strict=True)
+            counts.append(count_syncs(pairs, emitted.get((topic, partition), [])))
+            copied[topic] = copied.get(topic, 0) + len(records)
+        # MirrorMaker 2 copies cleanup.policy: the target's cleaner removed copied records, whose
+        # (upstream, downstream) pairs the writer rule saw and this replay cannot.
+        syncs[topic] = (
+            None if topic == COMPACT else SyncCounts(*map(sum, zip(*map(astuple, counts), strict=True)))
+        )
+    aborted = sum(
+        int(np.isin(mirrored[(mirror.mirrored(TXN), p)].source_offsets, data.aborted[(TXN, p)]).sum())
+        for p in range(data.partition_counts[TXN])
+    )
+    counted = {
+        topic: sum(len(emitted.get((topic, p), [])) for p in range(data.partition_counts[topic]))
+        for topic in MIRRORED
+    }
+    return FlowReport(mirror.alias, replication_seconds, syncs, counted, copied, aborted)
+
+
+def _run_mirror(
+    mirror: MirrorMaker2, data: SourceData, records: int, groups: list[StudyGroup],
+    log: Callable[[str], None],
+) -> tuple[Positions, float]:  # fmt: skip
+    """Wait for a running MirrorMaker 2 to copy everything and translate the groups; its positions."""
+    minimum = {(MAIN, p): records for p in range(len(MAIN_RATES))}
+    replication = mirror.wait_replicated(minimum)
+    log(f"MirrorMaker 2 {mirror.alias}: copied in {replication:.0f}s after its start")
+    positions = mirror.translated_positions({group.group_id: sorted(group.committed) for group in groups})
+    translated = sum(value is not None for value in positions.values())
+    log(f"MirrorMaker 2 {mirror.alias}: {translated} of {len(positions)} group partitions translated")
+    return positions, replication
+
+
 def run_study(
     source: KafkaConnection,
     target: KafkaConnection,
@@ -128,9 +224,18 @@ def run_study(
 ) -> StudyResult:
     timings: dict[str, float] = {}
     started = time.monotonic()
-    data = fill_source(source, records, groups_per_bucket=groups_per_bucket, seed=seed)
-    timings["fill source"] = time.monotonic() - started
-    log(f"source filled in {timings['fill source']:.0f}s: holes {data.holes}, {len(data.groups)} groups")
+    mirror_maker_libs()
+    timings["resolve MirrorMaker 2"] = time.monotonic() - started
+    mirrors = {
+        flow: MirrorMaker2(flow, source, target, MIRRORED, work / f"mm2-{flow}", groups="acc-.*")
+        for flow in FLOWS
+    }
+    started = time.monotonic()
+    data = fill_source(
+        source, records, groups_per_bucket=groups_per_bucket, seed=seed, before_fill=mirrors["live"].start
+    )
+    timings["fill source (MirrorMaker 2 live copying)"] = time.monotonic() - started
+    log(f"source filled in {time.monotonic() - started:.0f}s: holes {data.holes}, {len(data.groups)} groups")
 
     storage_url = str(work / "store")
     topics = sorted(data.partition_counts)
@@ -145,6 +250,10 @@ def run_study(
     )  # fmt: skip
     timings["backup"] = time.monotonic() - started
     log(f"backup: {backup_summary.get('records')} records in {timings['backup']:.0f}s")
+    # The LogAppendTime variant: the broker stamps every restored record with its own clock.
+    open_admin(target).create_topics(
+        [TopicSpec(LOG_APPEND_TIME, len(MAIN_RATES), 1, {"message.timestamp.type": "LogAppendTime"})]
+    )
     restores = {
         "restore": {},
         f"repartitioned restore ({MAIN} 3 -> {REPARTITIONED_COUNT})": {
@@ -153,8 +262,9 @@ def run_study(
         },
         f"idempotent restore ({MAIN})": {"topics": [MAIN], "topic_mapping": {MAIN: IDEMPOTENT},
                                          "exactly_once": False},
+        f"LogAppendTime restore ({MAIN})": {"topics": [MAIN], "topic_mapping": {MAIN: LOG_APPEND_TIME},
+                                            "exactly_once": False, "log_append_time": "rewrite"},
     }  # fmt: skip
-    restored_counts: dict[str, int] = {}
     for name, settings in restores.items():
         started = time.monotonic()
         summary = _cli(
@@ -164,14 +274,28 @@ def run_study(
             work=work,
         )  # fmt: skip
         timings[name] = time.monotonic() - started
-        restored_counts[name] = int(str(summary["records"]))
-        log(f"{name}: {restored_counts[name]:,} records in {timings[name]:.0f}s")
+        log(f"{name}: {int(str(summary['records'])):,} records in {timings[name]:.0f}s")
+
+    groups = data.groups
+    lag_groups = [group for group in groups if group.lags]
+    positions: dict[str, Positions] = {}
+    replication: dict[str, float] = {}
+    for flow, mirror in mirrors.items():
+        started = time.monotonic()
+        if flow != "live":
+            mirror.start()
+        try:
+            positions[f"MM2 {flow}"], replication[flow] = _run_mirror(mirror, data, records, groups, log)
+        finally:
+            mirror.stop()
+        timings[f"MirrorMaker 2 {flow}: copy and translate"] = time.monotonic() - started
 
     storage = open_storage(storage_url)
     backup = BackupCatalog(storage).load(BACKUP_ID)
     target_partitions = {topic: list(range(count)) for topic, count in data.partition_counts.items()}
     target_partitions[REPARTITIONED] = list(range(REPARTITIONED_COUNT))
     target_partitions[IDEMPOTENT] = list(range(len(MAIN_RATES)))
+    target_partitions[LOG_APPEND_TIME] = list(range(len(MAIN_RATES)))
     started = time.monotonic()
     restored = read_restored_columns(
         target,
@@ -179,32 +303,39 @@ def run_study(
         backup.source_cluster,
     )
     timings["read restored records (truth)"] = time.monotonic() - started
-    total = sum(len(item) for item in restored.values())
-    # acc-main and its two copies must come back whole (the compacted topic may be compacted again on
+    # acc-main and its copies must come back whole (the compacted topic may be compacted again on
     # the target, where the cleaner drops duplicate keys the backup still held).
-    for topic in (MAIN, REPARTITIONED, IDEMPOTENT):
+    for topic in (MAIN, REPARTITIONED, IDEMPOTENT, LOG_APPEND_TIME):
         count = sum(len(item) for (name, _), item in restored.items() if name == topic)
         if count != records * len(MAIN_RATES):
             raise RuntimeError(
                 f"read {count:,} restored records of {topic}, expected {records * len(MAIN_RATES):,}"
             )
-    log(f"read {total:,} restored records in {timings['read restored records (truth)']:.0f}s")
+    log(f"read {sum(len(item) for item in restored.values()):,} restored records")
+    started = time.monotonic()
+    flows = []
+    for flow, mirror in mirrors.items():
+        mirrored = read_mirrored(
+            target,
+            {(mirror.mirrored(t), p): (t, p) for t in MIRRORED for p in range(data.partition_counts[t])},
+            data.ledger,
+        )
+        for (topic, _), item in mirrored.items():
+            if topic == mirror.mirrored(MAIN) and len(item) < records:
+                raise RuntimeError(f"MirrorMaker 2 {flow} copied {len(item):,} records of a {MAIN} partition")
+        flows.append(_flow_report(mirror, data, mirrored, replication[flow]))
+        restored.update(mirrored)
+    timings["read MirrorMaker 2 copies (truth)"] = time.monotonic() - started
 
-    groups = data.groups
-    lag_groups = [group for group in groups if group.lags]
-    positions: dict[str, Positions] = {}
     header, timings["header-based plan"] = header_based(target, backup, storage.url, groups)
     header_x6, timings["header-based plan (repartitioned)"] = header_based(
         target, backup, storage.url, lag_groups, topic_mapping={MAIN: REPARTITIONED}, repartitioned=restored
     )
     header_idem, _ = header_based(target, backup, storage.url, lag_groups, topic_mapping={MAIN: IDEMPOTENT})
-    positions["header-based"] = {**header, **header_x6, **header_idem}
-    started = time.monotonic()
-    positions["MirrorMaker 2"] = {
-        **mirror_maker_2(groups, restored),
-        **mirror_maker_2(lag_groups, restored, topic_mapping={MAIN: IDEMPOTENT}),
-    }
-    timings["MirrorMaker 2 model"] = time.monotonic() - started
+    header_lat, _ = header_based(
+        target, backup, storage.url, lag_groups, topic_mapping={MAIN: LOG_APPEND_TIME}
+    )
+    positions["header-based"] = {**header, **header_x6, **header_idem, **header_lat}
     started = time.monotonic()
     positions["timestamp"] = {
         **timestamp_based(source, target, groups, target_partitions),
@@ -217,13 +348,16 @@ def run_study(
             repartitioned=True,
         ),
         **timestamp_based(source, target, lag_groups, target_partitions, topic_mapping={MAIN: IDEMPOTENT}),
+        **timestamp_based(
+            source, target, lag_groups, target_partitions, topic_mapping={MAIN: LOG_APPEND_TIME}
+        ),
     }
     timings["timestamp lookups"] = time.monotonic() - started
     log("translated: " + ", ".join(f"{name} {seconds:.0f}s" for name, seconds in timings.items()))
 
     mismatches = _header_mismatches(groups, lag_groups, restored, positions["header-based"])
     rows = _scenarios(groups, lag_groups, restored, positions)
-    return StudyResult(source=data, rows=rows, timings=timings, header_mismatches=mismatches)
+    return StudyResult(source=data, rows=rows, timings=timings, header_mismatches=mismatches, flows=flows)
 
 
 def _keys_of(group: StudyGroup) -> list[TopicPartitionKey]:
@@ -239,7 +373,12 @@ def _header_mismatches(
     found = []
     checks = [(group, key) for group in groups for key in _keys_of(group)]
     checks += [(group, (REPARTITIONED, q)) for group in lag_groups for q in range(REPARTITIONED_COUNT)]
-    checks += [(group, (IDEMPOTENT, p)) for group in lag_groups for p in range(len(MAIN_RATES))]
+    checks += [
+        (group, (copy, p))
+        for copy in (IDEMPOTENT, LOG_APPEND_TIME)
+        for group in lag_groups
+        for p in range(len(MAIN_RATES))
+    ]
     for group, (topic, partition) in checks:
         committed = {p: c for (_, p), c in group.committed.items()}
         expected = restored[(topic, partition)].reference_position(committed)
@@ -260,8 +399,14 @@ def _scenarios(
         keys = sorted({key for group in members for key in keys_of(group)})
         result = ScenarioRow(name, len(members), sum(len(restored[key]) for key in keys))
         for method in METHODS:
+            # MirrorMaker 2 copies each source topic into its own "<flow>.<topic>".
+            flow = method.removeprefix("MM2 ") if method in MM2_METHODS else None
+
+            def method_keys(group: StudyGroup, flow: str | None = flow) -> list[TopicPartitionKey]:
+                return [(f"{flow}.{t}", p) if flow else (t, p) for t, p in keys_of(group)]
+
             result.outcomes[method] = (
-                [_judge(restored, group, keys_of(group), positions[method]) for group in members]
+                [_judge(restored, group, method_keys(group), positions[method]) for group in members]
                 if method in methods
                 else None
             )
@@ -289,30 +434,36 @@ def _scenarios(
         )
     for scenario in ("transaction markers and aborted records", "compaction holes", "skewed producer clocks"):
         rows.append(row(scenario, [group for group in groups if group.scenario == scenario], _keys_of))
-    for bucket, _, _ in LAG_BUCKETS:
-        members = [group for group in lag_groups if group.scenario == f"lag {bucket}"]
-        rows.append(
-            row(f"idempotent restore (no markers), lag {bucket}", members,
-                lambda group: [(IDEMPOTENT, p) for _, p in _keys_of(group)])
-        )  # fmt: skip
+    without_mirror = ("header-based", "timestamp")
+    for label, copy in (
+        ("idempotent restore (no markers)", IDEMPOTENT),
+        ("LogAppendTime target", LOG_APPEND_TIME),
+    ):
+
+        def keys_of_copy(group: StudyGroup, copy: str = copy) -> list[TopicPartitionKey]:
+            return [(copy, p) for _, p in _keys_of(group)]
+
+        for bucket, _, _ in LAG_BUCKETS:
+            members = [group for group in lag_groups if group.scenario == f"lag {bucket}"]
+            rows.append(row(f"{label}, lag {bucket}", members, keys_of_copy, methods=without_mirror))
     for bucket, _, _ in LAG_BUCKETS:
         members = [group for group in lag_groups if group.scenario == f"lag {bucket}"]
         rows.append(
             row(f"repartitioned 3 -> 6, lag {bucket}", members,
                 lambda _group: [(REPARTITIONED, q) for q in range(REPARTITIONED_COUNT)],
-                methods=("header-based", "timestamp"))
+                methods=without_mirror)
         )  # fmt: skip
     return rows
 
 
 def _cell(outcomes: list[Judged] | None) -> str:
     if outcomes is None:
-        return "n/a | n/a | n/a | n/a"
+        return "n/a | n/a | n/a"
     translated = [item for item in outcomes if not item.untranslated_partitions]
     rereads = [item.reread for item in outcomes]
     skipped = sum(item.skipped for item in outcomes)
     return (
-        f"{skipped:,} | {statistics.fmean(rereads) if rereads else 0:,.0f} | {max(rereads, default=0):,} "
+        f"{skipped:,} | {statistics.fmean(rereads) if rereads else 0:,.0f} / {max(rereads, default=0):,} "
         f"| {len(outcomes) - len(translated)}"
     )
 
@@ -324,43 +475,79 @@ def report(result: StudyResult, seconds: float, plot: Path | None) -> str:
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.accuracy` on {os.cpu_count()} CPU(s) "
         f"({platform.machine()}), {memory:.0f} GiB, load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}; "
-        f"two local Kafka 4.3.1 clusters; {seconds / 60:.0f} min in all.",
+        f"two local Kafka {KAFKA_VERSION} clusters and the real MirrorMaker 2 of Kafka {KAFKA_VERSION} "
+        f"(`org.apache.kafka:connect-mirror:{KAFKA_VERSION}` from Maven Central, its dedicated driver); "
+        f"{seconds / 60:.0f} min in all.",
         "",
         f"Source: `{MAIN}` 3 partitions x {data.records_per_partition:,} records (2, 4 and 100 records per "
         "millisecond), plus smaller topics for transactions, compaction and skewed clocks "
         f"({', '.join(f'{t}/{p}: {n:,} holes' for (t, p), n in sorted(data.holes.items()))}). "
-        "Backed up and restored with `kafka-backup backup` / `restore` (origin headers, exactly-once), "
-        f"and `{MAIN}` restored again into {REPARTITIONED_COUNT} partitions. {len(data.groups)} groups.",
+        "Backed up and restored with `kafka-backup backup` / `restore` (origin headers, exactly-once); "
+        f"`{MAIN}` restored again into {REPARTITIONED_COUNT} partitions, without transactions "
+        f"(`{IDEMPOTENT}`) and into a LogAppendTime topic (`{LOG_APPEND_TIME}`). The same source copied by "
+        "MirrorMaker 2 twice: *live*, running while the records were produced, and *backlog*, started on "
+        f"the finished source. {len(data.groups)} groups, committed on the source after the records.",
         "",
         "Per scenario and method: records skipped (sum over groups; data loss), records re-read per group "
-        "(mean, max), and groups with at least one untranslated partition (not counted in the skipped and "
+        "(mean / max), and groups with at least one untranslated partition (not counted in the skipped and "
         "re-read columns). Truth: the reference formula of `shared/reference/offset-translation.md` "
-        "evaluated on every restored record read back from the target.",
+        "evaluated on every copied record read back from the target (for MirrorMaker 2's copies, each "
+        "record's source offset comes from the sequence number in its value and the producer's delivery "
+        "reports).",
         "",
-        "| scenario | groups | restored records | header-based skipped | re-read mean | re-read max "
-        "| untranslated | MM2 skipped | re-read mean | re-read max | untranslated | timestamp skipped "
-        "| re-read mean | re-read max | untranslated | lower bound (mean re-read) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| scenario | groups | header-based skipped | re-read mean / max | untranslated "
+        "| MM2 live skipped | re-read mean / max | untranslated "
+        "| MM2 backlog skipped | re-read mean / max | untranslated "
+        "| timestamp skipped | re-read mean / max | untranslated | lower bound (mean re-read) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result.rows:
         lines.append(
-            f"| {row.name} | {row.groups} | {row.restored_records:,} | "
+            f"| {row.name} | {row.groups} | "
             + " | ".join(_cell(row.outcomes[method]) for method in METHODS)
             + f" | {statistics.fmean(row.lower_bound) if row.lower_bound else 0:,.0f} |"
         )
     lines += [
         "",
-        "MM2: the offset-sync model (`bench/accuracy/mm2_model.py`: Kafka's OffsetSyncStore rules, 64 syncs, "
-        "`offset.lag.max=100`) fed with the restore's real (source, target) offset pairs; n/a on the "
-        "repartitioned topic, which MirrorMaker 2 cannot produce. Timestamp: the committed record's "
+        "MirrorMaker 2's offset syncs, per flow and source topic: syncs its writer rule queued for "
+        "immediate sending (Kafka's `OffsetSyncWriter`, `offset.lag.max=100`, applied to the copied "
+        "records), syncs found in its offset-syncs topic, queued syncs that never reached the topic "
+        "(superseded while 10 were in flight: dropped), and written syncs the rule did not queue "
+        "(delayed syncs sent at an offset flush). MirrorMaker 2 copies the compacted topic's cleanup policy, "
+        "and the target's cleaner then removes copied records: its syncs are counted, not replayed (n/a).",
+        "",
+        "| flow | topic | records copied | syncs queued | emitted | dropped | delayed, sent at a flush |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for flow in result.flows:
+        for topic, counts in flow.syncs.items():
+            replayed = (
+                f"{counts.queued:,} | {counts.emitted:,} | {counts.dropped:,} | {counts.delayed:,}"
+                if counts is not None
+                else f"n/a | {flow.emitted[topic]:,} | n/a | n/a"
+            )
+            lines.append(f"| {flow.flow} | {topic} | {flow.copied[topic]:,} | {replayed} |")
+    lines += [""] + [
+        f"- MirrorMaker 2 {flow.flow}: its last record was copied {flow.replication_seconds:.0f} s after it "
+        f"started; it copied {flow.aborted_copied:,} records that the source's transactions aborted, "
+        "as ordinary records (its consumer reads uncommitted)."
+        for flow in result.flows
+    ]
+    lines += [
+        "",
+        "MM2: the groups' offsets that MirrorMaker 2's group-offset sync wrote on the target "
+        "(`sync.group.offsets.enabled`, checkpoints every second; `offset.lag.max` and `tasks.max` at "
+        "their defaults); "
+        f"n/a on the restores MirrorMaker 2 has no counterpart of. Timestamp: the committed record's "
         "timestamp read from the source, then offsets-for-times on the real target (a group at the head "
         "has no record to read: untranslated, as the seed describes). The exactly-once restore leaves "
         "transaction commit markers on the target, stamped with the broker's wall-clock time; "
         "offsets-for-times returns the first record or marker at or after a timestamp, so a lookup can "
         f"stop at a marker well before the record: the `{IDEMPOTENT}` rows are the same groups on an "
-        "idempotent restore without markers. Lower bound: the re-reads of the "
-        "reference position itself (non-zero only where one target partition interleaves several source "
-        "partitions).",
+        f"idempotent restore without markers. The `{LOG_APPEND_TIME}` rows: the same on a target topic "
+        "whose broker stamps each record with its append time (`restore.log_append_time: rewrite`). "
+        "Lower bound: the re-reads of the reference position itself (non-zero only where one target "
+        "partition interleaves several source partitions).",
         "",
         "Time per step: " + ", ".join(f"{name} {value:.0f}s" for name, value in result.timings.items()) + ".",
     ]
@@ -383,7 +570,7 @@ def draw_plot(result: StudyResult, path: Path) -> None:
 
     rows = [row for row in result.rows if row.name.startswith("lag ")]
     figure, axis = plt.subplots(figsize=(8, 4.2))
-    width = 0.27
+    width = 0.2
     for index, method in enumerate(METHODS):
         values = [
             statistics.fmean(item.reread for item in row.outcomes[method] or [])
@@ -391,7 +578,7 @@ def draw_plot(result: StudyResult, path: Path) -> None:
             else 0
             for row in rows
         ]
-        axis.bar([i + (index - 1) * width for i in range(len(rows))], values, width, label=method)
+        axis.bar([i + (index - 1.5) * width for i in range(len(rows))], values, width, label=method)
     axis.set_xticks(range(len(rows)), [row.name.split(" (")[0].removeprefix("lag ") for row in rows])
     axis.set_yscale("symlog", linthresh=1)
     axis.set_xlabel("group lag behind the head (records)")

@@ -1,10 +1,10 @@
-"""The three translations the study compares, each giving a target position per (group, target partition).
+"""The translations the study computes itself, each giving a target position per (group, target partition).
 
 - header-based: this project's reset planner (``kbackup.reset.planner``) on the
   real restored topics: binary search over origin headers, or the offset
   mapping's ranges for the repartitioned topic;
-- MirrorMaker 2: the offset-sync model (``bench.accuracy.mm2_model``) fed with
-  the restore's real (source offset, target offset) pairs;
+- MirrorMaker 2 is not here: the study runs the real one
+  (``bench.accuracy.mirror_maker``) and reads the offsets it syncs;
 - timestamp-based (seed 002's MirrorGroupOffsetConnector): the timestamp of
   the record at the committed offset, read from the source cluster, then the
   broker's offsets-for-times on the target.
@@ -22,7 +22,6 @@ from confluent_kafka import TopicPartition
 
 from bench.accuracy.data import StudyGroup
 from bench.accuracy.measure import RestoredPartition
-from bench.accuracy.mm2_model import DEFAULT_OFFSET_LAG_MAX, OffsetSyncStore, mirror
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import KafkaClients, open_admin
 from kbackup.core.types import TopicPartitionKey
@@ -89,29 +88,6 @@ def header_based(
 
 def _source_topic_of(target_topic: str, topic_mapping: Mapping[str, str]) -> str:
     return next(source for source, target in topic_mapping.items() if target == target_topic)
-
-
-def mirror_maker_2(
-    groups: list[StudyGroup],
-    restored: Mapping[TopicPartitionKey, RestoredPartition],
-    offset_lag_max: int = DEFAULT_OFFSET_LAG_MAX,
-    *,
-    topic_mapping: Mapping[str, str] | None = None,
-) -> Positions:
-    """MM2's checkpoints: each source partition p mirrored to target partition p (MM2 keeps partitioning)."""
-    stores: dict[TopicPartitionKey, OffsetSyncStore] = {}
-    positions: Positions = {}
-    for group in groups:
-        for (topic, partition), committed in group.committed.items():
-            topic = (topic_mapping or {}).get(topic, topic)
-            key = (topic, partition)
-            if key not in stores:
-                stores[key] = mirror(restored[key].pairs(partition), offset_lag_max=offset_lag_max)
-            translated = stores[key].translate(committed)
-            positions[(group.group_id, topic, partition)] = (
-                None if translated is None or translated < 0 else translated
-            )
-    return positions
 
 
 def timestamp_based(

@@ -574,17 +574,21 @@ class Admin:
             group_id,
             [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()],
         )
-        answer = self._wait(
-            lambda: self.client.alter_consumer_group_offsets([request])[group_id],
-            f"commit new offsets for group {group_id}",
-        )
-        for tp in answer.topic_partitions or []:
-            if tp.error is not None:
-                raise translate_kafka_error(
-                    KafkaException(tp.error),
-                    action=f"commit group {group_id}'s offset on {tp.topic}/{tp.partition}",
-                    connection=self.connection,
-                )
+        action = f"commit new offsets for group {group_id}"
+
+        def once() -> None:
+            answer = self._wait(lambda: self.client.alter_consumer_group_offsets([request])[group_id], action)
+            for tp in answer.topic_partitions or []:
+                # Per partition too, a broker that just started answers COORDINATOR_LOAD_IN_PROGRESS
+                # (retryable): the whole commit is sent again within the admin's retry budget.
+                if tp.error is not None:
+                    raise translate_kafka_error(
+                        KafkaException(tp.error),
+                        action=f"commit group {group_id}'s offset on {tp.topic}/{tp.partition}",
+                        connection=self.connection,
+                    )
+
+        self._retried(once)
 
     def delete_group(self, group_id: str) -> None:
         try:
