@@ -337,17 +337,27 @@ def count_syncs(pairs: Iterable[tuple[int, int]], emitted: Sequence[tuple[int, i
     )
 
 
+def _header_offset(headers: object, name: str) -> int:
+    for key, value in headers if isinstance(headers, list) else []:
+        if key == name and value is not None and len(value) == 8:
+            return int(struct.unpack("<q", value)[0])
+    raise RuntimeError(f"a copied record without its {name} header")
+
+
 def read_mirrored(
     target: KafkaConnection,
     mirrored: Mapping[TopicPartitionKey, TopicPartitionKey],
     ledger: Mapping[TopicPartitionKey, np.ndarray],
     timeout: float = 1800.0,
+    *,
+    origin_header: str | None = None,
 ) -> dict[TopicPartitionKey, RestoredPartition]:
-    """Every record of the mirrored partitions, with the source offset its sequence number says.
+    """Every record of the copied partitions, with the source offset its sequence number says.
 
-    ``mirrored`` maps each target partition to its source partition (MirrorMaker 2
-    keeps the partition number); ``ledger`` gives, per source partition, the
-    source offset of each sequence number.
+    ``mirrored`` maps each target partition to its source partition (the copies
+    keep the partition number); ``ledger`` gives, per source partition, the
+    source offset of each sequence number. With ``origin_header`` the source
+    offset is that header's (an 8-byte little-endian integer) instead.
     """
     keys = sorted(mirrored)
     ranges = open_admin(target).partition_ranges(keys)
@@ -370,11 +380,15 @@ def read_mirrored(
                     for message in batch:
                         value = message.value()
                         offset = message.offset()
-                        assert value is not None
                         assert offset is not None
                         offsets.append(offset)
+                        if origin_header is not None:
+                            sequences.append(_header_offset(message.headers(), origin_header))
+                            continue
+                        assert value is not None
                         sequences.append(int(value[:SEQUENCE_DIGITS]))
-            source_offsets = ledger[source_key][np.asarray(sequences, dtype=np.int64)]
+            found = np.asarray(sequences, dtype=np.int64)
+            source_offsets = found if origin_header is not None else ledger[source_key][found]
             if (source_offsets < 0).any():
                 raise RuntimeError(f"{key}: mirrored records with no source offset in the ledger")
             result[key] = RestoredPartition(

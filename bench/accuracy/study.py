@@ -59,6 +59,7 @@ from bench.accuracy.mirror_maker import (
     read_mirrored,
     read_offset_syncs,
 )
+from bench.accuracy.peer import peer_backup, peer_restore, peer_translate, peer_version, stored_bytes
 from bench.accuracy.translators import Positions, header_based, timestamp_based
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import open_admin
@@ -86,7 +87,13 @@ MIRRORED = (MAIN, SKEW, TXN, COMPACT)
 #: MirrorMaker 2's flows: the records copied while they were produced, and a finished source copied at once.
 FLOWS = ("live", "backlog")
 MM2_METHODS = tuple(f"MM2 {flow}" for flow in FLOWS)
-METHODS = ("header-based", *MM2_METHODS, "timestamp")
+#: The header-based peer (OSO kafka-backup), when the run is given its binary.
+PEER = "peer"
+#: The peer's header with each restored record's source offset (8 bytes, little-endian).
+PEER_ORIGIN_HEADER = "x-original-offset"
+#: Methods that copy the source themselves, and the prefix of their copies' topic names.
+COPYING_METHODS = {**{method: method.removeprefix("MM2 ") for method in MM2_METHODS}, PEER: PEER}
+METHODS = ("header-based", *MM2_METHODS, PEER, "timestamp")
 
 
 @dataclass
@@ -132,21 +139,43 @@ class StudyResult:
     #: Header-based positions that differ from the reference position (must stay empty).
     header_mismatches: list[str]
     flows: list[FlowReport] = field(default_factory=list)
+    #: The methods this run measured (the peer only with its binary).
+    methods: tuple[str, ...] = METHODS
+    footprints: list[Footprint] = field(default_factory=list)
 
 
-def _cli(*args: str, config: Mapping[str, object], work: Path) -> dict[str, object]:
-    """Run ``kafka-backup`` with a config file, as a user would; its --json summary."""
+@dataclass(frozen=True)
+class Footprint:
+    """One command's run: records it moved, wall seconds, peak RSS, CPU, and the bytes its storage held."""
+
+    tool: str
+    step: str
+    records: int
+    seconds: float
+    peak_rss_bytes: int
+    cpu_seconds: float
+    stored_bytes: int
+
+
+def _cli(*args: str, config: Mapping[str, object], work: Path) -> tuple[dict[str, object], float, int, float]:
+    """Run ``kafka-backup`` with a config file, as a user would: its --json summary, wall, peak RSS, CPU."""
     path = work / f"{args[0]}-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(config))  # JSON is YAML
-    result = subprocess.run(
-        [sys.executable, "-m", "kbackup", *args, "-c", str(path), "--json"],
-        capture_output=True, text=True, timeout=3600, check=False, cwd=REPO,
-        env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
-    )  # fmt: skip
-    if result.returncode != 0:
-        raise RuntimeError(f"kafka-backup {args[0]} failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    summary: dict[str, object] = json.loads(result.stdout)
-    return summary
+    out_path, err_path = path.with_suffix(".out"), path.with_suffix(".err")
+    started = time.monotonic()
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kbackup", *args, "-c", str(path), "--json"],
+            stdout=out, stderr=err, cwd=REPO, env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+        )  # fmt: skip
+        _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.monotonic() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        stderr = err_path.read_text(errors="replace")
+        raise RuntimeError(f"kafka-backup {args[0]} failed ({process.returncode}):\n{stderr[-3000:]}")
+    summary: dict[str, object] = json.loads(out_path.read_text())
+    return summary, seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def _judge(
@@ -220,9 +249,11 @@ def run_study(
     records: int,
     groups_per_bucket: int,
     seed: int,
+    peer_binary: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> StudyResult:
     timings: dict[str, float] = {}
+    footprints: list[Footprint] = []
     started = time.monotonic()
     mirror_maker_libs()
     timings["resolve MirrorMaker 2"] = time.monotonic() - started
@@ -241,15 +272,30 @@ def run_study(
     topics = sorted(data.partition_counts)
     source_section = {"bootstrap_servers": source.bootstrap_servers, "topics": {"include": topics}}
     target_section = {"bootstrap_servers": target.bootstrap_servers}
-    started = time.monotonic()
-    backup_summary = _cli(
+    backup_summary, seconds, rss, cpu = _cli(
         "backup",
         config={"backup_id": BACKUP_ID, "source": source_section, "storage": {"url": storage_url},
                 "backup": {"consumer_group_snapshot": True}},
         work=work,
     )  # fmt: skip
-    timings["backup"] = time.monotonic() - started
+    timings["backup"] = seconds
+    footprints.append(
+        Footprint("kafka-backup", "backup", int(str(backup_summary["records"])), seconds, rss, cpu,
+                  stored_bytes(work / "store"))
+    )  # fmt: skip
     log(f"backup: {backup_summary.get('records')} records in {timings['backup']:.0f}s")
+    peer_store, peer_work = work / "peer-store", work / "peer"
+    if peer_binary is not None:
+        run = peer_backup(
+            peer_binary, ",".join(source.bootstrap_servers), list(MIRRORED), peer_store, peer_work
+        )
+        peer_name = f"{PEER}: OSO {peer_version(peer_binary)}"
+        footprints.append(
+            Footprint(peer_name, "backup", run.records, run.seconds, run.peak_rss_bytes, run.cpu_seconds,
+                      run.stored_bytes)
+        )  # fmt: skip
+        timings["peer backup"] = run.seconds
+        log(f"peer backup: {run.records:,} records in {run.seconds:.0f}s")
     # The LogAppendTime variant: the broker stamps every restored record with its own clock.
     open_admin(target).create_topics(
         [TopicSpec(LOG_APPEND_TIME, len(MAIN_RATES), 1, {"message.timestamp.type": "LogAppendTime"})]
@@ -266,19 +312,36 @@ def run_study(
                                             "exactly_once": False, "log_append_time": "rewrite"},
     }  # fmt: skip
     for name, settings in restores.items():
-        started = time.monotonic()
-        summary = _cli(
+        summary, seconds, rss, cpu = _cli(
             "restore",
             config={"backup_id": BACKUP_ID, "storage": {"url": storage_url}, "target": target_section,
                     "restore": settings},
             work=work,
         )  # fmt: skip
-        timings[name] = time.monotonic() - started
-        log(f"{name}: {int(str(summary['records'])):,} records in {timings[name]:.0f}s")
+        timings[name] = seconds
+        restored_count = int(str(summary["records"]))
+        footprints.append(Footprint("kafka-backup", name, restored_count, seconds, rss, cpu, 0))
+        log(f"{name}: {restored_count:,} records in {seconds:.0f}s")
 
     groups = data.groups
     lag_groups = [group for group in groups if group.lags]
     positions: dict[str, Positions] = {}
+    if peer_binary is not None:
+        # The peer restores every topic under "peer.<topic>" and commits the snapshotted groups there.
+        run = peer_restore(
+            peer_binary, ",".join(target.bootstrap_servers), peer_store, peer_work,
+            {topic: f"{PEER}.{topic}" for topic in MIRRORED},
+        )  # fmt: skip
+        footprints.append(
+            Footprint(peer_name, "restore (groups reset inside)", run.records,
+                      run.seconds, run.peak_rss_bytes, run.cpu_seconds, 0)
+        )  # fmt: skip
+        timings["peer restore"] = run.seconds
+        log(f"peer restore: {run.records:,} records in {run.seconds:.0f}s")
+        positions[PEER] = peer_translate(
+            peer_binary, ",".join(target.bootstrap_servers), [group.group_id for group in groups], peer_work,
+            expected=[(group.group_id, f"{PEER}.{t}", p) for group in groups for t, p in group.committed],
+        )  # fmt: skip
     replication: dict[str, float] = {}
     for flow, mirror in mirrors.items():
         started = time.monotonic()
@@ -325,7 +388,18 @@ def run_study(
                 raise RuntimeError(f"MirrorMaker 2 {flow} copied {len(item):,} records of a {MAIN} partition")
         flows.append(_flow_report(mirror, data, mirrored, replication[flow]))
         restored.update(mirrored)
-    timings["read MirrorMaker 2 copies (truth)"] = time.monotonic() - started
+    if peer_binary is not None:
+        # The peer keeps each record's source offset in its x-original-offset header (and restores
+        # transaction markers as records, whose values carry no sequence number).
+        restored.update(
+            read_mirrored(
+                target,
+                {(f"{PEER}.{t}", p): (t, p) for t in MIRRORED for p in range(data.partition_counts[t])},
+                data.ledger,
+                origin_header=PEER_ORIGIN_HEADER,
+            )
+        )
+    timings["read MirrorMaker 2 and peer copies (truth)"] = time.monotonic() - started
 
     header, timings["header-based plan"] = header_based(target, backup, storage.url, groups)
     header_x6, timings["header-based plan (repartitioned)"] = header_based(
@@ -356,8 +430,12 @@ def run_study(
     log("translated: " + ", ".join(f"{name} {seconds:.0f}s" for name, seconds in timings.items()))
 
     mismatches = _header_mismatches(groups, lag_groups, restored, positions["header-based"])
-    rows = _scenarios(groups, lag_groups, restored, positions)
-    return StudyResult(source=data, rows=rows, timings=timings, header_mismatches=mismatches, flows=flows)
+    methods = tuple(method for method in METHODS if method in positions)
+    rows = _scenarios(groups, lag_groups, restored, positions, methods)
+    return StudyResult(
+        source=data, rows=rows, timings=timings, header_mismatches=mismatches, flows=flows, methods=methods,
+        footprints=footprints,
+    )  # fmt: skip
 
 
 def _keys_of(group: StudyGroup) -> list[TopicPartitionKey]:
@@ -393,17 +471,18 @@ def _scenarios(
     lag_groups: list[StudyGroup],
     restored: Mapping[TopicPartitionKey, RestoredPartition],
     positions: Mapping[str, Positions],
+    measured: tuple[str, ...] = METHODS,
 ) -> list[ScenarioRow]:
     def row(name: str, members: list[StudyGroup], keys_of: Callable[[StudyGroup], list[TopicPartitionKey]],
-            methods: tuple[str, ...] = METHODS) -> ScenarioRow:  # fmt: skip
+            methods: tuple[str, ...] = measured) -> ScenarioRow:  # fmt: skip
         keys = sorted({key for group in members for key in keys_of(group)})
         result = ScenarioRow(name, len(members), sum(len(restored[key]) for key in keys))
-        for method in METHODS:
-            # MirrorMaker 2 copies each source topic into its own "<flow>.<topic>".
-            flow = method.removeprefix("MM2 ") if method in MM2_METHODS else None
+        for method in measured:
+            # MirrorMaker 2 and the peer copy each source topic into their own "<prefix>.<topic>".
+            prefix = COPYING_METHODS.get(method)
 
-            def method_keys(group: StudyGroup, flow: str | None = flow) -> list[TopicPartitionKey]:
-                return [(f"{flow}.{t}", p) if flow else (t, p) for t, p in keys_of(group)]
+            def method_keys(group: StudyGroup, prefix: str | None = prefix) -> list[TopicPartitionKey]:
+                return [(f"{prefix}.{t}", p) if prefix else (t, p) for t, p in keys_of(group)]
 
             result.outcomes[method] = (
                 [_judge(restored, group, method_keys(group), positions[method]) for group in members]
@@ -493,18 +572,17 @@ def report(result: StudyResult, seconds: float, plot: Path | None) -> str:
         "re-read columns). Truth: the reference formula of `shared/reference/offset-translation.md` "
         "evaluated on every copied record read back from the target (for MirrorMaker 2's copies, each "
         "record's source offset comes from the sequence number in its value and the producer's delivery "
-        "reports).",
+        "reports; for the peer's, from its `x-original-offset` header).",
         "",
-        "| scenario | groups | header-based skipped | re-read mean / max | untranslated "
-        "| MM2 live skipped | re-read mean / max | untranslated "
-        "| MM2 backlog skipped | re-read mean / max | untranslated "
-        "| timestamp skipped | re-read mean / max | untranslated | lower bound (mean re-read) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| scenario | groups | "
+        + " | ".join(f"{method} skipped | re-read mean / max | untranslated" for method in result.methods)
+        + " | lower bound (mean re-read) |",
+        "|---|---:|" + "---:|---:|---:|" * len(result.methods) + "---:|",
     ]
     for row in result.rows:
         lines.append(
             f"| {row.name} | {row.groups} | "
-            + " | ".join(_cell(row.outcomes[method]) for method in METHODS)
+            + " | ".join(_cell(row.outcomes[method]) for method in result.methods)
             + f" | {statistics.fmean(row.lower_bound) if row.lower_bound else 0:,.0f} |"
         )
     lines += [
@@ -549,6 +627,7 @@ def report(result: StudyResult, seconds: float, plot: Path | None) -> str:
         "Lower bound: the re-reads of the reference position itself (non-zero only where one target "
         "partition interleaves several source partitions).",
         "",
+        *_footprint_lines(result.footprints),
         "Time per step: " + ", ".join(f"{name} {value:.0f}s" for name, value in result.timings.items()) + ".",
     ]
     if result.header_mismatches:
@@ -561,6 +640,29 @@ def report(result: StudyResult, seconds: float, plot: Path | None) -> str:
     return "\n".join(lines)
 
 
+def _footprint_lines(footprints: list[Footprint]) -> list[str]:
+    """Backup and restore of the same topics, this project's and the peer's, side by side."""
+    if not any(item.tool.startswith(PEER) for item in footprints):
+        return []
+    lines = [
+        "Backup and restore of the same topics, this project's and the header-based peer's, each as one "
+        "process (wall from start to exit; peak RSS and CPU from `wait4`; stored: every file of its "
+        "storage folder). The peer's restore includes its group reset; this project's restore is "
+        "exactly-once unless its name says otherwise, and resets no group (the reset stage does).",
+        "",
+        "| tool | step | records | seconds | records/s | peak RSS | CPU s | stored |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for item in footprints:
+        stored = f"{item.stored_bytes / 2**20:,.1f} MiB" if item.stored_bytes else "-"
+        lines.append(
+            f"| {item.tool} | {item.step} | {item.records:,} | {item.seconds:.1f} | "
+            f"{item.records / item.seconds:,.0f} | {item.peak_rss_bytes / 2**20:,.0f} MiB | "
+            f"{item.cpu_seconds:.1f} | {stored} |"
+        )
+    return [*lines, ""]
+
+
 def draw_plot(result: StudyResult, path: Path) -> None:
     """Mean re-reads per lag bucket per method (symlog: header-based is 0)."""
     import matplotlib
@@ -570,15 +672,16 @@ def draw_plot(result: StudyResult, path: Path) -> None:
 
     rows = [row for row in result.rows if row.name.startswith("lag ")]
     figure, axis = plt.subplots(figsize=(8, 4.2))
-    width = 0.2
-    for index, method in enumerate(METHODS):
+    width = 0.8 / len(result.methods)
+    for index, method in enumerate(result.methods):
         values = [
             statistics.fmean(item.reread for item in row.outcomes[method] or [])
             if row.outcomes[method]
             else 0
             for row in rows
         ]
-        axis.bar([i + (index - 1.5) * width for i in range(len(rows))], values, width, label=method)
+        offset = (index - (len(result.methods) - 1) / 2) * width
+        axis.bar([i + offset for i in range(len(rows))], values, width, label=method)
     axis.set_xticks(range(len(rows)), [row.name.split(" (")[0].removeprefix("lag ") for row in rows])
     axis.set_yscale("symlog", linthresh=1)
     axis.set_xlabel("group lag behind the head (records)")
@@ -619,6 +722,12 @@ def main() -> None:
     parser.add_argument("--groups-per-bucket", type=int, default=5)
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--write-docs", action="store_true", help="write the section and plot into docs/")
+    parser.add_argument(
+        "--peer-binary",
+        type=Path,
+        help="the header-based peer's kafka-backup binary (OSO, Rust): run its backup, restore and group "
+        "reset beside ours (left out when not given)",
+    )
     args = parser.parse_args()
     records = 20_000 if args.quick else args.records
     per_bucket = 2 if args.quick else args.groups_per_bucket
@@ -629,7 +738,7 @@ def main() -> None:
             print(f"source {source.bootstrap_servers}, target {target.bootstrap_servers}", flush=True)
             result = run_study(
                 source.connection(), target.connection(), work,
-                records=records, groups_per_bucket=per_bucket, seed=args.seed,
+                records=records, groups_per_bucket=per_bucket, seed=args.seed, peer_binary=args.peer_binary,
                 log=lambda line: print(line, flush=True),
             )  # fmt: skip
     # Kept so the section can be redrawn without measuring again (bench-results/ is not committed).
