@@ -53,7 +53,13 @@ class ConsumerPerfResult:
     fetch_records_per_sec: float
 
 
-def consumer_perf(bootstrap: str, topic: str, records: int) -> ConsumerPerfResult:
+def consumer_perf(
+    bootstrap: str, topic: str, records: int, properties: dict[str, str] | None = None
+) -> ConsumerPerfResult:
+    """ConsumerPerformance reading ``records`` of ``topic``; ``properties`` go to its consumer."""
+    extra = [
+        arg for key, value in (properties or {}).items() for arg in ("--command-property", f"{key}={value}")
+    ]
     out = java_tool(
         "org.apache.kafka.tools.ConsumerPerformance",
         "--bootstrap-server", bootstrap,
@@ -61,6 +67,7 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> ConsumerPerfResul
         "--num-records", str(records),
         "--timeout", "60000",
         "--group", f"perf-{topic}-{time.monotonic_ns()}",
+        *extra,
     )  # fmt: skip
     lines = [line for line in out.splitlines() if line.strip()]
     header = [name.strip() for name in lines[-2].split(",")]

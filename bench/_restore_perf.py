@@ -21,6 +21,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from bench._synthetic_backup import GeneratedRecord, write_synthetic_backup
+from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.writer import PRODUCER_TUNING
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.storage import LocalStorage
 
@@ -40,14 +42,20 @@ class Measured:
     peak_rss_bytes: int
     #: Wall time of the whole process (start-up and planning included).
     wall_seconds: float | None = None
+    #: Transactions the restore committed (its summary's count; 0 for the others).
+    transactions: int = 0
+    #: The restore's mode as its summary says (``exactly-once`` or ``idempotent``).
+    mode: str = ""
 
     @property
     def records_per_second(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
 
     @property
-    def mb_per_second(self) -> float:
-        return self.records * self.record_size / self.seconds / 1e6 if self.seconds else 0.0
+    def mib_per_second(self) -> float:
+        """Payload (record size x records) in MiB (2^20 bytes) per second, the unit of Kafka's perf
+        tools' ``MB/sec``."""
+        return self.records * self.record_size / self.seconds / 2**20 if self.seconds else 0.0
 
 
 def letter_payloads(size: int, distinct: int = 65_536, seed: int = 7) -> list[bytes]:
@@ -74,14 +82,14 @@ def build_backup(
     topic: str,
     scratch: Path,
 ) -> int:
-    """A backup of ``records`` null-key records of ``record_size`` bytes; its size on storage."""
+    """A backup of ``records`` null-key records of ``record_size`` bytes (the first partitions take
+    one more when they do not divide evenly: every one of ``records`` is in it); its size on storage."""
     storage = LocalStorage(root)
     payloads = letter_payloads(record_size)
     now = int(time.time() * 1000)
-    per_partition = records // partitions
 
     def generate(partition: int) -> Iterator[GeneratedRecord]:
-        for i in range(per_partition):
+        for i in range(records // partitions + (1 if partition < records % partitions else 0)):
             yield i, now - 60_000 + i // 100, payloads[(i * partitions + partition) % len(payloads)]
 
     write_synthetic_backup(
@@ -100,6 +108,67 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         future.result(60)
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete a measured topic, so that rounds of large runs do not fill the disk."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+    for future in admin.delete_topics([topic]).values():
+        future.result(60)
+
+
+def log_end_offsets(bootstrap: str, topic: str) -> int:
+    """The sum of the topic's partitions' log end offsets (records, and any transaction markers)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-restore-count"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+        total = 0
+        for partition in metadata.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            if low != 0:
+                raise RuntimeError(f"{topic}/{partition} starts at {low}, not 0")
+            total += high
+        return total
+    finally:
+        consumer.close()
+
+
+#: The restore producer's librdkafka settings (``PRODUCER_TUNING``) that the Java producer has,
+#: under the Java producer's names.
+_JAVA_NAMES = {
+    "linger.ms": "linger.ms",
+    "batch.size": "batch.size",
+    "compression.type": "compression.type",
+    "max.in.flight.requests.per.connection": "max.in.flight.requests.per.connection",
+    "message.max.bytes": "max.request.size",
+}
+
+
+def restore_producer_props(tuning: dict[str, object] | None = None) -> tuple[list[str], list[str]]:
+    """The restore's producer settings as ProducerPerformance's ``--producer-props``, and the
+    librdkafka settings that have no Java equivalent (left out).
+
+    Read from the restore's own ``PRODUCER_TUNING`` (``kbackup.restore.writer``), plus what every
+    producer of the restore gets from ``KafkaClients.producer``: ``acks=all`` and idempotence.
+    ``queue.buffering.max.kbytes`` becomes ``buffer.memory`` in bytes.
+    """
+    props = ["acks=all", "enable.idempotence=true"]
+    left_out = []
+    for key, value in (PRODUCER_TUNING if tuning is None else tuning).items():
+        if key in _JAVA_NAMES:
+            props.append(f"{_JAVA_NAMES[key]}={value}")
+        elif key == "queue.buffering.max.kbytes":
+            props.append(f"buffer.memory={int(str(value)) * 1024}")
+        else:
+            left_out.append(f"{key}={value}")
+    return props, left_out
+
+
+#: The exactly-once restore commits a transaction after this long (or after
+#: ``transaction_max_records``, which ProducerPerformance has no setting for).
+TRANSACTION_MS = RestoreSettings().transaction_max_ms
 
 
 def _peak_rss(pid: int) -> int | None:
@@ -155,9 +224,17 @@ _PP_SUMMARY = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) M
 
 
 def producer_performance(
-    bootstrap: str, topic: str, *, records: int, record_size: int, extra_props: list[str] | None = None
+    bootstrap: str,
+    topic: str,
+    *,
+    records: int,
+    record_size: int,
+    extra_props: list[str] | None = None,
+    transaction_ms: int | None = None,
+    name: str | None = None,
 ) -> Measured:
-    """Kafka's own ProducerPerformance (acks=all, no throttle, random letters) into an existing topic."""
+    """Kafka's own ProducerPerformance (acks=all, no throttle, random letters) into an existing topic;
+    with ``transaction_ms``, in transactions of that many milliseconds. It must send ``records``."""
     command = [
         "java",
         "-Xmx1g",
@@ -177,12 +254,18 @@ def producer_performance(
         "acks=all",
         *(extra_props or []),
     ]
+    if transaction_ms is not None:
+        command += [
+            "--transactional-id", f"bench-pp-{topic}", "--transaction-duration-ms", str(transaction_ms),
+        ]  # fmt: skip
     out, _err, _wall, rss = _run_measured(command)
     final = [m for m in _PP_SUMMARY.finditer(out)][-1]
     sent, rate = int(final.group(1)), float(final.group(2))
+    if sent != records:
+        raise RuntimeError(f"ProducerPerformance sent {sent} records of {records} into {topic}")
     # ProducerPerformance's own rate covers its send loop and final flush, not the JVM start.
-    name = "ProducerPerformance" + (" " + " ".join(extra_props) if extra_props else "")
-    return Measured(name, sent, record_size, sent / rate, rss, wall_seconds=_wall)
+    label = name or "ProducerPerformance" + (" " + " ".join(extra_props) if extra_props else "")
+    return Measured(label, sent, record_size, sent / rate, rss, wall_seconds=_wall)
 
 
 def restore_cli(
@@ -223,4 +306,6 @@ def restore_cli(
         float(summary["seconds"]),
         rss,
         wall_seconds=wall,
+        transactions=int(summary.get("transactions", 0)),
+        mode=str(summary.get("mode", "")),
     )

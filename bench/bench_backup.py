@@ -7,7 +7,9 @@
 Starts one local single-node cluster, fills topics of 100-byte and 1 KiB
 records with ProducerPerformance, then for each topic runs ConsumerPerformance
 and a ``kafka-backup backup`` process (to a local folder, zstd) one after the
-other, ``--repeat`` times after a warm-up, and keeps each side's best run.
+other, ``--repeat`` rounds after a warm-up, which of them goes first rotating
+from round to round, and keeps each side's best run (and the median of the
+rounds' paired ratios).
 Every record size is measured at two topic sizes (the second ``--factor``
 times the first) to show that the backup's peak RSS does not grow with the
 topic. Broker, tool and backup share this machine's cores, so figures move
@@ -35,6 +37,7 @@ from bench._perf import (
     produce_perf,
     replace_section,
 )
+from bench._stats import rotated
 from kbackup.backup.settings import BackupSettings
 from kbackup.sandbox.kafka import local_clusters
 
@@ -100,6 +103,16 @@ def paired_ratios(consumers: list[ConsumerPerfResult], backups: list[BackupRunRe
     return tuple((b.records / b.seconds) / c.records_per_sec for c, b in zip(consumers, backups, strict=True))
 
 
+#: ConsumerPerformance's name among the sides of a round.
+CONSUMER_PERF = "ConsumerPerformance"
+
+
+def round_order(variants: list[str], attempt: int) -> list[str]:
+    """Who runs when in round ``attempt``: ConsumerPerformance and each backup variant, the order
+    rotated by one place a round, so ConsumerPerformance too takes every place in turn."""
+    return rotated([CONSUMER_PERF, *variants], attempt)
+
+
 def measure_variants(
     bootstrap: str,
     topic: str,
@@ -108,16 +121,18 @@ def measure_variants(
     work: Path,
     variants: dict[str, dict[str, object]],
 ) -> tuple[list[ConsumerPerfResult], dict[str, list[BackupRunResult]]]:
-    """Each round runs ConsumerPerformance, then a backup with each variant's settings, in an order
-    rotated between rounds so that a load change hits each variant alike."""
+    """Each round runs ConsumerPerformance and a backup with each variant's settings, in an order
+    rotated between rounds (``round_order``) so that a load change hits each of them alike."""
     names = list(variants)
     consumers: list[ConsumerPerfResult] = []
     backups: dict[str, list[BackupRunResult]] = {name: [] for name in names}
     for attempt in range(repeat):
-        consumers.append(consumer_perf(bootstrap, topic, records))
-        line = [f"  run {attempt + 1}: ConsumerPerformance {consumers[-1].records_per_sec:,.0f} rec/s"]
-        shift = attempt % len(names)
-        for name in names[shift:] + names[:shift]:
+        line = [f"  run {attempt + 1}:"]
+        for name in round_order(names, attempt):
+            if name == CONSUMER_PERF:
+                consumers.append(consumer_perf(bootstrap, topic, records))
+                line.append(f"ConsumerPerformance {consumers[-1].records_per_sec:,.0f} rec/s")
+                continue
             target = work / f"{topic}-{name}-{attempt}"
             result = measured_backup(bootstrap, topic, target, "bench", **variants[name])
             if result.records != records:
@@ -128,7 +143,7 @@ def measure_variants(
                 f"{name} {result.records / result.seconds:,.0f} rec/s "
                 f"(peak RSS {result.peak_rss_bytes / 2**20:,.0f} MiB)"
             )
-        print(", ".join(line), flush=True)
+        print(" ".join(line[:1]) + " " + ", ".join(line[1:]), flush=True)
     return consumers, backups
 
 
@@ -176,7 +191,7 @@ def measure_codecs(
 
 def codec_table(rows: list[CodecRow]) -> str:
     lines = [
-        "| compression | records | ConsumerPerformance rec/s | backup rec/s (MB/s) | ratio of bests "
+        "| compression | records | ConsumerPerformance rec/s | backup rec/s (MiB/s) | ratio of bests "
         "| median paired ratio | stored |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -214,7 +229,7 @@ def args_factor(rows: list[Row]) -> int:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| record size | records | ConsumerPerformance rec/s (MB/s) | backup rec/s (MB/s) "
+        "| record size | records | ConsumerPerformance rec/s (MiB/s) | backup rec/s (MiB/s) "
         "| ratio of bests | ratio to fetch-only | median paired ratio | backup peak RSS | stored |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -306,7 +321,8 @@ def main() -> None:
                 f"--repeat {args.repeat} --partitions {args.partitions}` on {os.cpu_count()} cores "
                 f"({platform.machine()}, Python {platform.python_version()}), one local single-node "
                 f"Kafka 4.3.1 broker, a local folder as storage, zstd level {args.compression_level}, "
-                f"best of {args.repeat} runs after a warm-up (peak RSS: the worst run). Load average "
+                f"best of {args.repeat} rounds after a warm-up, ConsumerPerformance and the backup "
+                "taking turns going first (peak RSS: the worst run). Load average "
                 f"(1/5/15 min) at the start {start_load[0]:.1f} / {start_load[1]:.1f} / {start_load[2]:.1f}, "
                 f"at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
                 "",
@@ -319,8 +335,9 @@ def main() -> None:
                         "### What compression costs",
                         "",
                         f"The {codec_rows[0].records:,}-record 1 KiB topic again, backed up with each "
-                        f"codec in turn after each ConsumerPerformance run ({args.repeat} rounds, the "
-                        "codecs' order rotated between rounds). ProducerPerformance's payloads are random "
+                        f"codec and read by ConsumerPerformance in each of {args.repeat} rounds, the "
+                        "order of the four (ConsumerPerformance's place too) rotated between rounds. "
+                        "ProducerPerformance's payloads are random "
                         "capital letters: no repeats for LZ77 to find, so zstd's gain is its entropy coding "
                         "alone, and lz4 stores them as they are.",
                         "",
@@ -333,8 +350,10 @@ def main() -> None:
                 "- *ratio of bests*: the best backup records/s divided by the best ConsumerPerformance "
                 "`nMsg.sec`, which, like the backup's time, includes joining/connecting; *ratio to "
                 "fetch-only* divides by its `fetch.nMsg.sec` (group join excluded), the stricter figure; "
-                "*median paired ratio*: the median over the runs of backup/ConsumerPerformance records/s "
-                "of two runs made one right after the other (the least sensitive to load changes).",
+                "*median paired ratio*: the median over the rounds of backup/ConsumerPerformance "
+                "records/s of the two runs of one round (the least sensitive to load changes). MiB/s: "
+                "payload bytes (record size x records) in 2^20 bytes per second, the unit of "
+                "ConsumerPerformance's `MB.sec`.",
                 "- The backup's time is the run's own (metadata, group snapshot, end offsets, copy, "
                 "encode, zstd, SHA-256, upload, manifest), without the Python process start-up.",
                 "- Peak RSS is the backup process's maximum resident set (`wait4` rusage).",

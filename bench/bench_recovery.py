@@ -324,8 +324,9 @@ def main() -> None:
                 "",
                 f"`{headline}`",
                 "",
-                "`python -m bench.bench_recovery --write-docs`, one local broker per cluster, on this "
-                f"machine ({os.cpu_count()} cores); medians of {rounds} round(s). *Recovery* is from the "
+                f"`python -m bench.bench_recovery --write-docs`, {time.strftime('%Y-%m-%d')}, one local "
+                f"broker per cluster, on this machine ({os.cpu_count()} cores); medians of {rounds} "
+                "round(s). *Recovery* is from the "
                 "start of the command to the last group committed (the restore alone: its whole run); "
                 "*end of run* includes, for the new default, the Spark mapping that audits every committed "
                 "position after the groups moved. CPU and RSS are the whole process tree's (Python and "

@@ -1,6 +1,7 @@
 """Offset-reset benchmark: bulk plan and execute, and the header-based binary search against a full scan.
 
-    .venv/bin/python -m bench.bench_reset [--quick] [--write-docs]
+    .venv/bin/python -m bench.bench_reset [--quick] [--shapes hole-free compacted transactional]
+                                          [--write-docs]
 
 Starts one throwaway local Kafka 4.3.1 broker (the target) and measures two things.
 
@@ -24,17 +25,25 @@ peak RSS of each):
   translate offsets: it only applies them, so it is the reference for execute.
 
 **B. Binary search against a full scan** on one partition of
-``--search-records`` restored records. For several committed source offsets
-(first record, a quarter, the middle, the last record, past the end):
+``--search-records`` restored records in each of three shapes
+(``bench/_restored_shapes.py``; ``--shapes`` picks some): hole-free (the
+search's best case), compacted (origin offsets with the source cleaner's gaps,
+target offsets with the target cleaner's holes) and transactional (commit
+markers and aborted records between the records). Each shape is its own
+partition and its own rows; one whose holes could not be made says so in the
+text written. For several committed source offsets (first record, a quarter,
+the middle, three quarters, the last record, past the end):
 
 - the binary search, as the planner runs it (same consumer settings), with a
   fresh probe cache each time: probes, fetches, bytes received from the broker
   (librdkafka statistics), wall time;
-- a full scan from the start of the partition reading every record's headers
-  until it reaches the same position (one pass; the time and record bytes at
-  which each position is crossed), as a tool without the search would do;
-- Kafka's ``ConsumerPerformance`` reading the whole partition: the rate of a
-  plain JVM consumer, the scan's reference.
+- a full read_committed scan from the start of the partition reading every
+  record's headers until it reaches the same position (one pass; the time and
+  record bytes at which each position is crossed), as a tool without the
+  search would do; the position it stops at is also the truth each search is
+  checked against (a difference stops the run);
+- Kafka's ``ConsumerPerformance`` (read_committed) reading the whole
+  partition: the rate of a plain JVM consumer, the scan's reference.
 
 Prints the machine (cores, memory, load average). ``--write-docs`` replaces
 the section between ``<!-- reset:start -->`` and ``<!-- reset:end -->`` of
@@ -56,9 +65,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from bench._perf import ConsumerPerfResult, consumer_perf, replace_section
 from bench._restore_perf import REPO, _run_measured
+from bench._restored_shapes import FIRST_ORIGIN_OFFSET, fill_compacted, fill_hole_free, fill_transactional
 from bench.bench_mapping import SOURCE_CLUSTER, fill
 from kbackup.core.kafka import KafkaClients, PartitionReader
 from kbackup.format.catalog import commit_manifest
@@ -82,8 +93,8 @@ from kbackup.storage import LocalStorage
 DOCS = REPO / "docs" / "benchmarks.md"
 START, END = "<!-- reset:start -->", "<!-- reset:end -->"
 SOURCE_TOPIC = "orders"
-#: bench_mapping's filler stamps origin offsets from here on, in target order.
-FIRST_ORIGIN_OFFSET = 1_000_000
+#: The restored partitions the search is measured on (bench/_restored_shapes.py).
+SHAPES = ("hole-free", "compacted", "transactional")
 
 
 def machine() -> str:
@@ -325,16 +336,40 @@ class SearchRun:
 class ScanCrossing:
     records_read: int
     seconds: float
+    #: Where a scan that stops at the first record with origin >= the threshold stops: that record's
+    #: target offset, or one past the last restored record (the reference position).
+    position: int
 
 
 @dataclass
 class SearchResultSet:
+    """The search against the scan on one restored partition of one shape."""
+
+    shape: str
+    #: Restored records written (committed ones; the compacted shape's before its cleaner ran).
     records: int
     fill_seconds: float
+    #: The partition's log end offset, and the records a read_committed reader sees below it.
+    log_end: int = 0
+    visible: int = 0
+    first_origin: int = 0
+    last_origin: int = 0
+    #: Why the shape is not quite as described (empty when it is).
+    note: str = ""
     searches: list[SearchRun] = field(default_factory=list)
     scan: dict[int, ScanCrossing] = field(default_factory=dict)
     scan_received_bytes: int = 0
     consumer_perf: ConsumerPerfResult | None = None
+
+    @property
+    def target_holes(self) -> int:
+        """Offsets a read_committed reader does not see: markers, aborted and compacted-away records."""
+        return self.log_end - self.visible
+
+    @property
+    def source_gaps(self) -> int:
+        """Origin offsets between the first and the last that no visible record carries."""
+        return self.last_origin - self.first_origin + 1 - self.visible if self.visible else 0
 
 
 def binary_search_once(
@@ -360,13 +395,22 @@ def binary_search_once(
     return SearchRun(label, committed, result.position, result.probes, probe.fetches, received_bytes, seconds)
 
 
-def full_scan(
-    cluster: LocalKafkaCluster, topic: str, end: int, thresholds: list[int]
-) -> tuple[dict[int, ScanCrossing], int]:
+@dataclass
+class ScanResult:
+    crossings: dict[int, ScanCrossing]
+    received_bytes: int
+    #: Records read (every record a read_committed reader sees).
+    visible: int
+
+
+def full_scan(cluster: LocalKafkaCluster, topic: str, end: int, thresholds: list[int]) -> ScanResult:
     """Read the partition from its start, parsing every record's origin; where each threshold is crossed.
 
     A scan that stops at the first record whose origin offset is >= C finds the same position as the
-    binary search; one pass over the partition gives that time for every C at once.
+    binary search; one pass over the partition gives that time for every C at once. It is also the
+    truth the searches are checked against, whatever the partition's holes. The end is judged by the
+    consumer's position: read_committed fetches that hold only aborted records or markers can report
+    the partition's end early.
     """
     received = ReceivedBytes()
     consumer = KafkaClients(cluster.connection(), client_id="bench-reset-scan").consumer(
@@ -376,72 +420,168 @@ def full_scan(
     pending = sorted(thresholds)
     crossings: dict[int, ScanCrossing] = {}
     records_read = 0
+    last_offset = -1
+    partition = TopicPartition(topic, 0)
+    deadline_secs = 300 + end / 5_000  # a scan slower than 5,000 records/s is taken as stuck
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         started = time.monotonic()
         done = False
         while not done:
+            if time.monotonic() - started > deadline_secs:
+                raise RuntimeError(f"the scan of {topic} did not reach offset {end} in {deadline_secs:.0f} s")
+            # A batch returns when it is full or at its timeout, and crossings are timed when it
+            # returns: a short timeout keeps a partial last batch (a partition whose visible records
+            # are not a multiple of 10,000, or that ends in markers) from adding up to a second.
             # Any: the stubs type headers() as str values or a dict; it is a list of (str, bytes | None)
-            messages: list[Any] = consumer.consume(num_messages=10_000, timeout=1.0)
+            messages: list[Any] = consumer.consume(num_messages=10_000, timeout=0.1)
             for message in messages:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        done = True
-                        break
+                        # Where the end was seen (or the position, past trailing markers) must be the end.
+                        reached = max(message.offset() or 0, consumer.position([partition])[0].offset)
+                        done = reached >= end
+                        if done:
+                            break
+                        continue
                     raise RuntimeError(error.str())
                 origin = parse_origin(message.headers())
                 records_read += 1
+                last_offset = message.offset() or 0
                 while pending and origin is not None and origin.offset >= pending[0]:
-                    crossings[pending.pop(0)] = ScanCrossing(records_read, time.monotonic() - started)
-                if (message.offset() or 0) + 1 >= end:
+                    crossings[pending.pop(0)] = ScanCrossing(
+                        records_read, time.monotonic() - started, last_offset
+                    )
+                if last_offset + 1 >= end:
                     done = True
                     break
+            if not messages and consumer.position([partition])[0].offset >= end:
+                done = True
         # Thresholds past the last record are reached only at the end of the partition.
         for threshold in pending:
-            crossings[threshold] = ScanCrossing(records_read, time.monotonic() - started)
+            crossings[threshold] = ScanCrossing(records_read, time.monotonic() - started, last_offset + 1)
         received_bytes = received.settle(consumer)
     finally:
         consumer.close()
-    return crossings, received_bytes
+    return ScanResult(crossings, received_bytes, records_read)
 
 
-def bench_search(cluster: LocalKafkaCluster, records: int) -> SearchResultSet:
-    topic = "search-restored"
-    fill_seconds = fill(cluster, topic, records, 1)
-    print(f"B: filled one partition with {records:,} restored records in {fill_seconds:.0f}s", flush=True)
-    first = FIRST_ORIGIN_OFFSET
-    cases = [
+def log_end_offset(cluster: LocalKafkaCluster, topic: str) -> int:
+    consumer = KafkaClients(cluster.connection(), client_id="bench-reset-end").consumer()
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1])
+    finally:
+        consumer.close()
+
+
+def search_cases(first: int, last: int) -> list[tuple[str, int]]:
+    """The committed source offsets searched for on a partition whose records' origins run from
+    ``first`` to ``last``: its first record, quarters, its last record, and past its end."""
+    span = last - first + 1
+    return [
         ("first record", first),
-        ("a quarter in", first + records // 4),
-        ("middle", first + records // 2),
-        ("three quarters in", first + 3 * records // 4),
-        ("last record", first + records - 1),
-        ("past the end (all processed)", first + records),
+        ("a quarter in", first + span // 4),
+        ("middle", first + span // 2),
+        ("three quarters in", first + 3 * span // 4),
+        ("last record", last),
+        ("past the end (all processed)", last + 1),
     ]
-    result = SearchResultSet(records=records, fill_seconds=fill_seconds)
+
+
+def bench_search(
+    cluster: LocalKafkaCluster, shape: str, records: int, *, cleaner_wait: float
+) -> SearchResultSet:
+    """Fill one partition of ``shape``, then search, scan and run ConsumerPerformance on it."""
+    topic = f"search-{shape}"
+    if shape == "hole-free":
+        made = fill_hole_free(cluster, topic, records)
+    elif shape == "compacted":
+        made = fill_compacted(cluster, topic, records, wait_secs=cleaner_wait)
+    else:
+        made = fill_transactional(cluster, topic, records)
+    end = log_end_offset(cluster, topic)
+    print(
+        f"B [{shape}]: filled one partition with {records:,} restored records in {made.seconds:.0f}s "
+        f"(log end {end:,}){'; ' + made.note if made.note else ''}",
+        flush=True,
+    )
+    result = SearchResultSet(
+        shape=shape, records=records, fill_seconds=made.seconds, log_end=end,
+        first_origin=made.first_origin, last_origin=made.last_origin, note=made.note,
+    )  # fmt: skip
+    cases = search_cases(made.first_origin, made.last_origin)
     for label, committed in cases:
-        run = binary_search_once(cluster, topic, records, committed, label)
-        if run.position != committed - first:
-            raise RuntimeError(f"search for {committed} found {run.position}, expected {committed - first}")
+        run = binary_search_once(cluster, topic, end, committed, label)
         result.searches.append(run)
         print(
-            f"B: search {label:30} {run.probes:3d} probes {run.fetches:3d} fetches "
+            f"B [{shape}]: search {label:30} {run.probes:3d} probes {run.fetches:3d} fetches "
             f"{run.received_bytes / 1024:8.0f} KiB {run.seconds * 1000:8.1f} ms",
             flush=True,
         )
-    result.scan, result.scan_received_bytes = full_scan(cluster, topic, records, [c for _, c in cases])
-    for label, committed in cases:
-        crossing = result.scan[committed]
-        if crossing.records_read != min(committed - first + 1, records):
-            raise RuntimeError(f"scan crossed {committed} after {crossing.records_read} records")
+    scan = full_scan(cluster, topic, end, [c for _, c in cases])
+    result.scan, result.scan_received_bytes, result.visible = (
+        scan.crossings,
+        scan.received_bytes,
+        scan.visible,
+    )
+    for run in result.searches:
+        crossing = result.scan[run.committed]
+        if run.position != crossing.position:
+            raise RuntimeError(
+                f"[{shape}] search for {run.committed} found {run.position}, the scan {crossing.position}"
+            )
+        if shape == "hole-free" and crossing.records_read != min(
+            run.committed - FIRST_ORIGIN_OFFSET + 1, records
+        ):
+            raise RuntimeError(f"scan crossed {run.committed} after {crossing.records_read} records")
         print(
-            f"B: scan to {label:30} {crossing.records_read:>12,} records {crossing.seconds:8.2f} s",
+            f"B [{shape}]: scan to {run.label:30} {crossing.records_read:>12,} records "
+            f"{crossing.seconds:8.2f} s",
             flush=True,
         )
-    result.consumer_perf = consumer_perf(cluster.bootstrap_servers, topic, records)
-    print(f"B: ConsumerPerformance {result.consumer_perf.records_per_sec:,.0f} records/s", flush=True)
+    if shape != "compacted" and result.visible != records:
+        raise RuntimeError(f"[{shape}] the scan read {result.visible:,} records, {records:,} were committed")
+    result.consumer_perf = consumer_perf(
+        cluster.bootstrap_servers, topic, result.visible, {"isolation.level": "read_committed"}
+    )
+    print(
+        f"B [{shape}]: ConsumerPerformance {result.consumer_perf.records_per_sec:,.0f} records/s", flush=True
+    )
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # must outlive its futures
+    for future in admin.delete_topics([topic]).values():
+        future.result(60)
     return result
+
+
+def shape_made(search: SearchResultSet) -> str:
+    """What the shape's partition turned out to hold; says so when its holes could not be made."""
+    holes = f"{search.target_holes:,} target offsets without a visible record"
+    gaps = f"{search.source_gaps:,} origin offsets without one"
+    if search.shape == "hole-free":
+        return "no holes" if not search.target_holes and not search.source_gaps else f"{holes}, {gaps}"
+    missing = {
+        "compacted": not search.target_holes or not search.source_gaps,
+        "transactional": not search.target_holes,
+    }[search.shape]
+    made = f"{holes}, {gaps}" + (f" ({search.note})" if search.note else "")
+    if missing:
+        return f"**the shape could not be made as described**: {made}"
+    return made
+
+
+SHAPE_TEXT = {
+    "hole-free": "origin and target offsets without gaps (the search's best case)",
+    "compacted": (
+        "a compacted source restored into a compacted target: origin offsets skip 0, 1 or 5 offsets "
+        "(what the source's cleaner removed), and one record in five is superseded by a later one of "
+        "its key, which the target's cleaner removes (the run waits for it)"
+    ),
+    "transactional": (
+        "written in transactions of 20-2,000 records, one in five aborted and written again in the "
+        "next (a killed run and its re-run): commit markers and aborted records between the records"
+    ),
+}
 
 
 # --- report ------------------------------------------------------------------------------------------
@@ -451,8 +591,72 @@ def mib(value: int) -> str:
     return f"{value / 2**20:,.0f} MiB"
 
 
+def search_report(searches: list[SearchResultSet]) -> list[str]:
+    """The search-against-scan part: which shapes, then one table with a row per shape and offset."""
+    records = sorted({search.records for search in searches})
+    lines = [
+        "### Binary search against a full scan: one partition of "
+        + " / ".join(f"{count:,}" for count in records)
+        + " records per shape",
+        "",
+        "100-byte values with the five origin headers, one source partition in origin order, in "
+        f"{len(searches)} shape(s), each in its own partition, each row of the table its own:",
+        "",
+        *(
+            f"- **{search.shape}**: {SHAPE_TEXT[search.shape]}. Made: {shape_made(search)}; log end "
+            f"{search.log_end:,}, {search.visible:,} records visible to read_committed, filled in "
+            f"{search.fill_seconds:.0f} s."
+            for search in searches
+        ),
+        "",
+        "Search: the planner's probe with an empty cache per row; bytes are what librdkafka received from "
+        "the broker (its statistics, prefetch included). Scan: one read_committed read from the start, "
+        "parsing every record's headers, timed where it reaches each position (nothing else per record, "
+        "so it is as fast as a Python consumer gets); its bytes are its received total pro rata. Every "
+        "search found the position the scan found (the run stops otherwise).",
+        "",
+        "| shape | committed source offset | target position | probes | fetches | received | search time "
+        "| scan: records read | scan: received (pro rata) | scan time | scan / search |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for search in searches:
+        for run in search.searches:
+            crossing = search.scan[run.committed]
+            lines.append(
+                f"| {search.shape} | {run.label} ({run.committed:,}) | {run.position:,} | {run.probes} "
+                f"| {run.fetches} | {run.received_bytes / 1024:,.0f} KiB | {run.seconds * 1000:,.0f} ms "
+                f"| {crossing.records_read:,} "
+                f"| {mib(search.scan_received_bytes * crossing.records_read // max(search.visible, 1))} "
+                f"| {crossing.seconds:,.2f} s "
+                f"| {crossing.seconds / run.seconds:,.0f}x |"
+            )
+    lines.append("")
+    for search in searches:
+        perf = search.consumer_perf
+        scan_rate = search.visible / search.scan[max(search.scan)].seconds
+        lines.append(
+            f"{search.shape}: the full scan read the partition at {scan_rate:,.0f} records/s "
+            f"({mib(search.scan_received_bytes)} received from the broker)"
+            + (
+                f"; Kafka's ConsumerPerformance (read_committed) read it at {perf.records_per_sec:,.0f} "
+                f"records/s ({perf.fetch_records_per_sec:,.0f} without its group join), so the scan runs "
+                f"at {scan_rate / perf.records_per_sec:.2f} of a plain JVM consumer, and even that consumer "
+                f"would need {search.visible / perf.records_per_sec:.1f} s to reach the end."
+                if perf is not None
+                else "."
+            )
+        )
+        lines.append("")
+    return lines
+
+
 def report(
-    bulk: BulkResult, search: SearchResultSet, machine_before: str, load_after: str, seconds: float, argv: str
+    bulk: BulkResult,
+    searches: list[SearchResultSet],
+    machine_before: str,
+    load_after: str,
+    seconds: float,
+    argv: str,
 ) -> str:
     tool = bulk.kafka_tool.seconds
     lines = [
@@ -463,7 +667,7 @@ def report(
         f"### Plan and execute: {bulk.groups:,} groups x {bulk.partitions} partitions",
         "",
         f"Target topic: {bulk.partitions} partitions x {bulk.records_per_partition:,} restored records "
-        f"(filled in {bulk.fill_seconds:.0f} s); source offsets from a backup's group snapshot; "
+        f"(hole-free; filled in {bulk.fill_seconds:.0f} s); source offsets from a backup's group snapshot; "
         f"{bulk.groups * bulk.partitions:,} offsets planned, {bulk.changed:,} changed.",
         "",
         "| step | wall time | peak RSS | per group |",
@@ -483,44 +687,9 @@ def report(
         f"the JVM's start-up and one admin call (`ConsumerGroupCommand --list`) "
         f"{bulk.kafka_tool_startup.seconds:.1f} s. Peak RSS is the process's VmHWM.",
         "",
-        f"### Binary search against a full scan: one partition of {search.records:,} records",
-        "",
-        f"100-byte values with the five origin headers, hole-free, filled in {search.fill_seconds:.0f} s. "
-        "Search: the planner's probe with an empty cache per row; bytes are what librdkafka received from "
-        "the broker (its statistics, prefetch included). Scan: one read from the start, parsing every "
-        "record's headers, timed where it reaches each position (nothing else per record, so it is "
-        "as fast as a Python consumer gets); its bytes are its received total pro rata.",
-        "",
-        "| committed source offset | target position | probes | fetches | received | search time "
-        "| scan: records read | scan: received (pro rata) | scan time | scan / search |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *search_report(searches),
     ]
-    for run in search.searches:
-        crossing = search.scan[run.committed]
-        lines.append(
-            f"| {run.label} ({run.committed:,}) | {run.position:,} | {run.probes} | {run.fetches} "
-            f"| {run.received_bytes / 1024:,.0f} KiB | {run.seconds * 1000:,.0f} ms "
-            f"| {crossing.records_read:,} "
-            f"| {mib(search.scan_received_bytes * crossing.records_read // search.records)} "
-            f"| {crossing.seconds:,.2f} s "
-            f"| {crossing.seconds / run.seconds:,.0f}x |"
-        )
-    perf = search.consumer_perf
-    scan_rate = search.records / search.scan[max(search.scan)].seconds
-    lines += [
-        "",
-        f"The full scan read the partition at {scan_rate:,.0f} records/s ({mib(search.scan_received_bytes)} "
-        "received from the broker)"
-        + (
-            f"; Kafka's ConsumerPerformance read it at {perf.records_per_sec:,.0f} records/s "
-            f"({perf.fetch_records_per_sec:,.0f} without its group join), so the scan runs at "
-            f"{scan_rate / perf.records_per_sec:.2f} of a plain JVM consumer, and even that consumer would "
-            f"need {search.records / perf.records_per_sec:.1f} s to reach the end."
-            if perf is not None
-            else "."
-        ),
-    ]
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip()
 
 
 def main() -> None:
@@ -531,13 +700,25 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=None, help="consumer groups (default 1,000)")
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--records-per-partition", type=int, default=None, help="default 100,000")
-    parser.add_argument("--search-records", type=int, default=None, help="default 10,000,000")
+    parser.add_argument(
+        "--search-records", type=int, default=None, help="records per shape's partition (default 10,000,000)"
+    )
+    parser.add_argument(
+        "--shapes", nargs="+", choices=SHAPES, default=list(SHAPES), help="search shapes (default: all)"
+    )
+    parser.add_argument(
+        "--cleaner-wait",
+        type=float,
+        default=None,
+        help="seconds to wait for the target's cleaner on the compacted shape (default 900; --quick 120)",
+    )
     parser.add_argument("--parallelism", type=int, default=16, help="execute's --parallelism")
     parser.add_argument("--write-docs", action="store_true", help="write the results into docs/benchmarks.md")
     args = parser.parse_args()
     groups = args.groups or (50 if args.quick else 1_000)
     per_partition = args.records_per_partition or (2_000 if args.quick else 100_000)
     search_records = args.search_records or (200_000 if args.quick else 10_000_000)
+    cleaner_wait = args.cleaner_wait or (120.0 if args.quick else 900.0)
     argv = "".join(f" {arg}" for arg in sys.argv[1:] if arg != "--write-docs")
     before = machine()
     print(f"machine: {before}", flush=True)
@@ -555,8 +736,10 @@ def main() -> None:
             cluster, work, groups=groups, partitions=args.partitions,
             records_per_partition=per_partition, parallelism=args.parallelism,
         )  # fmt: skip
-        search = bench_search(cluster, search_records)
-    text = report(bulk, search, before, load_average(), time.monotonic() - started, argv)
+        searches = [
+            bench_search(cluster, shape, search_records, cleaner_wait=cleaner_wait) for shape in args.shapes
+        ]
+    text = report(bulk, searches, before, load_average(), time.monotonic() - started, argv)
     print("\n" + text)
     if args.write_docs:
         replace_section(DOCS, START, END, f"## Offset reset\n\n{text}")

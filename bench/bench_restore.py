@@ -1,23 +1,38 @@
 """Restore throughput and memory against Kafka's own ProducerPerformance, on one local broker.
 
-    .venv/bin/python -m bench.bench_restore [--quick] [--write-docs]
+    .venv/bin/python -m bench.bench_restore [--rounds N] [--quick] [--write-docs]
 
 For 100-byte and 1 KiB records it builds backups at two sizes (a folder, with
 the test backup builder), starts a local single-node Kafka 4.3 cluster, warms
-up, then for each backup runs one after the other, each into a fresh topic
-with the same partition count:
+up, then for each backup runs ``--rounds`` rounds (5 by default) of five runs,
+each into a fresh topic with the same partition count (deleted after its
+counts are checked):
 
-- ProducerPerformance with its defaults and ``acks=all`` (the reference);
-- ProducerPerformance with the restore's batching (``linger.ms=20``,
-  ``batch.size=1000000``, ``compression.type=lz4``), to separate tuning from
-  the cost of Python, Parquet and headers;
+- ProducerPerformance with its defaults and ``acks=all``;
+- ProducerPerformance with the restore's own producer settings
+  (``restore_producer_props``: the restore's ``PRODUCER_TUNING`` under the Java
+  producer's names, ``acks=all``, idempotence): the reference of the
+  idempotent restore;
+- the same in transactions of ``restore.transaction_max_ms`` (2 s), as the
+  exactly-once restore commits them: the reference of the exactly-once restore;
 - ``kafka-backup restore --idempotent`` and ``--exactly-once`` as subprocesses.
+
+The five take turns going first (``rotated``): over five rounds each runs once
+in every place. Each ratio is taken per round, between the two runs of that
+round, and the table gives the median of the rounds with their range
+(min-max); rates are the median of the rounds with their range.
+
+Every run must write exactly the backup's records: the restore's summary count
+(as the backup benchmark checks the backup's), ProducerPerformance's sent
+count, and the target topic's log end offsets (equal to the records without
+transactions; at least the records, at most one marker per transaction and
+partition more, with them). A difference stops the run.
 
 The restore's rate is records over the run time it reports itself (planning is
 not in it; the up-front SHA-256 check of every segment, topic creation,
 producing, commits and the wait for commit markers are); its peak RSS is the
 process's VmHWM. ProducerPerformance's rate is its own report (JVM start-up
-excluded). With ``--write-docs`` the table replaces the Restore section of
+excluded). With ``--write-docs`` the tables replace the Restore section of
 docs/benchmarks.md.
 """
 
@@ -27,7 +42,7 @@ import argparse
 import os
 import platform
 import shutil
-import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,19 +52,40 @@ from pathlib import Path
 
 from bench._restore_perf import (
     REPO,
+    TRANSACTION_MS,
     Measured,
     build_backup,
     create_topic,
+    delete_topic,
+    log_end_offsets,
     producer_performance,
     restore_cli,
+    restore_producer_props,
 )
+from bench._stats import Spread, paired_ratios, rotated, spread
 from kbackup.sandbox.kafka import local_clusters
 
 PARTITIONS = 3
 DOCS = REPO / "docs" / "benchmarks.md"
 START, END = "<!-- restore:start -->", "<!-- restore:end -->"
-TUNED = ["linger.ms=20", "batch.size=1000000", "compression.type=lz4"]
-TUNED_NAME = "ProducerPerformance tuned"
+#: The restore's producer settings as ProducerPerformance's --producer-props, and those left out.
+RESTORE_PROPS, LEFT_OUT = restore_producer_props()
+PP_DEFAULTS = "ProducerPerformance (defaults)"
+PP_SAME = "ProducerPerformance (restore's settings)"
+PP_SAME_TX = "ProducerPerformance (restore's settings, transactions)"
+IDEMPOTENT = "restore idempotent"
+EXACTLY_ONCE = "restore exactly-once"
+#: The sides that write in transactions (their topics hold commit markers too).
+TRANSACTIONAL = (PP_SAME_TX, EXACTLY_ONCE)
+#: Every side of a round, in the order of the first round.
+SIDES = (PP_DEFAULTS, PP_SAME, PP_SAME_TX, IDEMPOTENT, EXACTLY_ONCE)
+#: (column title, restore side, reference side): the ratios the tables show, the headline ones first.
+RATIOS = (
+    ("ratio idempotent / PP restore's settings", IDEMPOTENT, PP_SAME),
+    ("ratio exactly-once / PP restore's settings + transactions", EXACTLY_ONCE, PP_SAME_TX),
+    ("ratio idempotent / PP defaults", IDEMPOTENT, PP_DEFAULTS),
+    ("ratio exactly-once / PP defaults", EXACTLY_ONCE, PP_DEFAULTS),
+)
 
 
 @dataclass
@@ -57,13 +93,56 @@ class Case:
     record_size: int
     records: int
     backup_bytes: int = 0
+    #: Side -> its run of each round, in round order.
     runs: dict[str, list[Measured]] = field(default_factory=dict)
+    #: The order the sides ran in, per round.
+    orders: list[list[str]] = field(default_factory=list)
 
-    def median_rate(self, name: str) -> float:
-        return statistics.median(m.records_per_second for m in self.runs[name])
+    def rates(self, name: str) -> Spread:
+        return spread([m.records_per_second for m in self.runs[name]])
+
+    def ratio(self, numerator: str, denominator: str) -> Spread:
+        """The median and range of the per-round ratios of two sides."""
+        return spread(
+            paired_ratios(
+                [m.records_per_second for m in self.runs[numerator]],
+                [m.records_per_second for m in self.runs[denominator]],
+            )
+        )
 
     def peak_rss(self, name: str) -> int:
         return max(m.peak_rss_bytes for m in self.runs[name])
+
+
+def check_counts(
+    side: str, measured: Measured, expected: int, log_end: int, partitions: int = PARTITIONS
+) -> None:
+    """Stop the run if a side did not write exactly ``expected`` records (see the module's doc)."""
+    if measured.records != expected:
+        raise RuntimeError(f"{side} reports {measured.records:,} records, the backup holds {expected:,}")
+    if side == EXACTLY_ONCE and measured.mode != "exactly-once":
+        raise RuntimeError(f"{side} ran in mode {measured.mode!r}")
+    transactional = side in TRANSACTIONAL
+    if not transactional and log_end != expected:
+        raise RuntimeError(f"{side}: the target's log end offsets add up to {log_end:,}, not {expected:,}")
+    if transactional and log_end <= expected:
+        raise RuntimeError(f"{side}: log end offsets {log_end:,}: no room for commit markers")
+    if side == EXACTLY_ONCE and log_end > expected + measured.transactions * partitions:
+        raise RuntimeError(
+            f"{side}: log end offsets {log_end:,}, more than {expected:,} records and "
+            f"{measured.transactions} transaction(s) x {partitions} markers"
+        )
+
+
+def settled_log_end(bootstrap: str, topic: str, records: int, timeout: float = 30.0) -> int:
+    """The topic's log end offsets, once they are past ``records`` or ``timeout`` passed: the last
+    commit markers of a transactional producer land a moment after it commits and exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log_end = log_end_offsets(bootstrap, topic)
+        if log_end > records or time.monotonic() > deadline:
+            return log_end
+        time.sleep(0.5)
 
 
 def run_case(case: Case, bootstrap: str, root: Path, rounds: int) -> None:
@@ -71,92 +150,131 @@ def run_case(case: Case, bootstrap: str, root: Path, rounds: int) -> None:
     tag = f"{case.record_size}-{case.records}"
     for round_ in range(rounds):
         stamp = f"{tag}-{round_}-{int(time.time())}"
-        runs: tuple[tuple[str, Callable[[], Measured]], ...] = (
-            ("ProducerPerformance", partial(_pp, bootstrap, f"pp-{stamp}", case)),
-            (TUNED_NAME, partial(_pp, bootstrap, f"ppt-{stamp}", case, TUNED)),
-            (
-                "restore idempotent",
-                partial(
-                    restore_cli, root, backup_id, bootstrap, topic="bench", target_topic=f"ri-{stamp}",
-                    exactly_once=False, record_size=case.record_size,
-                ),
+        restore = partial(
+            restore_cli, root, backup_id, bootstrap, topic="bench", record_size=case.record_size
+        )
+        runs: dict[str, tuple[str, Callable[[], Measured]]] = {
+            PP_DEFAULTS: (f"pp-{stamp}", partial(_pp, bootstrap, f"pp-{stamp}", case, PP_DEFAULTS)),
+            PP_SAME: (
+                f"pps-{stamp}",
+                partial(_pp, bootstrap, f"pps-{stamp}", case, PP_SAME, RESTORE_PROPS),
             ),
-            (
-                "restore exactly-once",
-                partial(
-                    restore_cli, root, backup_id, bootstrap, topic="bench", target_topic=f"re-{stamp}",
-                    exactly_once=True, record_size=case.record_size,
-                ),
+            PP_SAME_TX: (
+                f"ppt-{stamp}",
+                partial(_pp, bootstrap, f"ppt-{stamp}", case, PP_SAME_TX, RESTORE_PROPS, TRANSACTION_MS),
             ),
-        )  # fmt: skip
-        for name, run in runs:
+            IDEMPOTENT: (f"ri-{stamp}", partial(restore, target_topic=f"ri-{stamp}", exactly_once=False)),
+            EXACTLY_ONCE: (f"re-{stamp}", partial(restore, target_topic=f"re-{stamp}", exactly_once=True)),
+        }
+        order = rotated(SIDES, round_)
+        case.orders.append(order)
+        for name in order:
+            target, run = runs[name]
             measured = run()
+            log_end = (
+                settled_log_end(bootstrap, target, case.records)
+                if name in TRANSACTIONAL
+                else log_end_offsets(bootstrap, target)
+            )
+            check_counts(name, measured, case.records, log_end)
+            delete_topic(bootstrap, target)
             case.runs.setdefault(name, []).append(measured)
             print(
-                f"  {tag:>14} round {round_}: {name:26} {measured.records_per_second:>10,.0f} rec/s "
-                f"{measured.mb_per_second:7.1f} MB/s  peak RSS {measured.peak_rss_bytes / 2**20:6.0f} MiB",
+                f"  {tag:>14} round {round_}: {name:55} {measured.records_per_second:>10,.0f} rec/s "
+                f"{measured.mib_per_second:7.1f} MiB/s  peak RSS {measured.peak_rss_bytes / 2**20:6.0f} MiB",
                 flush=True,
             )
 
 
-def _pp(bootstrap: str, topic: str, case: Case, extra: list[str] | None = None) -> Measured:
+def _pp(
+    bootstrap: str,
+    topic: str,
+    case: Case,
+    name: str,
+    extra: list[str] | None = None,
+    transaction_ms: int | None = None,
+) -> Measured:
     create_topic(bootstrap, topic, PARTITIONS)
     return producer_performance(
-        bootstrap, topic, records=case.records, record_size=case.record_size, extra_props=extra
-    )
+        bootstrap, topic, records=case.records, record_size=case.record_size, extra_props=extra,
+        transaction_ms=transaction_ms, name=name,
+    )  # fmt: skip
 
 
-def report(cases: list[Case], rounds: int, seconds: float) -> str:
+def rate_cell(case: Case, name: str) -> str:
+    rates = case.rates(name)
+    return f"{rates.format()} rec/s ({rates.median * case.record_size / 2**20:,.1f} MiB/s)"
+
+
+def report(cases: list[Case], rounds: int, seconds: float, argv: str = "") -> str:
     lines = [
-        f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.bench_restore` on "
+        f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.bench_restore{argv}` on "
         f"{os.cpu_count()} CPU(s) ({platform.machine()}, {platform.system()}), one local Kafka 4.3.1 "
-        f"broker (KRaft, loopback), {PARTITIONS} partitions, acks=all everywhere, median of {rounds} "
-        f"round(s) run one after the other after a warm-up; {seconds / 60:.0f} min in all; broker, "
-        "tools and restore share the cores: expect noise.",
+        f"broker (KRaft, loopback), {PARTITIONS} partitions, acks=all everywhere, {rounds} round(s) "
+        "after a warm-up, the five runs of a round one after the other, which of them goes first "
+        f"rotating from round to round; {seconds / 60:.0f} min in all; broker, tools and restore share "
+        "the cores: expect noise.",
         "",
-        "| record size | records | backup on disk | ProducerPerformance (defaults) | PP (restore's batching) "
-        "| restore idempotent | ratio | restore exactly-once | ratio | restore peak RSS (idem / EOS) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "Records per second: the median of the rounds (their range, min-max), and the median in MiB/s "
+        "of payload (record size x records; 1 MiB = 2^20 bytes, the unit of the perf tools' `MB/sec`):",
+        "",
+        "| record size | records | backup on disk | "
+        + " | ".join(SIDES)
+        + " | restore peak RSS (idem / EOS) |",
+        "|---:|---:|---:|" + "---:|" * len(SIDES) + "---:|",
     ]
     for case in cases:
-        pp = case.median_rate("ProducerPerformance")
-        tuned = case.median_rate("ProducerPerformance tuned")
-        idem = case.median_rate("restore idempotent")
-        eos = case.median_rate("restore exactly-once")
-        mb = case.record_size / 1e6
         lines.append(
-            f"| {case.record_size} B | {case.records:,} | {case.backup_bytes / 2**20:,.0f} MiB "
-            f"| {pp:,.0f} rec/s ({pp * mb:.1f} MB/s) | {tuned:,.0f} rec/s ({tuned * mb:.1f} MB/s) "
-            f"| {idem:,.0f} rec/s ({idem * mb:.1f} MB/s) | {idem / pp:.2f} "
-            f"| {eos:,.0f} rec/s ({eos * mb:.1f} MB/s) | {eos / pp:.2f} "
-            f"| {case.peak_rss('restore idempotent') / 2**20:,.0f} / "
-            f"{case.peak_rss('restore exactly-once') / 2**20:,.0f} MiB |"
+            f"| {case.record_size} B | {case.records:,} | {case.backup_bytes / 2**20:,.0f} MiB | "
+            + " | ".join(rate_cell(case, name) for name in SIDES)
+            + f" | {case.peak_rss(IDEMPOTENT) / 2**20:,.0f} / "
+            f"{case.peak_rss(EXACTLY_ONCE) / 2**20:,.0f} MiB |"
         )
     lines += [
         "",
-        "Ratios are restore / ProducerPerformance with its defaults (the issue's reference). Against "
-        "ProducerPerformance with the restore's batching: "
-        + "; ".join(
-            f"{c.record_size} B x {c.records:,}: idempotent "
-            f"{c.median_rate('restore idempotent') / c.median_rate(TUNED_NAME):.2f}, "
-            f"exactly-once {c.median_rate('restore exactly-once') / c.median_rate(TUNED_NAME):.2f}"
-            for c in cases
-        )
-        + ".",
+        "Ratios of the restore's records/s to ProducerPerformance's, each taken between the two runs of "
+        "one round: the median of the rounds, then their range. The first two are the headline (the "
+        "same producer settings on both sides); the last two, against ProducerPerformance's defaults, "
+        "are for comparison only.",
+        "",
+        "| record size | records | " + " | ".join(f"{title} | range" for title, _, _ in RATIOS) + " |",
+        "|---:|---:|" + "---:|---|" * len(RATIOS),
+    ]
+    for case in cases:
+        cells = []
+        for _, numerator, denominator in RATIOS:
+            ratio = case.ratio(numerator, denominator)
+            cells.append(f"{ratio.median:.2f} | {ratio.low:.2f}-{ratio.high:.2f}")
+        lines.append(f"| {case.record_size} B | {case.records:,} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "ProducerPerformance with the restore's settings: `--producer-props "
+        + " ".join(RESTORE_PROPS)
+        + "`, from the restore's `PRODUCER_TUNING` (kbackup/restore/writer.py) and the `acks=all` and "
+        "idempotence every restore producer gets (kbackup/core/kafka/clients.py); librdkafka settings "
+        "without a Java equivalent are left out (`"
+        + "`, `".join(LEFT_OUT)
+        + "`). The transactional one adds `--transaction-duration-ms "
+        f"{TRANSACTION_MS}` (`restore.transaction_max_ms`); the restore also commits after "
+        "`restore.transaction_max_records` records, which ProducerPerformance has no setting for.",
         "",
         "The restore's rate is its records over the run time it reports: the up-front SHA-256 check "
         "of every segment, topic creation, producing, commits and the wait for commit markers are in it; "
         "start-up and planning are not (ProducerPerformance's JVM start is not in its rate either). "
         "Peak RSS is the process's VmHWM; the table shows the highest of the rounds. Every restored "
-        "record carries five origin headers (about 150 bytes) that ProducerPerformance's records do not.",
+        "record carries five origin headers (about 150 bytes) that ProducerPerformance's records do not. "
+        "Every run wrote exactly the backup's records (summary or sent count, and the target's log end "
+        "offsets: the run stops otherwise).",
         "",
-        "Every run (records/s, peak RSS):",
+        "Every run (records/s, peak RSS), in round order; the order of each round:",
         "",
     ]
     for case in cases:
-        for name, runs in case.runs.items():
+        for number, order in enumerate(case.orders):
+            lines.append(f"- {case.record_size} B x {case.records:,}, round {number}: " + " -> ".join(order))
+        for name in SIDES:
             values = ", ".join(
-                f"{m.records_per_second:,.0f} ({m.peak_rss_bytes / 2**20:,.0f} MiB)" for m in runs
+                f"{m.records_per_second:,.0f} ({m.peak_rss_bytes / 2**20:,.0f} MiB)" for m in case.runs[name]
             )
             lines.append(f"- {case.record_size} B x {case.records:,}, {name}: {values}")
     return "\n".join(lines)
@@ -180,15 +298,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="small backups and one round (a smoke run)")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--quick", action="store_true", help="backups a tenth of the size, one round unless --rounds"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="rounds of the five runs (default 5; --quick: 1)"
+    )
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     parser.add_argument(
         "--work-dir", type=Path, default=None, help="where backups go (default: a temp folder)"
     )
     args = parser.parse_args()
     scale = 10 if args.quick else 1
-    rounds = 1 if args.quick else args.rounds
+    rounds = args.rounds or (1 if args.quick else 5)
+    argv = "".join(f" {arg}" for arg in sys.argv[1:] if arg != "--write-docs")
     cases = [
         Case(100, 1_000_000 // scale),
         Case(100, 4_000_000 // scale),
@@ -221,14 +344,14 @@ def main() -> None:
             bootstrap = cluster.bootstrap_servers
             print(f"broker at {bootstrap}; warming up", flush=True)
             warm = Case(1024, min(cases[2].records, 100_000))
-            _pp(bootstrap, f"warm-{int(time.time())}", warm)
+            _pp(bootstrap, f"warm-{int(time.time())}", warm, PP_SAME, RESTORE_PROPS)
             restore_cli(
                 root, f"bench-{cases[2].record_size}-{cases[2].records}", bootstrap, topic="bench",
                 target_topic=f"warm-r-{int(time.time())}", exactly_once=True, record_size=1024,
             )  # fmt: skip
             for case in cases:
                 run_case(case, bootstrap, root, rounds)
-        text = report(cases, rounds, time.monotonic() - started)
+        text = report(cases, rounds, time.monotonic() - started, argv)
         print("\n" + text)
         if args.write_docs:
             write_docs(text)

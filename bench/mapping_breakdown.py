@@ -4,7 +4,8 @@ partitions only), and the mapping scan itself, each beside Kafka's ConsumerPerfo
 
     .venv/bin/python -m bench.mapping_breakdown [--records 2000000] [--rounds 2]
 
-Not a docs writer: it prints, and docs/mapping.md quotes a run. One throwaway
+Not a docs writer: it prints (docs/mapping.md says what it is for and keeps no
+figure of it, as no table of it is written). One throwaway
 local broker, one topic of hole-free restored records (2 partitions), one
 local[2] Spark session; every step reads the same partitions, alternating
 with ConsumerPerformance so that load changes hit both.

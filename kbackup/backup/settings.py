@@ -65,8 +65,8 @@ class BackupSettings(StrictModel):
         ge=1,
         le=22,
         description=(
-            "zstd level. 1 compresses Kafka payloads within 1% of level 3 at up to twice the speed "
-            "(docs/benchmarks.md); higher levels trade throughput for size."
+            "zstd level; higher levels trade throughput for size (docs/benchmarks.md measures the "
+            "default, 1, against lz4 and no compression)."
         ),
     )
     segment_max_bytes: int = Field(
