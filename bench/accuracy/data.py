@@ -36,6 +36,8 @@ from kbackup.core.kafka import KafkaClients, open_admin
 from kbackup.core.types import TopicPartitionKey
 
 MAIN, SKEW, TXN, COMPACT = "acc-main", "acc-skew", "acc-txn", "acc-compact"
+#: Digits of the sequence number each record's value starts with.
+SEQUENCE_DIGITS = 12
 #: Records per millisecond of each partition of ``acc-main``.
 MAIN_RATES = (2, 4, 100)
 #: Lag buckets (inclusive bounds), as in seed 002 and the issue.
@@ -89,7 +91,7 @@ class SourceLedger:
         key = (topic, partition)
         sequence = self._next.get(key, 0)
         self._next[key] = sequence + 1
-        return f"{sequence:012d}".encode() + filler
+        return str(sequence).zfill(SEQUENCE_DIGITS).encode() + filler
 
     def on_delivery(self, error: object, message: object) -> None:
         if error is not None:
@@ -97,7 +99,7 @@ class SourceLedger:
             return
         key = (message.topic(), message.partition())  # type: ignore[attr-defined]
         sequences, offsets = self._delivered.setdefault(key, (array("q"), array("q")))
-        sequences.append(int(message.value()[:12]))  # type: ignore[attr-defined]
+        sequences.append(int(message.value()[:SEQUENCE_DIGITS]))  # type: ignore[attr-defined]
         offsets.append(message.offset())  # type: ignore[attr-defined]
 
     def offsets(self) -> dict[TopicPartitionKey, np.ndarray]:

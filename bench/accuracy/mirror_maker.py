@@ -29,7 +29,6 @@ the flush runs.
 
 from __future__ import annotations
 
-import signal
 import struct
 import subprocess
 import time
@@ -39,28 +38,17 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.accuracy.data import SEQUENCE_DIGITS
 from bench.accuracy.measure import RestoredPartition
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
 from kbackup.core.types import TopicPartitionKey
 from kbackup.sandbox.jars import KAFKA_VERSION, LOG4J_VERSION, MavenArtifact, classpath, resolve_jars
-from kbackup.sandbox.kafka import LOG4J2_PROPERTIES
+from kbackup.sandbox.kafka import LOG4J2_PROPERTIES, log_tails, stop_process
 
 DRIVER = "org.apache.kafka.connect.mirror.MirrorMaker"
 #: MirrorSourceConfig's default: a sync is due once the translation would be this many records stale.
 OFFSET_LAG_MAX = 100
-#: Digits of the sequence number each study record's value starts with (bench.accuracy.data).
-SEQUENCE_DIGITS = 12
-
-#: MirrorMaker 2's internal topics (one broker per cluster here: replication factor 1).
-INTERNAL_TOPICS = (
-    "offset-syncs.topic",
-    "checkpoints.topic",
-    "heartbeats.topic",
-    "offset.storage",
-    "status.storage",
-    "config.storage",
-)
 
 #: MirrorMaker 2's internal topics (one broker per cluster here: replication factor 1).
 INTERNAL_TOPICS = (
@@ -182,22 +170,10 @@ class MirrorMaker2:
 
     def stop(self, timeout: float = 60.0) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process, timeout)
 
     def tail(self, lines: int = 30) -> str:
-        chunks = []
-        for path in (self.work_dir / "stdout.log", self.log_file):
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()
-                chunks.append(f"--- {path.name} ---\n" + "\n".join(text[-lines:]))
-        return "\n".join(chunks) or "(no log written)"
+        return log_tails([self.work_dir / "stdout.log", self.log_file], lines)
 
     def wait_replicated(
         self, minimum: Mapping[TopicPartitionKey, int], *, quiet_secs: float = 15.0, timeout: float = 1800.0

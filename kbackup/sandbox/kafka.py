@@ -63,6 +63,28 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
+def stop_process(process: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    """SIGTERM (a clean shutdown), then SIGKILL if the process does not exit within ``timeout``."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+def log_tails(paths: Sequence[Path], lines: int) -> str:
+    """The last ``lines`` lines of each log file that exists, under its name."""
+    chunks = []
+    for path in paths:
+        if path.exists():
+            text = path.read_text(errors="replace").splitlines()
+            chunks.append(f"--- {path.name} ---\n" + "\n".join(text[-lines:]))
+    return "\n".join(chunks) or "(no log written)"
+
+
 BASE_PROPERTIES = {
     "process.roles": "broker,controller",
     "node.id": "1",
@@ -335,14 +357,7 @@ class LocalKafkaCluster:
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (a clean shutdown), then SIGKILL if it does not exit in time."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process, timeout)
 
     def kill(self) -> None:
         """SIGKILL: a crash, for fault tests."""
@@ -357,12 +372,7 @@ class LocalKafkaCluster:
         self.start(timeout)
 
     def log_tail(self, lines: int = 25) -> str:
-        chunks = []
-        for path in (self.work_dir / "stdout.log", self.server_log):
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()
-                chunks.append(f"--- {path.name} ---\n" + "\n".join(text[-lines:]))
-        return "\n".join(chunks) or "(no log written)"
+        return log_tails([self.work_dir / "stdout.log", self.server_log], lines)
 
 
 @contextlib.contextmanager
