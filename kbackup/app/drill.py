@@ -27,7 +27,7 @@ from kbackup.app.three_phase import (
     three_phase_restore,
 )
 from kbackup.backup.settings import SourceSettings, TopicSelection
-from kbackup.core.config import StorageSettings
+from kbackup.core.config import EncryptionSettings, StorageSettings
 from kbackup.core.errors import ConfigError, InterruptedByUser
 from kbackup.core.kafka import open_admin
 from kbackup.core.metrics import RestoreMetrics
@@ -208,6 +208,7 @@ def run_local_drill(
     metrics: RestoreMetrics | None = None,
     engine: Literal["local", "spark"] = "local",
     mapping: MappingSettings | None = None,
+    encryption: EncryptionSettings | None = None,
 ) -> DrillReport:
     """Two throwaway local clusters, realistic data, the full drill on local-folder storage;
     ``engine`` and ``mapping`` (its Spark master and settings) as a config file says them."""
@@ -227,7 +228,7 @@ def run_local_drill(
                 topics=TopicSelection(include=sorted(data.topics)),
             ),
             target=target.connection(),
-            storage=StorageSettings(url=str(work_dir / "backups")),
+            storage=StorageSettings(url=str(work_dir / "backups"), encryption=encryption),
             drill=DrillSettings(),
             offset_reset=OffsetResetSettings(),
             engine=engine,

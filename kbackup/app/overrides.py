@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from kbackup.app.config import KBackupConfig
 from kbackup.backup.runner import BackupJob
 from kbackup.backup.settings import SourceSettings
-from kbackup.core.config import KafkaConnection, StorageSettings, validate_config
+from kbackup.core.config import KafkaConnection, StorageSettings, encryption_from_spec, validate_config
 from kbackup.core.errors import UsageError
 from kbackup.core.metrics import MetricsSettings
 from kbackup.core.spark import SparkEngine, engine_master
@@ -269,6 +269,14 @@ def with_engine(config: KBackupConfig, engine: str | None, spark_master: str | N
             config.mapping, {"spark_master": spark_master}, MappingSettings, "--spark-master"
         )
     return config.model_copy(update=updates) if updates else config
+
+
+def with_encryption_key(config: KBackupConfig, spec: str | None) -> KBackupConfig:
+    """The config with ``--encryption-key`` over ``storage.encryption`` (the rest of ``storage`` kept)."""
+    if spec is None:
+        return config
+    storage = config.storage.model_copy(update={"encryption": encryption_from_spec(spec, "--encryption-key")})
+    return config.model_copy(update={"storage": storage})
 
 
 def spark_engine(config: KBackupConfig) -> SparkEngine | None:

@@ -46,6 +46,7 @@ from kbackup.core.kafka import (
 from kbackup.core.logs import get_logger
 from kbackup.core.metrics import BackupMetrics
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.encryption import BackupKeys
 from kbackup.format.layout import new_run_id
 from kbackup.format.manifest import PartitionEntry, SegmentEntry
 from kbackup.format.schema import RECORD_SCHEMA
@@ -155,8 +156,11 @@ class Copier:
         stall_timeout_secs: float,
         on_progress: Callable[[int, int], None] | None = None,
         metrics: BackupMetrics | None = None,
+        keys: BackupKeys | None = None,
     ) -> None:
         self.consumer = consumer
+        #: An encrypted backup's keys (None: segments are written in plaintext).
+        self.keys = keys
         #: Counted per batch of records, the lag once a second (docs/observability.md).
         self.metrics = metrics or BackupMetrics(backup_id, mode="follow" if follow else "snapshot")
         self.storage = storage
@@ -263,6 +267,7 @@ class Copier:
             scratch_dir=self.scratch_dir,
             uploader=self.uploads,
             on_stored=self._segment_stored,
+            keys=self.keys,
         )
         return Sink(writer=writer)
 

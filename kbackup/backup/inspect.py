@@ -11,12 +11,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage
+from kbackup.format.encryption import is_encrypted
 from kbackup.format.layout import DATA_FOLDER, object_key
 from kbackup.format.manifest import Manifest, SegmentEntry
-from kbackup.format.segments import check_segment_contents
+from kbackup.format.segments import check_segment_contents, segment_checksum_problem
 from kbackup.storage import Storage
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})-[A-Za-z0-9._=+@,-]+\.parquet$")
@@ -31,6 +32,10 @@ def list_backups(storage: Storage) -> list[dict[str, Any]]:
             backup = catalog.load(backup_id)
         except BackupIntegrityError as exc:
             rows.append({"backup_id": backup_id, "error": exc.message})
+            continue
+        except EncryptionKeyError as exc:
+            # Listed, not damaged: what it holds needs its key.
+            rows.append({"backup_id": backup_id, "encrypted": True, "locked": exc.message})
             continue
         coverage = backup.coverage()
         groups = backup.consumer_groups
@@ -58,6 +63,7 @@ def list_backups(storage: Storage) -> list[dict[str, Any]]:
                     default=None,
                 ),
                 "retention_generation": backup.retention.generation if backup.retention else None,
+                "encrypted": backup.keys is not None,
             }
         )
     return rows
@@ -140,6 +146,10 @@ class ValidationReport:
     increments: int = 0
     segments_checked: int = 0
     records: int = 0
+    #: An encrypted backup (format version 2).
+    encrypted: bool = False
+    #: False: checked without the key (no record or manifest content was read).
+    contents_checked: bool = True
 
     @property
     def ok(self) -> bool:
@@ -153,6 +163,8 @@ class ValidationReport:
             "increments": self.increments,
             "segments_checked": self.segments_checked,
             "records": self.records,
+            "encrypted": self.encrypted,
+            "contents_checked": self.contents_checked,
             "errors": self.errors,
             "warnings": self.warnings,
         }
@@ -160,6 +172,10 @@ class ValidationReport:
 
 def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> ValidationReport:
     """Check the manifests agree with each other and with the stored objects; ``deep`` reads every segment.
+
+    An encrypted backup without a key configured (and without ``deep``, which needs the key to
+    decrypt every record) gets what can be checked without it: the chain of manifests, every
+    segment's presence, size and SHA-256 (of its ciphertext).
 
     Raises ``NotFoundError`` if there is no such backup; every damage found is in the report's errors.
     """
@@ -170,8 +186,18 @@ def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> 
     except BackupIntegrityError as exc:
         report.errors.append(exc.message)
         return report
+    except EncryptionKeyError as exc:
+        if deep or storage.key_encryption_key is not None or not is_encrypted(storage, backup_id):
+            if deep and storage.key_encryption_key is None:
+                exc.hint = (
+                    "--deep decrypts every record and needs the key (storage.encryption or "
+                    "--encryption-key); without --deep, validate checks presence, sizes and checksums"
+                )
+            raise
+        return validate_without_key(storage, backup_id, report)
     report.increments = len(backup.manifests)
     report.records = backup.total_records()
+    report.encrypted = backup.keys is not None
     check_manifests(backup, report)
     listed, unsound = check_objects(storage, backup, report)
     find_orphans(storage, backup_id, listed, report)
@@ -181,9 +207,48 @@ def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> 
                 if object_key(backup_id, segment.key) in unsound:
                     continue  # already named as missing or of the wrong size: one problem, one line
                 report.errors.extend(
-                    check_segment_contents(storage, backup_id, segment, backup.source_cluster)
+                    check_segment_contents(
+                        storage, backup_id, segment, backup.source_cluster, keys=backup.keys
+                    )
                 )
                 report.segments_checked += 1
+    return report
+
+
+def validate_without_key(storage: Storage, backup_id: str, report: ValidationReport) -> ValidationReport:
+    """An encrypted backup's checks that need no key: presence, size and SHA-256 of each segment."""
+    report.encrypted = True
+    report.contents_checked = False
+    try:
+        manifests = BackupCatalog(storage).load_sealed(backup_id)
+    except BackupIntegrityError as exc:
+        report.errors.append(exc.message)
+        return report
+    report.increments = len(manifests)
+    report.records = sum(segment.record_count for manifest in manifests for segment in manifest.segments)
+    stored = {info.key: info.size for info in storage.list(f"{backup_id}/{DATA_FOLDER}/")}
+    listed: set[str] = set()
+    for manifest in manifests:
+        name = f"increment {manifest.increment}"
+        for segment in manifest.segments:
+            check_segment_entry(name, segment, report)
+            key = object_key(backup_id, segment.key)
+            listed.add(key)
+            size = stored.get(key)
+            if size is None:
+                report.errors.append(f"segment {key} ({name}) is missing")
+            elif size != segment.size_bytes:
+                report.errors.append(f"segment {key} has {size} bytes, {name} says {segment.size_bytes}")
+            else:
+                problem = segment_checksum_problem(storage, key, segment)
+                if problem is not None:
+                    report.errors.append(problem)
+                report.segments_checked += 1
+    find_orphans(storage, backup_id, listed, report)
+    report.warnings.append(
+        "encrypted backup checked without its key: presence, sizes and SHA-256 of the stored bytes only; "
+        "records, offsets and group snapshots need the key (validate --deep with storage.encryption)"
+    )
     return report
 
 

@@ -55,6 +55,7 @@ from kbackup.core.progress import Progress, ProgressTask
 from kbackup.core.spark import SparkEngine
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage, commit_manifest, merge_partition
+from kbackup.format.encryption import BackupKeys, keys_for_new_backup
 from kbackup.format.layout import check_backup_id, new_run_id
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -206,6 +207,8 @@ class BackupRun:
         self.metrics = metrics or BackupMetrics(job.backup_id, mode="follow" if self.follow else "snapshot")
         self._task: ProgressTask | None = None
         self._task_total: int | None = None
+        #: An encrypted backup's keys, opened or made at the start of the run.
+        self._keys: BackupKeys | None = None
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -243,6 +246,8 @@ class BackupRun:
                 "removal and back up again",
             )
         existing = catalog.load(backup_id) if catalog.exists(backup_id) else None
+        # Encrypted: the keyring is written before any segment (a backup's first object).
+        self._keys = existing.keys if existing is not None else keys_for_new_backup(storage, backup_id)
         if existing is not None:
             metrics.backup_loaded(_unix_time(existing.latest.finished_at))
         source_cluster_id = resolve_source_cluster_id(
@@ -381,6 +386,7 @@ class BackupRun:
             segment_max_interval_secs=settings.segment_max_interval_ms / 1000,
             stall_timeout_secs=settings.stall_timeout_secs,
             on_progress=self._advance,
+            keys=self._keys,
         )
 
     def _spark_copier(self, engine: SparkEngine, source_cluster_id: str) -> SparkCopier:
@@ -397,6 +403,7 @@ class BackupRun:
             max_open_segments=settings.max_open_segments,
             stall_timeout_secs=settings.stall_timeout_secs,
             slices=[],
+            keys=self._keys,
         )
         return SparkCopier(
             engine,
@@ -744,7 +751,7 @@ class _Committer:
             segments=sorted(segments, key=lambda s: (s.topic, s.partition, s.first_offset)),
             consumer_groups=groups,
         )
-        key = commit_manifest(self.storage, manifest)
+        key = commit_manifest(self.storage, manifest, self.run._keys)
         crash_point("backup:after-manifest")
         self.copier.after_commit(entries)
         state.committed(manifest)

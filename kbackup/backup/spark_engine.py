@@ -35,6 +35,7 @@ from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.encryption import BackupKeys
 from kbackup.format.layout import new_run_id
 from kbackup.format.manifest import PartitionEntry, SegmentEntry
 from kbackup.format.segments import SegmentLimits
@@ -128,6 +129,8 @@ class CopyTask:
     max_open_segments: int
     stall_timeout_secs: float
     slices: list[Slice]
+    #: An encrypted backup's keys, opened by the driver (a worker needs no key source of its own).
+    keys: BackupKeys | None = None
 
 
 @dataclass
@@ -149,7 +152,8 @@ def copy_slices(task: CopyTask) -> CopyResult:
 
 
 def _copy(task: CopyTask) -> CopyResult:
-    storage = open_storage(task.storage)
+    # The driver opened the backup's keys and sent them: a worker reads no key file or variable.
+    storage = open_storage(task.storage.model_copy(update={"encryption": None}))
     clients = KafkaClients(task.source, client_id="kafka-backup-spark")
     consumer = clients.consumer(**task.consumer_properties)
     with tempfile.TemporaryDirectory(prefix="kafka-backup-task-") as scratch:
@@ -168,6 +172,7 @@ def _copy(task: CopyTask) -> CopyResult:
             segment_max_interval_secs=3600.0,
             stall_timeout_secs=task.stall_timeout_secs,
             metrics=BackupMetrics(task.backup_id, mode="snapshot"),
+            keys=task.keys,
         )
         try:
             copier.start_increment([item.plan() for item in task.slices])

@@ -13,6 +13,7 @@ from kbackup import __version__
 from kbackup.cli import (
     backup_cmds,
     drill_cmds,
+    key_cmds,
     mapping_cmds,
     prune_cmds,
     reset_cmds,
@@ -78,6 +79,8 @@ app.command("describe")(backup_cmds.describe)
 app.command("validate")(backup_cmds.validate)
 app.command("status")(backup_cmds.status)
 app.command("prune")(prune_cmds.prune)
+app.command("rekey")(key_cmds.rekey)
+app.command("keygen")(key_cmds.keygen)
 # Stage 2: restore.
 app.command("restore")(restore_cmds.restore)
 # Stage 3: mapping.

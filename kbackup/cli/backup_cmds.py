@@ -14,11 +14,13 @@ from kbackup.app.overrides import (
     spark_engine,
     storage_settings,
     with_bootstrap_servers,
+    with_encryption_key,
     with_engine,
 )
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
+    EncryptionKeyOption,
     EngineOption,
     JsonOption,
     MetricsBindOption,
@@ -52,8 +54,8 @@ PathOption = Annotated[
 BackupIdOption = Annotated[str | None, typer.Option("--backup-id", metavar="ID", help="Name of the backup.")]
 
 
-def open_backup_storage(config_path: Any, path: str | None) -> Storage:
-    return open_storage(storage_settings(load_config(config_path), path))
+def open_backup_storage(config_path: Any, path: str | None, encryption_key: str | None = None) -> Storage:
+    return open_storage(storage_settings(with_encryption_key(load_config(config_path), encryption_key), path))
 
 
 def backup(
@@ -81,6 +83,7 @@ def backup(
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
     as_json: JsonOption = False,
+    encryption_key: EncryptionKeyOption = None,
 ) -> None:
     """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage.
 
@@ -98,7 +101,7 @@ def backup(
     from kbackup.core.metrics import BackupMetrics, exported
 
     json_mode(as_json)
-    cfg = with_engine(load_config(config), engine, spark_master)
+    cfg = with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key)
     job = backup_job(
         cfg,
         bootstrap_servers=bootstrap_servers,
@@ -185,7 +188,12 @@ def backup(
         )
 
 
-def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+def list_backups(
+    path: PathOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    encryption_key: EncryptionKeyOption = None,
+) -> None:
     """List the backups in a storage location: time, topics, record counts, sizes.
 
     \b
@@ -195,7 +203,7 @@ def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: 
     from kbackup.backup.inspect import list_backups as list_rows
 
     json_mode(as_json)
-    storage = open_backup_storage(config, path)
+    storage = open_backup_storage(config, path, encryption_key)
     if not storage.location_exists():
         raise NotFoundError(
             f"there is no folder {storage.url}",
@@ -217,11 +225,15 @@ def list_backups(path: PathOption = None, config: ConfigOption = None, as_json: 
         if "error" in row:
             typer.echo(f"{row['backup_id']:<24} DAMAGED: {row['error']}")
             continue
+        if "locked" in row:
+            typer.echo(f"{row['backup_id']:<24} ENCRYPTED: {row['locked']}")
+            continue
         typer.echo(
             f"{row['backup_id']:<24} {row['last_finished_at']:<24} {row['increments']:>4} "
             f"{len(row['topics']):>6} {row['records']:>14,} {size_text(row['bytes']):>10}  "
             f"{_utc(row['restorable_from_timestamp'])}"
             + (f" (pruned, generation {row['retention_generation']})" if row["retention_generation"] else "")
+            + (" (encrypted)" if row["encrypted"] else "")
         )
 
 
@@ -230,6 +242,7 @@ def describe(
     backup_id: BackupIdOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    encryption_key: EncryptionKeyOption = None,
 ) -> None:
     """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots.
 
@@ -240,7 +253,7 @@ def describe(
     from kbackup.backup.inspect import describe_backup
 
     json_mode(as_json)
-    cfg = load_config(config)
+    cfg = with_encryption_key(load_config(config), encryption_key)
     storage = open_storage(storage_settings(cfg, path))
     info = describe_backup(storage, backup_id_of(cfg, backup_id))
     if as_json:
@@ -295,6 +308,7 @@ def validate(
     ] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    encryption_key: EncryptionKeyOption = None,
 ) -> None:
     """Check a backup's manifest (and with --deep every segment) for damage.
 
@@ -305,7 +319,7 @@ def validate(
     from kbackup.backup.inspect import validate_backup
 
     json_mode(as_json)
-    cfg = load_config(config)
+    cfg = with_encryption_key(load_config(config), encryption_key)
     storage = open_storage(storage_settings(cfg, path))
     report = validate_backup(storage, backup_id_of(cfg, backup_id), deep=deep)
     if as_json:
@@ -323,6 +337,8 @@ def validate(
             f"first: {report.errors[0]}"
         )
     checked = f", {report.segments_checked} segment(s) re-read and checksummed" if deep else ""
+    if not report.contents_checked:
+        checked = f", {report.segments_checked} encrypted segment(s) checksummed without the key"
     warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
     typer.echo(
         f"backup {report.backup_id}: OK ({report.increments} increment(s), "
@@ -384,6 +400,7 @@ def status(
         ),
     ] = None,
     as_json: JsonOption = False,
+    encryption_key: EncryptionKeyOption = None,
 ) -> None:
     """Show each backup's recovery point: last increment and its age, records, restorable window
     per partition and, with the source reachable, how many records it is behind.
@@ -405,7 +422,7 @@ def status(
             max_age_secs = parse_duration(max_age)
         except ValueError as exc:
             raise UsageError(f"--max-age {exc}") from None
-    cfg = load_config(config)
+    cfg = with_encryption_key(load_config(config), encryption_key)
     storage = open_storage(storage_settings(cfg, path))
     # No id at all means every backup there; an empty --backup-id is a mistake, refused as elsewhere.
     chosen = backup_id_of(cfg, backup_id) if backup_id is not None or cfg.backup_id else None

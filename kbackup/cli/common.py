@@ -37,6 +37,14 @@ BootstrapOption = Annotated[
 
 # The metrics options of the commands that run long (docs/observability.md); they go over the
 # config's metrics section.
+EncryptionKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--encryption-key",
+        metavar="SOURCE",
+        help="Key of an encrypted backup: file:PATH, env:VARIABLE or kms:KEY_ID; config: storage.encryption.",
+    ),
+]
 EngineOption = Annotated[
     str | None,
     typer.Option(

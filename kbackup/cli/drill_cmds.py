@@ -11,6 +11,7 @@ import typer
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
+    EncryptionKeyOption,
     EngineOption,
     JsonOption,
     MetricsBindOption,
@@ -69,6 +70,7 @@ def three_phase_restore(
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
+    encryption_key: EncryptionKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Restore data, move every consumer group to its exact place, and audit it, in one resumable run.
@@ -87,13 +89,13 @@ def three_phase_restore(
       kafka-backup three-phase-restore -c dr.yaml --dry-run
     """
     json_mode(as_json)
-    from kbackup.app.overrides import metrics_settings, three_phase_config, with_engine
+    from kbackup.app.overrides import metrics_settings, three_phase_config, with_encryption_key, with_engine
     from kbackup.app.three_phase import checked_backup_id, three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
     from kbackup.core.metrics import RestoreMetrics, exported
 
     cfg = three_phase_config(
-        with_engine(load_config(config), engine, spark_master),
+        with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key),
         bootstrap_servers=bootstrap_servers,
         path=path,
         backup_id=backup_id,
@@ -160,6 +162,7 @@ def drill(
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
+    encryption_key: EncryptionKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Disaster-recovery drill: back up, restore under a prefix, map, reset copies of the groups, then prove
@@ -172,12 +175,14 @@ def drill(
     """
     json_mode(as_json)
     from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill
-    from kbackup.app.overrides import metrics_settings, with_engine
+    from kbackup.app.overrides import metrics_settings, with_encryption_key, with_engine
     from kbackup.core.metrics import RestoreMetrics, exported
 
     if not local and config is None:
         raise UsageError("drill needs --config (source, target, storage), or --local")
-    cfg = with_engine(load_config(None if local else config), engine, spark_master)
+    cfg = with_encryption_key(
+        with_engine(load_config(None if local else config), engine, spark_master), encryption_key
+    )
     # Named before the run, so that its metrics carry the backup id the drill takes.
     backup_id = LOCAL_DRILL_BACKUP_ID if local else drill_backup_id(cfg)
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
@@ -197,6 +202,7 @@ def drill(
                 metrics=metrics,
                 engine=cfg.engine,
                 mapping=cfg.mapping,
+                encryption=cfg.storage.encryption,
             )
         else:
             report_path = report or Path(cfg.drill.report_path)

@@ -7,9 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from kbackup.app.overrides import storage_settings
+from kbackup.app.overrides import storage_settings, with_encryption_key
 from kbackup.cli.backup_cmds import BackupIdOption, PathOption, size_text
-from kbackup.cli.common import ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.common import (
+    ConfigOption,
+    EncryptionKeyOption,
+    JsonOption,
+    json_mode,
+    load_config,
+    print_json,
+)
 from kbackup.core.config import validate_config
 from kbackup.core.errors import NotFoundError, PreconditionError, UsageError
 from kbackup.core.progress import Progress
@@ -90,6 +97,7 @@ def prune(
     force: Annotated[
         bool, typer.Option("--force", help="Allow a policy that removes every backup or all of one.")
     ] = False,
+    encryption_key: EncryptionKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Remove old backups and old data inside backups by a retention policy: plan, then --execute.
@@ -106,7 +114,7 @@ def prune(
       kafka-backup prune -c backup.yaml --older-than 30d --execute
     """
     json_mode(as_json)
-    cfg = load_config(config)
+    cfg = with_encryption_key(load_config(config), encryption_key)
     flags: dict[str, Any] = {
         "keep_last": keep_last,
         "keep_within": keep_within,

@@ -6,10 +6,18 @@ from typing import Annotated
 
 import typer
 
-from kbackup.app.overrides import RestoreFlags, metrics_settings, restore_inputs, spark_engine, with_engine
+from kbackup.app.overrides import (
+    RestoreFlags,
+    metrics_settings,
+    restore_inputs,
+    spark_engine,
+    with_encryption_key,
+    with_engine,
+)
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
+    EncryptionKeyOption,
     EngineOption,
     JsonOption,
     MetricsBindOption,
@@ -148,6 +156,7 @@ def restore(
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
+    encryption_key: EncryptionKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers.
@@ -161,7 +170,7 @@ def restore(
     from kbackup.core.metrics import RestoreMetrics, exported
 
     json_mode(as_json)
-    cfg = with_engine(load_config(config), engine, spark_master)
+    cfg = with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key)
     inputs = restore_inputs(
         cfg,
         bootstrap_servers=bootstrap_servers,

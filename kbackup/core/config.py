@@ -17,7 +17,15 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import is_secret_key, register_secret
@@ -137,6 +145,74 @@ class KafkaConnection(StrictModel):
 StorageBackend = Literal["filesystem", "s3"]
 
 
+class EncryptionSettings(StrictModel):
+    """Client-side encryption of backups (docs/security.md): where the key-encryption key is.
+
+    Exactly one of ``key_file``, ``key_env`` and ``kms_key_id``. The key itself never appears in a
+    config file: a file or an environment variable holds it, or AWS KMS keeps it.
+    """
+
+    key_file: str | None = Field(
+        default=None,
+        description=(
+            "A file holding the 256-bit key-encryption key in base64 (`kafka-backup keygen --output "
+            "FILE` writes one). Relative: to the current folder."
+        ),
+    )
+    key_env: str | None = Field(
+        default=None,
+        description="The name of an environment variable holding the key-encryption key in base64.",
+    )
+    kms_key_id: str | None = Field(
+        default=None,
+        description="An AWS KMS key (id, ARN or `alias/NAME`) that wraps the backup's key; KMS keeps it.",
+    )
+    kms_endpoint_url: str | None = Field(
+        default=None,
+        description="KMS endpoint (LocalStack, moto); unset: `storage.endpoint_url`, else AWS KMS.",
+    )
+    kms_region: str | None = Field(default=None, description="KMS region; unset: `storage.region`.")
+
+    @field_validator("key_env")
+    @classmethod
+    def _check_env_name(cls, name: str | None) -> str | None:
+        if name is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise ValueError(
+                f"{name!r} is not an environment variable name (the variable's name, not its value)"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> EncryptionSettings:
+        chosen = [name for name in ("key_file", "key_env", "kms_key_id") if getattr(self, name)]
+        if len(chosen) != 1:
+            raise ValueError(
+                "set exactly one of key_file, key_env and kms_key_id"
+                + (f" (found {', '.join(chosen)})" if chosen else "")
+            )
+        return self
+
+    def describe(self) -> str:
+        """Where the key comes from, safe to print (never the key)."""
+        if self.key_file:
+            return f"key file {self.key_file}"
+        if self.key_env:
+            return f"environment variable {self.key_env}"
+        return f"KMS key {self.kms_key_id}"
+
+
+def encryption_from_spec(spec: str, source: str) -> EncryptionSettings:
+    """``--encryption-key``: ``file:PATH``, ``env:NAME`` or ``kms:KEY_ID``."""
+    kind, separator, value = spec.partition(":")
+    field = {"file": "key_file", "env": "key_env", "kms": "kms_key_id"}.get(kind)
+    if not separator or field is None or not value:
+        raise ConfigError(
+            f"{source}: {spec!r} is not a key source",
+            hint="write file:PATH, env:VARIABLE or kms:KEY_ID (an id, ARN or alias/NAME)",
+        )
+    return validate_config({field: value}, EncryptionSettings, source)
+
+
 class StorageSettings(StrictModel):
     """Where backups live: a local folder (the default) or an S3-compatible bucket.
 
@@ -183,6 +259,13 @@ class StorageSettings(StrictModel):
     sse_kms_key_id: str | None = Field(
         default=None,
         description="KMS key id or ARN with `sse: aws:kms`; unset: the bucket's AWS-managed key.",
+    )
+    encryption: EncryptionSettings | None = Field(
+        default=None,
+        description=(
+            "Client-side encryption: record keys, values, headers and the manifests' group offsets "
+            "never reach the store in plaintext (docs/security.md). Unset: not encrypted."
+        ),
     )
     max_attempts: int = Field(
         default=8,

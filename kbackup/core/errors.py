@@ -154,6 +154,15 @@ class SparkJobError(KBackupError):
     retryable_by_default = True
 
 
+class EncryptionKeyError(KBackupError):
+    """An encrypted backup without its key: no key configured, a key that is not the backup's, a
+    KMS that refuses or cannot be reached, or ``storage.encryption`` set for a backup that is not
+    encrypted."""
+
+    exit_code = 18
+    kind = "encryption-key"
+
+
 class InterruptedByUser(KBackupError):
     """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
 
@@ -232,6 +241,13 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "engine: spark: Spark gave the job up (a task failed on every attempt, executors or the master "
         "were lost); nothing of the failed step was committed, and running the same command again "
         "continues (docs/scaling.md).",
+    ),
+    EncryptionKeyError.exit_code: (
+        EncryptionKeyError.kind,
+        "An encrypted backup could not be opened: no key configured (storage.encryption or "
+        "--encryption-key), a key that is not the one the backup names, a KMS that refused or could "
+        "not be reached (retryable), or an unencrypted backup read with encryption configured. "
+        "Nothing was written to a store or a cluster (docs/security.md).",
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

@@ -12,9 +12,23 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, StorageError
+from kbackup.core.errors import (
+    BackupIntegrityError,
+    EncryptionKeyError,
+    NotFoundError,
+    PreconditionError,
+    StorageError,
+)
 from kbackup.core.faults import crash_point
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.encryption import (
+    BackupKeys,
+    SealedManifest,
+    open_manifest,
+    read_sealed_manifest,
+    seal_manifest,
+    unlock,
+)
 from kbackup.format.layout import (
     MANIFESTS_FOLDER,
     check_backup_id,
@@ -29,7 +43,6 @@ from kbackup.format.manifest import (
     PartitionEntry,
     SegmentEntry,
     TopicEntry,
-    parse_manifest,
 )
 from kbackup.format.retention import (
     RETENTION_FOLDER,
@@ -67,6 +80,8 @@ class Backup:
     manifests: list[Manifest]
     #: The newest retention generation (None: never pruned).
     retention: RetentionGeneration | None = None
+    #: An encrypted backup's keys, opened (None: the backup is not encrypted).
+    keys: BackupKeys | None = None
 
     @property
     def latest(self) -> Manifest:
@@ -260,10 +275,18 @@ class BackupCatalog:
                     f"backup {backup_id}: manifest of increment {expected} is missing "
                     f"(found {object_key(backup_id, f'{MANIFESTS_FOLDER}/{increment:08d}.json')} next)"
                 )
+        backup_keys = unlock(self.storage, backup_id)
+        if backup_keys is None and self.storage.key_encryption_key is not None:
+            raise EncryptionKeyError(
+                f"backup {backup_id} in {self.storage.url} is not encrypted, but a key is configured "
+                f"({self.storage.key_encryption_key.source}): refusing to read it as plaintext",
+                hint="to read an unencrypted backup, leave storage.encryption (and --encryption-key) unset",
+            )
         manifests: list[Manifest] = []
         names = [key for _, key in keys]
-        for key, data in zip(names, self._read_all(names), strict=True):
-            manifest = parse_manifest(data, key)
+        increments = [increment for increment, _ in keys]
+        for increment, key, data in zip(increments, names, self._read_all(names), strict=True):
+            manifest = open_manifest(data, key, increment, backup_keys)
             check_chain(manifest, manifests, key, first=first)
             if (
                 not manifests
@@ -279,7 +302,42 @@ class BackupCatalog:
             manifests.append(manifest)
         if generation is not None:
             manifests = apply_retention(manifests, generation)
-        return Backup(backup_id=backup_id, manifests=manifests, retention=generation)
+        return Backup(backup_id=backup_id, manifests=manifests, retention=generation, keys=backup_keys)
+
+    def load_sealed(self, backup_id: str) -> list[SealedManifest]:
+        """An encrypted backup's manifests as they show without the key (``validate`` without it):
+        the chain of increments and every segment's key, size and SHA-256, unauthenticated; the
+        segments a retention window removed are left out."""
+        generation = self.retention(backup_id)
+        first = generation.first_increment if generation is not None else 0
+        keys = [(increment, key) for increment, key in self._manifest_keys(backup_id) if increment >= first]
+        if not keys:
+            raise NotFoundError(f"no backup {backup_id!r} in {self.storage.url}")
+        starts = (
+            {(window.topic, window.partition): window.start_offset for window in generation.windows}
+            if generation is not None
+            else {}
+        )
+        found: list[SealedManifest] = []
+        names = [key for _, key in keys]
+        for (increment, key), data in zip(keys, self._read_all(names), strict=True):
+            sealed = read_sealed_manifest(data, key)
+            if sealed.increment != increment or sealed.backup_id != backup_id:
+                raise BackupIntegrityError(
+                    f"manifest {key} says increment {sealed.increment} of backup {sealed.backup_id}"
+                )
+            if found and sealed.previous_run_id != found[-1].run_id:
+                raise BackupIntegrityError(
+                    f"manifest {key} follows run {sealed.previous_run_id}, but increment "
+                    f"{found[-1].increment} was run {found[-1].run_id}"
+                )
+            kept = [
+                segment
+                for segment in sealed.segments
+                if segment.last_offset >= starts.get((segment.topic, segment.partition), 0)
+            ]
+            found.append(SealedManifest(**{**sealed.__dict__, "segments": kept}))
+        return found
 
 
 class _Vanished(Exception):
@@ -307,15 +365,17 @@ def check_chain(manifest: Manifest, previous: list[Manifest], key: str, *, first
             )
 
 
-def commit_manifest(storage: Storage, manifest: Manifest) -> str:
+def commit_manifest(storage: Storage, manifest: Manifest, keys: BackupKeys | None = None) -> str:
     """Write an increment's manifest, last: only after every segment it lists is stored whole.
+    With ``keys`` (an encrypted backup) it is sealed (format version 2).
 
     Refuses (PreconditionError) if another run already committed this increment.
     """
     check_segments_stored(storage, manifest.backup_id, manifest.segments)
     crash_point("backup:before-manifest")
     key = manifest_key(manifest.backup_id, manifest.increment)
-    if not storage.put_bytes_if_absent(key, manifest.to_json_bytes()):
+    data = manifest.to_json_bytes() if keys is None else seal_manifest(manifest, keys)
+    if not storage.put_bytes_if_absent(key, data):
         raise PreconditionError(
             f"increment {manifest.increment} of backup {manifest.backup_id} was committed by another run "
             f"while this one ran ({key})",

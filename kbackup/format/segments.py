@@ -26,6 +26,12 @@ import pyarrow.parquet as pq
 
 from kbackup.core.errors import BackupIntegrityError, StorageError
 from kbackup.core.faults import crash_point
+from kbackup.format.encryption import (
+    ENCRYPTED_FORMAT_VERSION,
+    OBJECT_METADATA_KEY,
+    BackupKeys,
+    check_segment_identity,
+)
 from kbackup.format.layout import object_key, segment_key
 from kbackup.format.manifest import SegmentEntry
 from kbackup.format.schema import RECORD_SCHEMA
@@ -151,8 +157,11 @@ class PartitionSegmentWriter:
         scratch_dir: Path,
         uploader: JobRunner | None = None,
         on_stored: Callable[[SegmentEntry], None] | None = None,
+        keys: BackupKeys | None = None,
     ) -> None:
         self.storage = storage
+        #: An encrypted backup's keys: each segment file gets Parquet encryption of its own.
+        self.keys = keys
         #: Told about each segment once it is stored (on the uploader's thread), for metrics.
         self.on_stored = on_stored
         #: Where closed segments are checksummed and uploaded: None here, at once; else a
@@ -221,9 +230,22 @@ class PartitionSegmentWriter:
         )
         os.close(fd)
         self._file = Path(name)
+        schema, encryption = RECORD_SCHEMA, None
+        if self.keys is not None:
+            # The object's own name inside the encrypted footer: a copy moved elsewhere says so.
+            key = segment_key(self.topic, self.partition, first_offset, self.run_id)
+            schema = RECORD_SCHEMA.with_metadata(
+                {
+                    **(RECORD_SCHEMA.metadata or {}),
+                    b"kafka-backup.format_version": str(ENCRYPTED_FORMAT_VERSION).encode(),
+                    OBJECT_METADATA_KEY: key.encode(),
+                }
+            )
+            encryption = self.keys.file_encryption_properties()
         self._writer = pq.ParquetWriter(
             name,
-            RECORD_SCHEMA,
+            schema,
+            encryption_properties=encryption,
             compression=self.limits.compression if self.limits.compression != "none" else None,
             compression_level=self.limits.compression_level if self.limits.compression == "zstd" else None,
             write_page_checksum=True,
@@ -382,8 +404,10 @@ def open_segment(
     *,
     scratch_dir: Path | None = None,
     verify: bool = True,
+    keys: BackupKeys | None = None,
 ) -> Iterator[pq.ParquetFile]:
-    """Open a segment for reading after checking its size and checksum against the manifest."""
+    """Open a segment for reading after checking its size and checksum against the manifest
+    (and, encrypted, that it decrypts with the backup's keys and names this object)."""
     key = object_key(backup_id, entry.key)
     temporary: Path | None = None
     try:
@@ -412,9 +436,21 @@ def open_segment(
             if digest != entry.sha256:
                 raise BackupIntegrityError(f"segment {key} fails its SHA-256 check (corrupted)")
         try:
-            parquet = pq.ParquetFile(path)
+            parquet = (
+                pq.ParquetFile(path)
+                if keys is None
+                else pq.ParquetFile(path, decryption_properties=keys.file_decryption_properties())
+            )
         except (pa.ArrowException, OSError) as exc:
             raise BackupIntegrityError(f"segment {key} is not a readable Parquet file: {exc}") from None
+        except Exception as exc:
+            raise BackupIntegrityError(
+                f"segment {key} does not decrypt with backup {backup_id}'s key: "
+                f"{type(exc).__name__} {exc}".rstrip(),
+                hint="the object was replaced by another backup's or changed; restore it from a copy",
+            ) from None
+        if keys is not None:
+            check_segment_identity(parquet.schema_arrow.metadata, entry.key, key)
         if not parquet.schema_arrow.remove_metadata().equals(RECORD_SCHEMA.remove_metadata()):
             raise BackupIntegrityError(f"segment {key} does not have the kafka-backup record schema")
         try:
@@ -434,14 +470,35 @@ def iter_segment_batches(
     scratch_dir: Path | None = None,
     verify: bool = True,
     batch_size: int = 16_384,
+    keys: BackupKeys | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The segment's records in offset order, a bounded batch at a time."""
     key = object_key(backup_id, entry.key)
-    with open_segment(storage, backup_id, entry, scratch_dir=scratch_dir, verify=verify) as parquet:
+    with open_segment(
+        storage, backup_id, entry, scratch_dir=scratch_dir, verify=verify, keys=keys
+    ) as parquet:
         try:
             yield from parquet.iter_batches(batch_size=batch_size)
         except (pa.ArrowException, OSError) as exc:
             raise BackupIntegrityError(f"segment {key} cannot be decoded: {exc}") from None
+
+
+def segment_checksum_problem(storage: Storage, key: str, entry: SegmentEntry) -> str | None:
+    """The stored object's SHA-256 against its manifest entry (no key needed: it is over the
+    bytes as stored); a line naming the object, or None if it matches."""
+    if isinstance(storage, LocalStorage):
+        digest = file_sha256(storage.local_path(key))
+    else:
+        fd, name = tempfile.mkstemp(suffix=".parquet")
+        os.close(fd)
+        try:
+            storage.download(key, Path(name))
+            digest = file_sha256(Path(name))
+        finally:
+            Path(name).unlink(missing_ok=True)
+    if digest != entry.sha256:
+        return f"segment {key} fails its SHA-256 check (changed or replaced)"
+    return None
 
 
 def check_segment_contents(
@@ -451,6 +508,7 @@ def check_segment_contents(
     source_cluster: str,
     *,
     scratch_dir: Path | None = None,
+    keys: BackupKeys | None = None,
 ) -> list[str]:
     """Deep check of one segment: every problem found, as text naming the object (empty if sound)."""
     key = object_key(backup_id, entry.key)
@@ -459,7 +517,7 @@ def check_segment_contents(
     previous = -1
     first: int | None = None
     try:
-        for batch in iter_segment_batches(storage, backup_id, entry, scratch_dir=scratch_dir):
+        for batch in iter_segment_batches(storage, backup_id, entry, scratch_dir=scratch_dir, keys=keys):
             offsets = batch.column("offset").to_pylist()
             if first is None and offsets:
                 first = offsets[0]

@@ -174,7 +174,7 @@ def timestamps_from_backup(storage: Storage, backup: Backup) -> RecordTimestampL
         for segment in item.segments:
             if segment.last_offset < offset:
                 continue
-            for batch in iter_segment_batches(storage, backup.backup_id, segment):
+            for batch in iter_segment_batches(storage, backup.backup_id, segment, keys=backup.keys):
                 offsets = batch.column("offset").to_pylist()
                 timestamps = batch.column("timestamp").to_pylist()
                 for found, timestamp in zip(offsets, timestamps, strict=True):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.format.encryption import BackupKeys
 from kbackup.format.layout import object_key
 from kbackup.format.manifest import SegmentEntry
 from kbackup.format.segments import open_segment
@@ -63,11 +64,14 @@ def count_selected(
     *,
     verify: bool,
     scratch_dir: Path | None = None,
+    keys: BackupKeys | None = None,
 ) -> int:
     """Open a segment (checking its SHA-256 when ``verify``) and count its selected records."""
     record_filter: RecordFilter = work.partition.record_filter
     whole = record_filter.segment_inside(work.segment) and work.from_offset <= work.segment.first_offset
-    with open_segment(storage, backup_id, work.segment, scratch_dir=scratch_dir, verify=verify) as parquet:
+    with open_segment(
+        storage, backup_id, work.segment, scratch_dir=scratch_dir, verify=verify, keys=keys
+    ) as parquet:
         if whole:
             return work.segment.record_count
         total = 0
@@ -90,6 +94,7 @@ def verify_work(
     checksums: bool,
     scratch_dir: Path | None = None,
     on_segment: Callable[[SegmentWork], None] | None = None,
+    keys: BackupKeys | None = None,
 ) -> dict[str, int]:
     """Check the segments still to read; the exact selected record count of each one checked.
 
@@ -104,7 +109,7 @@ def verify_work(
         )
         if checksums:
             counts[item.segment.key] = count_selected(
-                storage, backup_id, item, verify=True, scratch_dir=scratch_dir
+                storage, backup_id, item, verify=True, scratch_dir=scratch_dir, keys=keys
             )
         elif whole:
             counts[item.segment.key] = item.segment.record_count

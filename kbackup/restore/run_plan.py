@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kbackup.core.kafka import KafkaClients
 from kbackup.core.progress import Progress
+from kbackup.format.encryption import BackupKeys
 from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
 from kbackup.restore.plan import Mode, RestorePlan, refuse_rewritten_timestamps
 from kbackup.restore.resume import ResumePoint, resume_point
@@ -75,6 +76,7 @@ def plan_run(
     mode: Mode,
     scratch_dir: Path | None = None,
     progress: Progress | None = None,
+    keys: BackupKeys | None = None,
 ) -> RunPlan:
     """The resume point, the segments still to read (checked), and the topics to create (validated).
 
@@ -85,7 +87,7 @@ def plan_run(
     run = RunPlan(plan=plan, mode=mode, point=point, work=work, counts={})
     refuse_rewritten_timestamps(plan, {item.partition.target_topic for item in work})
     create_topics(clients, plan, progress_topic=run.creates_progress_topic, validate_only=True)
-    run.counts = _check(run.work, storage, plan, settings, scratch_dir, progress)
+    run.counts = _check(run.work, storage, plan, settings, scratch_dir, progress, keys)
     return run
 
 
@@ -99,6 +101,7 @@ def plan_run_after_fence(
     scratch_dir: Path | None = None,
     progress: Progress | None = None,
     reread: bool = False,
+    keys: BackupKeys | None = None,
 ) -> RunPlan:
     """The run's final plan, once earlier runs are fenced: the resume point read again (now final),
     and only the segments it adds to ``checked`` (the plan made before fencing) checked.
@@ -113,7 +116,7 @@ def plan_run_after_fence(
     run = RunPlan(plan=plan, mode=mode, point=point, work=_work_of(point), counts={})
     refuse_rewritten_timestamps(plan, {item.partition.target_topic for item in run.work})
     known, added = split_checked(run.work, checked)
-    run.counts = {**known, **_check(added, storage, plan, settings, scratch_dir, progress)}
+    run.counts = {**known, **_check(added, storage, plan, settings, scratch_dir, progress, keys)}
     return run
 
 
@@ -149,6 +152,7 @@ def _check(
     settings: RestoreSettings,
     scratch_dir: Path | None,
     progress: Progress | None,
+    keys: BackupKeys | None,
 ) -> dict[str, int]:
     """Sizes and SHA-256 of ``work``'s segments; the selected records of each one counted."""
     if not work:
@@ -164,4 +168,5 @@ def _check(
             checksums=settings.verify_checksums,
             scratch_dir=scratch_dir,
             on_segment=lambda _item: task.advance(),
+            keys=keys,
         )

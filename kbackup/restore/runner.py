@@ -24,6 +24,7 @@ from kbackup.core.logs import get_logger
 from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.encryption import BackupKeys
 from kbackup.format.restore_progress import PartitionProgress
 from kbackup.restore.batches import batch_records
 from kbackup.restore.compaction import CompactionFacts, CompactionTally
@@ -55,9 +56,12 @@ class Restorer:
         scratch_dir: Path | None = None,
         stop: threading.Event | None = None,
         metrics: RestoreMetrics | None = None,
+        keys: BackupKeys | None = None,
     ) -> None:
         self.plan = plan
         self.storage = storage
+        #: An encrypted backup's keys (None: not encrypted).
+        self.keys = keys
         self.clients = clients
         self.settings = settings
         self.progress = progress
@@ -107,6 +111,7 @@ class Restorer:
             mode=self.plan.mode,
             scratch_dir=self.scratch_dir,
             progress=self.progress,
+            keys=self.keys,
         )
         self._phase(f"{len(checked.work)} segment(s) checked", started)
         return checked
@@ -127,6 +132,7 @@ class Restorer:
             scratch_dir=self.scratch_dir,
             progress=self.progress,
             reread=reread,
+            keys=self.keys,
         )
         self.warnings.extend(run.point.warnings)
         self._phase(f"{len(run.work)} segment(s) to read", started)
@@ -222,6 +228,7 @@ class Restorer:
             run.work,
             batch_records=batch_size,
             scratch_dir=self.scratch_dir,
+            keys=self.keys,
         )
         try:
             for entry in reader:

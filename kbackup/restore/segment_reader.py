@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.format.encryption import BackupKeys
 from kbackup.format.layout import object_key
 from kbackup.format.segments import open_segment
 from kbackup.restore.integrity import SegmentWork
@@ -52,8 +53,10 @@ class PrefetchingReader:
         batch_records: int,
         scratch_dir: Path | None,
         depth: int = PREFETCH_BATCHES,
+        keys: BackupKeys | None = None,
     ) -> None:
         self._storage = storage
+        self._keys = keys
         self._backup_id = backup_id
         self._work = work
         self._batch_records = batch_records
@@ -84,7 +87,7 @@ class PrefetchingReader:
         """Hand over a segment's batches (after its size and SHA-256 are checked); False if stopped."""
         key = object_key(self._backup_id, work.segment.key)
         with open_segment(
-            self._storage, self._backup_id, work.segment, scratch_dir=self._scratch_dir
+            self._storage, self._backup_id, work.segment, scratch_dir=self._scratch_dir, keys=self._keys
         ) as parquet:
             rows = self._batch_rows(parquet)
             # One row group at a time: ParquetFile.iter_batches buffers the whole file (a segment can

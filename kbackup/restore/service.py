@@ -159,6 +159,7 @@ def dry_run(
         mode=plan.mode,
         scratch_dir=scratch_dir,
         progress=progress,
+        keys=job.backup.keys,
     )
     return DryRunReport(
         plan=plan,
@@ -197,6 +198,7 @@ def run(
             progress=progress,
             stop=stop,
             metrics=metrics,
+            keys=job.backup.keys,
         )
     return Restorer(
         job.plan,
@@ -207,4 +209,5 @@ def run(
         scratch_dir=scratch_dir,
         stop=stop,
         metrics=metrics,
+        keys=job.backup.keys,
     ).run()

@@ -38,6 +38,7 @@ from kbackup.core.logs import get_logger
 from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
+from kbackup.format.encryption import BackupKeys
 from kbackup.restore.plan import PartitionPlan, RestorePlan
 from kbackup.restore.run_plan import RunPlan
 from kbackup.restore.runner import ProducedPart, Restorer, conclude, report_planned, run_totals
@@ -64,6 +65,8 @@ class UnitTask:
     settings: RestoreSettings
     #: Job two: the unit's checks from job one.
     checked: RunPlan | None = None
+    #: An encrypted backup's keys, opened by the driver (a worker needs no key source of its own).
+    keys: BackupKeys | None = None
 
 
 @dataclass
@@ -95,7 +98,11 @@ def unit_plan(plan: RestorePlan, partition: PartitionPlan, *, topics_created: bo
 
 def _restorer(task: UnitTask) -> Restorer:
     return Restorer(
-        task.plan, open_storage(task.storage), KafkaClients(task.target, client_id=CLIENT_ID), task.settings
+        task.plan,
+        open_storage(task.storage.model_copy(update={"encryption": None})),
+        KafkaClients(task.target, client_id=CLIENT_ID),
+        task.settings,
+        keys=task.keys,
     )
 
 
@@ -132,6 +139,7 @@ def run_on_spark(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     metrics: RestoreMetrics | None = None,
+    keys: BackupKeys | None = None,
 ) -> RestoreSummary:
     """Run the restore ``plan`` as Spark tasks, one per source partition (see the module)."""
     started = time.monotonic()
@@ -147,7 +155,10 @@ def run_on_spark(
     description = f"kafka-backup restore {plan.backup_id} ({plan.restore_id})"
     checks = _run(
         session,
-        [UnitTask(unit_plan(plan, p, topics_created=False), storage, target, settings) for p in partitions],
+        [
+            UnitTask(unit_plan(plan, p, topics_created=False), storage, target, settings, keys=keys)
+            for p in partitions
+        ],
         check_unit,
         description=f"{description}: checks",
         progress=progress,
@@ -168,7 +179,12 @@ def run_on_spark(
         assert result.checked is not None
         units.append(
             UnitTask(
-                unit_plan(plan, partition, topics_created=True), storage, target, settings, result.checked
+                unit_plan(plan, partition, topics_created=True),
+                storage,
+                target,
+                settings,
+                result.checked,
+                keys=keys,
             )
         )
     if metrics is not None:

@@ -45,6 +45,8 @@ class MavenArtifact:
     version: str
     #: False: only this jar, none of its dependencies.
     transitive: bool = True
+    #: A secondary jar of the artifact (``tests``: its test classes).
+    classifier: str | None = None
 
     def pom_dependency(self) -> str:
         exclusions = (
@@ -52,9 +54,10 @@ class MavenArtifact:
             if not self.transitive
             else ""
         )
+        classifier = f"<classifier>{self.classifier}</classifier>" if self.classifier else ""
         return (
             f"<dependency><groupId>{self.group}</groupId><artifactId>{self.artifact}</artifactId>"
-            f"<version>{self.version}</version>{exclusions}</dependency>"
+            f"<version>{self.version}</version>{classifier}{exclusions}</dependency>"
         )
 
 

@@ -8,9 +8,18 @@ from urllib.parse import unquote, urlparse
 from kbackup.core.config import StorageSettings, validate_config
 from kbackup.core.errors import ConfigError, StorageError
 from kbackup.storage.base import ObjectInfo, Storage, check_key
+from kbackup.storage.keys import KeyEncryptionKey, open_key
 from kbackup.storage.local import LocalStorage
 
-__all__ = ["LocalStorage", "ObjectInfo", "Storage", "check_key", "open_storage"]
+__all__ = [
+    "KeyEncryptionKey",
+    "LocalStorage",
+    "ObjectInfo",
+    "Storage",
+    "check_key",
+    "open_key",
+    "open_storage",
+]
 
 
 def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float | None = None) -> Storage:
@@ -21,6 +30,13 @@ def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float |
     """
     if isinstance(settings, str):
         settings = validate_config({"url": settings}, StorageSettings, "storage url")
+    storage = _open_location(settings, check_timeout_secs)
+    # Read now, before any object: a key file that is missing fails the command at its start.
+    storage.key_encryption_key = open_key(settings.encryption, settings) if settings.encryption else None
+    return storage
+
+
+def _open_location(settings: StorageSettings, check_timeout_secs: float | None) -> Storage:
     url = settings.resolved_url()
     parsed = urlparse(url)
     if parsed.scheme == "s3":

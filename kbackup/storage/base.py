@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kbackup.core.errors import StorageError
+from kbackup.storage.keys import KeyEncryptionKey
 
 _KEY_SEGMENT = re.compile(r"^[A-Za-z0-9._=+@,-]+$")
 
@@ -56,6 +57,8 @@ class Storage(ABC):
 
     #: A description safe to print (no credentials).
     url: str
+    #: ``storage.encryption``: the key that opens encrypted backups here (None: none configured).
+    key_encryption_key: KeyEncryptionKey | None = None
     #: Told about each request to a remote store (a local folder reports nothing: its errors
     #: are never retried, they end the run).
     observer: RequestObserver | None = None

@@ -115,14 +115,14 @@ def test_unknown_format_version_is_refused(
     storage = build_backup(tmp_path / "store", unique_name)
     key = manifest_key("nightly", 0)
     raw = json.loads(storage.get_bytes(key))
-    raw["format_version"] = 2
+    raw["format_version"] = 3
     storage.put_bytes(key, json.dumps(raw).encode())
     result = run_restore_cli(*args(tmp_path / "store", target_cluster), "--json")
     assert result.returncode == BackupIntegrityError.exit_code
     error = json.loads(result.stdout)["error"]
     assert error["kind"] == "backup-integrity"
     assert "nightly/manifests/00000000.json" in error["message"]
-    assert "format_version 2" in error["message"] or "version 2" in error["message"]
+    assert "format version 3" in error["message"]
     assert unique_name not in target_topics(target_cluster)
 
 

@@ -91,7 +91,7 @@ def read_backup(
         if wanted is not None and topic not in wanted:
             continue
         for segment in coverage.segments:
-            for batch in iter_segment_batches(store, backup_id, segment):
+            for batch in iter_segment_batches(store, backup_id, segment, keys=backup.keys):
                 records.extend(record_from_row(row) for row in batch.to_pylist())
     return sorted(records, key=lambda r: (r.topic or "", r.partition or 0, r.offset or 0))
 
@@ -103,7 +103,7 @@ def source_clusters_in(storage: Storage | StorageSettings | str | Path, backup_i
     found: set[str] = set()
     for coverage in backup.coverage().values():
         for segment in coverage.segments:
-            for batch in iter_segment_batches(store, backup_id, segment):
+            for batch in iter_segment_batches(store, backup_id, segment, keys=backup.keys):
                 found.update(batch.column("source_cluster").to_pylist())
     return found
 

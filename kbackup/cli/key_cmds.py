@@ -1,0 +1,120 @@
+"""``keygen`` and ``rekey``: the keys of encrypted backups (docs/security.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kbackup.app.overrides import storage_settings, with_encryption_key
+from kbackup.cli.backup_cmds import PathOption
+from kbackup.cli.common import (
+    ConfigOption,
+    EncryptionKeyOption,
+    JsonOption,
+    json_mode,
+    load_config,
+    print_json,
+)
+from kbackup.core.config import encryption_from_spec
+from kbackup.core.errors import PreconditionError
+from kbackup.storage import open_key, open_storage
+from kbackup.storage.keys import LocalKey, decode_key, new_key_text
+
+
+def keygen(
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", metavar="FILE", help="Where to write the new key (created 0600)."),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Write a new random 256-bit key-encryption key to a file (never to the screen).
+
+    The file is what storage.encryption.key_file (or --encryption-key file:FILE) reads. An existing
+    file is never overwritten. Keep a copy somewhere safe: without it an encrypted backup is lost.
+
+    \b
+    Example:
+      kafka-backup keygen --output /etc/kafka-backup/backup.key
+    """
+    json_mode(as_json)
+    text = new_key_text()
+    try:
+        descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise PreconditionError(
+            f"{output} exists: keygen never overwrites a key", hint="choose another --output file"
+        ) from None
+    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+        handle.write(text)
+    key_id = LocalKey(decode_key(text, f"key file {output}"), kind="file", source=f"key file {output}").key_id
+    if as_json:
+        print_json({"key_file": str(output), "key_id": key_id})
+        return
+    typer.echo(f"wrote a new key to {output} (key id {key_id}); keep a copy: without it the backups are lost")
+
+
+def rekey(
+    new_encryption_key: Annotated[
+        str,
+        typer.Option(
+            "--new-encryption-key",
+            metavar="SOURCE",
+            help="The new key-encryption key: file:PATH, env:VARIABLE or kms:KEY_ID.",
+        ),
+    ],
+    backup_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backup-id", metavar="ID", help="A backup to re-key (repeatable); unset: every encrypted one."
+        ),
+    ] = None,
+    path: PathOption = None,
+    config: ConfigOption = None,
+    encryption_key: EncryptionKeyOption = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Act on the plan (without: print it only).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Wrap encrypted backups' keys under a new key-encryption key; no data is rewritten.
+
+    The current key comes from storage.encryption (or --encryption-key), the new one from
+    --new-encryption-key. Without --execute the plan is printed. A rekey stopped at any point leaves
+    each backup readable with the old key or the new one; the old key stops working once its
+    keyring generation is deleted, at the end.
+
+    \b
+    Example:
+      kafka-backup rekey -c backup.yaml --new-encryption-key kms:alias/kafka-backup-2027 --execute
+    """
+    from kbackup.backup.rekey import execute_rekey, plan_rekey
+
+    json_mode(as_json)
+    cfg = with_encryption_key(load_config(config), encryption_key)
+    settings = storage_settings(cfg, path)
+    storage = open_storage(settings)
+    new_key = open_key(encryption_from_spec(new_encryption_key, "--new-encryption-key"), settings)
+    plan = plan_rekey(storage, new_key, backup_id or None)
+    written = execute_rekey(storage, plan, new_key) if execute else []
+    if as_json:
+        print_json({**plan.to_dict(), "executed": execute, "written": written})
+        return
+    for item in plan.items:
+        if item.committed:
+            typer.echo(
+                f"{item.backup_id}: already wrapped by {plan.new_key_source} (generation {item.to_generation})"
+                + (f"; older generations {item.older_generations} to delete" if item.older_generations else "")
+            )
+            continue
+        typer.echo(
+            f"{item.backup_id}: keyring generation {item.from_generation} (key {item.from_key_id}) -> "
+            f"generation {item.to_generation} (key {plan.new_key_id}, {plan.new_key_source})"
+        )
+    if not execute:
+        typer.echo(f"plan only: {len(plan.items)} backup(s) would be re-keyed; add --execute to re-key them")
+        return
+    typer.echo(f"re-keyed {len(written)} backup(s); configure {plan.new_key_source} from now on")
