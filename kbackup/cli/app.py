@@ -81,6 +81,7 @@ app.command("status")(backup_cmds.status)
 app.command("prune")(prune_cmds.prune)
 app.command("rekey")(key_cmds.rekey)
 app.command("keygen")(key_cmds.keygen)
+app.command("parquet-key")(key_cmds.parquet_key)
 # Stage 2: restore.
 app.command("restore")(restore_cmds.restore)
 # Stage 3: mapping.

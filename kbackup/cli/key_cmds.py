@@ -106,8 +106,13 @@ def rekey(
     for item in plan.items:
         if item.committed:
             typer.echo(
-                f"{item.backup_id}: already wrapped by {plan.new_key_source} (generation {item.to_generation})"
-                + (f"; older generations {item.older_generations} to delete" if item.older_generations else "")
+                f"{item.backup_id}: already wrapped by {plan.new_key_source} "
+                f"(generation {item.to_generation})"
+                + (
+                    f"; older generations {item.older_generations} to delete"
+                    if item.older_generations
+                    else ""
+                )
             )
             continue
         typer.echo(
@@ -118,3 +123,62 @@ def rekey(
         typer.echo(f"plan only: {len(plan.items)} backup(s) would be re-keyed; add --execute to re-key them")
         return
     typer.echo(f"re-keyed {len(written)} backup(s); configure {plan.new_key_source} from now on")
+
+
+#: parquet-java's key-list KMS client (in parquet-hadoop's test jar): the one that serves a master key
+#: from ``parquet.encryption.key.list``.
+KEY_LIST_KMS_CLIENT = "org.apache.parquet.crypto.keytools.mocks.InMemoryKMS"
+
+
+def parquet_key(
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", metavar="FILE", help="Spark properties file to write (created 0600)."),
+    ],
+    backup_id: Annotated[
+        str | None, typer.Option("--backup-id", metavar="ID", help="Name of the backup.")
+    ] = None,
+    path: PathOption = None,
+    config: ConfigOption = None,
+    encryption_key: EncryptionKeyOption = None,
+    kms_client_class: Annotated[
+        str,
+        typer.Option(
+            "--kms-client-class",
+            metavar="CLASS",
+            help="parquet-java KmsClient class serving the key list (default: parquet-hadoop's InMemoryKMS).",
+        ),
+    ] = KEY_LIST_KMS_CLIENT,
+) -> None:
+    """Write the Spark settings that read an encrypted backup's segments as Parquet (to a file only).
+
+    The file holds the backup's Parquet master key: it opens every segment of this backup (not its
+    manifests or any other backup). Use it as spark-submit --properties-file FILE; it sets
+    spark.redaction.regex so the key stays out of Spark's UI. An existing file is never overwritten.
+
+    \b
+    Example:
+      kafka-backup parquet-key -c backup.yaml --output nightly-spark.properties
+    """
+    from kbackup.app.overrides import backup_id_of
+    from kbackup.format.encryption import spark_properties, unlock
+
+    cfg = with_encryption_key(load_config(config), encryption_key)
+    storage = open_storage(storage_settings(cfg, path))
+    chosen = backup_id_of(cfg, backup_id)
+    keys = unlock(storage, chosen)
+    if keys is None:
+        raise PreconditionError(
+            f"backup {chosen} in {storage.url} is not encrypted: Spark reads its segments without a key"
+        )
+    lines = [f"# Spark settings to read backup {chosen}'s segments (docs/security.md). A secret."]
+    lines += [f"{name}={value}" for name, value in spark_properties(keys, kms_client_class).items()]
+    try:
+        descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise PreconditionError(f"{output} exists: parquet-key never overwrites a file") from None
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    typer.echo(
+        f"wrote the Spark settings of backup {chosen} to {output} (master key id {keys.master_key_id})"
+    )

@@ -234,6 +234,25 @@ class BackupKeys:
         return AESGCM(self.derive("manifest", str(increment)))
 
 
+#: Spark settings that read an encrypted backup's segments with parquet-java's crypto factory. The
+#: redaction keeps the key list out of Spark's UI and event logs.
+SPARK_CRYPTO_FACTORY = "org.apache.parquet.crypto.keytools.PropertiesDrivenCryptoFactory"
+SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|encryption[.]key[.]list"
+
+
+def spark_properties(keys: BackupKeys, kms_client_class: str) -> dict[str, str]:
+    """What ``spark-submit --properties-file`` needs to read the backup's segments as Parquet.
+    Holds the Parquet master key: a secret (it opens every segment, not the manifests)."""
+    return {
+        "spark.hadoop.parquet.crypto.factory.class": SPARK_CRYPTO_FACTORY,
+        "spark.hadoop.parquet.encryption.kms.client.class": kms_client_class,
+        "spark.hadoop.parquet.encryption.key.list": (
+            f"{keys.master_key_id}:{base64.b64encode(keys.master_key).decode()}"
+        ),
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
+    }
+
+
 # --- the keyring -------------------------------------------------------------------------------
 
 
