@@ -45,6 +45,7 @@ BENCHMARKS = {
     "metrics": "bench.bench_metrics",
     "prune": "bench.bench_prune",
     "engine": "bench.bench_engine",
+    "encryption": "bench.bench_encryption",
     "accuracy": "bench.accuracy",
 }
 #: Hours a benchmark may take before the runner gives up on it.

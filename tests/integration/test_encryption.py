@@ -335,7 +335,7 @@ def test_a_segment_of_another_backup_does_not_open_in_this_one(
     mine, theirs = nightly.manifests[0].segments[0], other.manifests[0].segments[0]
     (root / "nightly" / mine.key).write_bytes((root / "other" / theirs.key).read_bytes())
     with (
-        pytest.raises(BackupIntegrityError, match="fails its SHA-256 check|truncated or replaced"),
+        pytest.raises(BackupIntegrityError, match=r"fails its SHA-256 check|truncated or replaced"),
         open_segment(storage, "nightly", mine, keys=nightly.keys),
     ):
         pass

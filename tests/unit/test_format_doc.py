@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from kbackup.format.encryption import ENCRYPTED_FORMAT_VERSION
 from kbackup.format.manifest import Manifest, parse_manifest
 from kbackup.format.schema import FORMAT_VERSION, RECORD_SCHEMA, arrow_type_name
 
@@ -19,8 +20,9 @@ def test_schema_table_matches_record_schema() -> None:
     assert documented == in_code
 
 
-def test_doc_names_the_current_version() -> None:
-    assert f"# The kafka-backup format, version {FORMAT_VERSION}" in DOC
+def test_doc_names_the_current_versions() -> None:
+    assert f"# The kafka-backup format, versions {FORMAT_VERSION} and {ENCRYPTED_FORMAT_VERSION}" in DOC
+    assert f"## Encrypted backups (format version {ENCRYPTED_FORMAT_VERSION})" in DOC
     assert RECORD_SCHEMA.metadata[b"kafka-backup.format_version"] == str(FORMAT_VERSION).encode()
 
 
