@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from kbackup.core.config import EncryptionSettings, StorageSettings
 from kbackup.core.errors import EncryptionKeyError
+from kbackup.core.secrets import register_secret
 
 #: AES-256: a key-encryption key and every key it wraps are 32 bytes.
 KEY_BYTES = 32
@@ -89,7 +90,9 @@ class LocalKey(KeyEncryptionKey):
 
 
 def decode_key(text: str, source: str) -> bytes:
-    """A key as a file or variable holds it: base64 of 32 bytes (surrounding blanks ignored)."""
+    """A key as a file or variable holds it: base64 of 32 bytes (surrounding blanks ignored).
+    The text is registered with the redactor: it is masked wherever it might be printed."""
+    register_secret(text.strip())
     try:
         key = base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):

@@ -382,6 +382,7 @@ def test_validate_without_the_key_checks_checksums_and_with_it_every_record(
 
 
 def test_bad_keys_get_one_line_and_exit_18_and_the_target_stays_untouched(
+    source_cluster: LocalKafkaCluster,
     two_increments: dict[str, Any],
     target_cluster: LocalKafkaCluster,
     tmp_path: Path,
@@ -421,18 +422,44 @@ def test_bad_keys_get_one_line_and_exit_18_and_the_target_stays_untouched(
     with pytest.raises(EncryptionKeyError, match="NotFoundException"):
         keys_for_new_backup(open_storage(missing), "nightly")
     assert list(s3_bytes(s3_server, base["url"].split("/", 3)[3] + "/")) == []
-    unreachable = StorageSettings.model_validate(
-        {
-            **base,
-            "encryption": {
-                "kms_key_id": kms_key(s3_server),
-                "kms_endpoint_url": f"http://127.0.0.1:{free_port()}",
-            },
-        }
+    # A backup wrapped by one KMS key: a restore with another KMS key, or with KMS out of reach,
+    # refuses before the target is touched (exit 18; out of reach is retryable).
+    wrapped_by = kms_key(s3_server)
+    kms_store = StorageSettings.model_validate({**base, "encryption": {"kms_key_id": wrapped_by}})
+    take_backup(source_cluster, kms_store, "nightly", [backup["topic"]])
+
+    def kms_restore(encryption: dict[str, str]) -> dict[str, Any]:
+        config = tmp_path / "kms-restore.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "backup_id": "nightly",
+                    "storage": {**base, "encryption": encryption},
+                    "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+                    "restore": {"topics": [backup["topic"]]},
+                }
+            )
+        )
+        before = topics_of(target_cluster)
+        result = subprocess.run(
+            [sys.executable, "-m", "kbackup", "restore", "-c", str(config), "--json"],
+            capture_output=True, text=True, cwd=REPO, check=False, timeout=120,
+            env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+        )  # fmt: skip
+        assert result.returncode == EncryptionKeyError.exit_code, result.stderr
+        assert topics_of(target_cluster) == before
+        assert SECRET_KEY not in result.stdout + result.stderr
+        error: dict[str, Any] = json.loads(result.stdout)["error"]
+        return error
+
+    refused_by_kms = kms_restore({"kms_key_id": kms_key(s3_server)})
+    assert "refused to open the backup key" in refused_by_kms["message"]
+    assert refused_by_kms["retryable"] is False
+    out_of_reach = kms_restore(
+        {"kms_key_id": wrapped_by, "kms_endpoint_url": f"http://127.0.0.1:{free_port()}"}
     )
-    with pytest.raises(EncryptionKeyError, match="cannot be reached") as caught:
-        keys_for_new_backup(open_storage(unreachable), "nightly")
-    assert caught.value.retryable
+    assert "cannot be reached" in out_of_reach["message"]
+    assert out_of_reach["retryable"] is True
 
 
 def test_a_plaintext_backup_is_not_read_with_a_key_configured(

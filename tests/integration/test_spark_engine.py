@@ -13,13 +13,14 @@ import yaml
 
 from kbackup.backup.runner import run_backup
 from kbackup.cli.main import run
-from kbackup.core.config import StorageSettings
+from kbackup.core.config import EncryptionSettings, StorageSettings
 from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import BackupCatalog
 from kbackup.restore import service
 from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
+from kbackup.storage.keys import new_key_text
 from tests.conftest import TEST_BUCKET
 from tests.integration.test_backup_increments import commit_group
 from tests.support.backup_io import backup_job, read_backup
@@ -71,9 +72,10 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
     _seed(source_cluster, unique_name)
     if store == "s3":
         server = request.getfixturevalue("s3_server")
-        raw = server.storage_settings(TEST_BUCKET, f"engine/{unique_name}")
+        raw: dict[str, Any] = server.storage_settings(TEST_BUCKET, f"engine/{unique_name}")
     else:
-        raw = {"url": str(tmp_path / "spark")}
+        # Encrypted on the folder: each task writes with the keys the driver opened.
+        raw = {"url": str(tmp_path / "spark"), "encryption": {"key_file": str(key_file(tmp_path))}}
     spark_store = StorageSettings.model_validate(raw)
     local_store = tmp_path / "local"
     run_backup(backup_job(source_cluster, local_store, "b", [unique_name]))
@@ -85,6 +87,7 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
         engine=SparkEngine(master="local[2]"),
     )
     assert summary.records == 1500
+    assert (BackupCatalog(open_storage(spark_store)).load("b").keys is not None) == (store == "folder")
     local_records = [_strip(r) for r in read_backup(local_store, "b")]
     spark_records = [_strip(r) for r in read_backup(spark_store, "b")]
     assert spark_records == local_records
@@ -113,8 +116,13 @@ def test_a_spark_restore_lands_each_record_once_in_order_with_the_local_engines_
 ) -> None:
     _seed(source_cluster, unique_name)
     store = tmp_path / "store"
+    # The exactly-once variant restores an encrypted backup: each task reads with the driver's keys.
+    store_settings = StorageSettings(
+        url=str(store),
+        encryption=EncryptionSettings(key_file=str(key_file(tmp_path))) if exactly_once else None,
+    )
     run_backup(
-        backup_job(source_cluster, store, "b", [unique_name], spark_task_records=400),
+        backup_job(source_cluster, store_settings, "b", [unique_name], spark_task_records=400),
         engine=SparkEngine(master="local[2]"),
     )
     settings: dict[str, Any] = {
@@ -126,7 +134,7 @@ def test_a_spark_restore_lands_each_record_once_in_order_with_the_local_engines_
         settings["target_partitions"] = {unique_name: 2}
     job = service.prepare(
         backup_id="b",
-        storage=StorageSettings(url=str(store)),
+        storage=store_settings,
         target=target_cluster.connection(),
         settings=RestoreSettings.model_validate(settings),
     )
@@ -139,7 +147,7 @@ def test_a_spark_restore_lands_each_record_once_in_order_with_the_local_engines_
     assert_restored_exactly(
         [replace(r, topic=unique_name) for r in source],
         restored,
-        source_cluster=summary_source(store),
+        source_cluster=summary_source(store_settings),
         target_partition_of=None if exactly_once else partition_by_key(restored),
     )
     if exactly_once:
@@ -152,7 +160,7 @@ def test_a_spark_restore_lands_each_record_once_in_order_with_the_local_engines_
     again = service.run(
         service.prepare(
             backup_id="b",
-            storage=StorageSettings(url=str(store)),
+            storage=store_settings,
             target=target_cluster.connection(),
             settings=RestoreSettings.model_validate(settings),
         ),
@@ -166,8 +174,14 @@ def test_a_spark_restore_lands_each_record_once_in_order_with_the_local_engines_
     )
 
 
-def summary_source(store: Path) -> str:
-    return BackupCatalog(open_storage(StorageSettings(url=str(store)))).load("b").source_cluster
+def summary_source(store: StorageSettings) -> str:
+    return BackupCatalog(open_storage(store)).load("b").source_cluster
+
+
+def key_file(folder: Path) -> Path:
+    path = folder / "backup.key"
+    path.write_text(new_key_text())
+    return path
 
 
 def partition_by_key(restored: list[Record]) -> Any:
