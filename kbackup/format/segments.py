@@ -43,6 +43,9 @@ T = TypeVar("T")
 #: Columns with Parquet min/max statistics (the fixed-size ones).
 _STATISTICS_COLUMNS = ["source_cluster", "topic", "partition", "offset", "timestamp", "timestamp_type"]
 
+#: The last four bytes of a Parquet file whose footer is encrypted (``PAR1`` otherwise).
+ENCRYPTED_FOOTER_MAGIC = b"PARE"
+
 #: Per-record bytes beyond key and value (offsets, timestamps, list offsets), for size accounting.
 _RECORD_OVERHEAD_BYTES = 48
 
@@ -435,6 +438,11 @@ def open_segment(
             digest = file_sha256(path)
             if digest != entry.sha256:
                 raise BackupIntegrityError(f"segment {key} fails its SHA-256 check (corrupted)")
+        if keys is not None and not _has_encrypted_footer(path):
+            raise BackupIntegrityError(
+                f"segment {key} is not encrypted, in an encrypted backup (replaced?)",
+                hint="restore the backup's own objects from a copy",
+            )
         try:
             parquet = (
                 pq.ParquetFile(path)
@@ -460,6 +468,16 @@ def open_segment(
     finally:
         if temporary is not None:
             temporary.unlink(missing_ok=True)
+
+
+def _has_encrypted_footer(path: Path) -> bool:
+    """Parquet Modular Encryption with an encrypted footer ends a file with ``PARE``, not ``PAR1``."""
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() < 4:
+            return False
+        handle.seek(-4, os.SEEK_END)
+        return handle.read(4) == ENCRYPTED_FOOTER_MAGIC
 
 
 def iter_segment_batches(

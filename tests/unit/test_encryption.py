@@ -260,3 +260,18 @@ def test_an_encrypted_segment_holds_no_plaintext_and_reads_back_only_with_its_ke
         open_segment(storage, "nightly", segments[0], keys=keys()),
     ):
         pass
+
+
+def test_a_plaintext_segment_is_refused_in_an_encrypted_backup(tmp_path: Path) -> None:
+    storage = open_storage(str(tmp_path / "store"))
+    writer = PartitionSegmentWriter(
+        storage, backup_id="nightly", run_id="r1", source_cluster="prod", topic="orders", partition=0,
+        limits=SegmentLimits(), scratch_dir=tmp_path,
+    )  # fmt: skip
+    writer.append(0, 1000, 0, b"k", b"v", [])
+    (segment,) = writer.finish()
+    with (
+        pytest.raises(BackupIntegrityError, match="is not encrypted, in an encrypted backup"),
+        open_segment(storage, "nightly", segment, keys=keys()),
+    ):
+        pass
