@@ -232,13 +232,20 @@ def test_an_encrypted_segment_holds_no_plaintext_and_reads_back_only_with_its_ke
     storage = open_storage(str(tmp_path / "store"))
     opened = keys()
     marker = b"SEGMENT-MARKER-" + os.urandom(4).hex().encode()
-    writer = PartitionSegmentWriter(
-        storage, backup_id="nightly", run_id="r1", source_cluster="prod", topic="orders", partition=0,
-        limits=SegmentLimits(max_records=50), scratch_dir=tmp_path, keys=opened,
-    )  # fmt: skip
-    for offset in range(120):
-        writer.append(offset, 1000 + offset, 0, marker + b"k", marker + b"v", [("h", marker)])
-    segments = writer.finish()
+
+    def write(backup_id: str, with_keys: BackupKeys | None) -> list[SegmentEntry]:
+        # Uncompressed: the plaintext control then holds the marker as it is.
+        writer = PartitionSegmentWriter(
+            storage, backup_id=backup_id, run_id="r1", source_cluster="prod", topic="orders", partition=0,
+            limits=SegmentLimits(max_records=50, compression="none"), scratch_dir=tmp_path, keys=with_keys,
+        )  # fmt: skip
+        for offset in range(120):
+            writer.append(offset, 1000 + offset, 0, marker + b"k", marker + b"v", [("h", marker)])
+        return writer.finish()
+
+    write("plain", None)
+    assert all(marker in path.read_bytes() for path in (tmp_path / "store" / "plain").rglob("*.parquet"))
+    segments = write("nightly", opened)
     assert len(segments) == 3
     for path in (tmp_path / "store" / "nightly").rglob("*.parquet"):
         assert marker not in path.read_bytes()
