@@ -34,8 +34,11 @@ def list_backups(storage: Storage) -> list[dict[str, Any]]:
             rows.append({"backup_id": backup_id, "error": exc.message})
             continue
         except EncryptionKeyError as exc:
-            # Listed, not damaged: what it holds needs its key.
-            rows.append({"backup_id": backup_id, "encrypted": True, "locked": exc.message})
+            # Listed, not damaged: an encrypted backup without its key, or an unencrypted one
+            # while a key is configured.
+            rows.append(
+                {"backup_id": backup_id, "encrypted": is_encrypted(storage, backup_id), "locked": exc.message}
+            )
             continue
         coverage = backup.coverage()
         groups = backup.consumer_groups

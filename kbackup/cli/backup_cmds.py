@@ -226,7 +226,7 @@ def list_backups(
             typer.echo(f"{row['backup_id']:<24} DAMAGED: {row['error']}")
             continue
         if "locked" in row:
-            typer.echo(f"{row['backup_id']:<24} ENCRYPTED: {row['locked']}")
+            typer.echo(f"{row['backup_id']:<24} NOT READ: {row['locked']}")
             continue
         typer.echo(
             f"{row['backup_id']:<24} {row['last_finished_at']:<24} {row['increments']:>4} "

@@ -483,6 +483,27 @@ def test_a_plaintext_backup_is_not_read_with_a_key_configured(
     settings = StorageSettings(url=str(tmp_path / "store"), encryption=EncryptionSettings(key_file=key[5:]))
     with pytest.raises(EncryptionKeyError, match="is not encrypted"):
         take_backup(source_cluster, settings, "nightly", [topic])
+    # A mixed root: list shows both, and says which one it could not read.
+    take_backup(source_cluster, settings, "secure", [topic])
+    capsys.readouterr()
+    for configured, readable, not_read in ((None, "nightly", "secure"), (key, "secure", "nightly")):
+        assert (
+            run(
+                [
+                    "list",
+                    "-p",
+                    str(tmp_path / "store"),
+                    "--json",
+                    *(["--encryption-key", configured] if configured else []),
+                ]
+            )
+            == 0
+        )
+        rows = {row["backup_id"]: row for row in json.loads(capsys.readouterr().out)["backups"]}
+        assert rows[readable]["records"] == 5
+        assert rows[readable]["encrypted"] is (readable == "secure")
+        assert "locked" in rows[not_read]
+        assert rows[not_read]["encrypted"] is (not_read == "secure")
 
 
 def digests(root: Path, prefix: str) -> dict[str, str]:
