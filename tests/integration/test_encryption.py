@@ -35,7 +35,7 @@ from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import read_backup, take_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.oracles import reference_position
-from tests.support.restore_checks import REPO, run_restore_cli
+from tests.support.restore_checks import REPO
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
@@ -265,8 +265,19 @@ def restore_args(backup: dict[str, Any], cluster: LocalKafkaCluster, *extra: str
     ]  # fmt: skip
 
 
+def restore_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``kafka-backup restore ARGS`` in this process (the same parser and error handler as the
+    command, without a Python start-up per case); its exit code and stderr."""
+    capsys.readouterr()
+    code = run(["restore", *args])
+    return code, capsys.readouterr().err
+
+
 def test_tampering_is_detected_before_the_target_is_touched(
-    two_increments: dict[str, Any], target_cluster: LocalKafkaCluster, tmp_path: Path
+    two_increments: dict[str, Any],
+    target_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     backup, root = two_increments, two_increments["root"]
     storage = open_storage(backup["settings"])
@@ -280,12 +291,12 @@ def test_tampering_is_detected_before_the_target_is_touched(
 
     def refused(expected: str) -> None:
         before = topics_of(target_cluster)
-        result = run_restore_cli(
-            *restore_args(backup, target_cluster, "--encryption-key", spec(backup["key"]))
+        code, err = restore_in_process(
+            capsys, *restore_args(backup, target_cluster, "--encryption-key", spec(backup["key"]))
         )
-        assert result.returncode == BackupIntegrityError.exit_code, result.stderr
-        assert expected in result.stderr, result.stderr
-        assert len([line for line in result.stderr.splitlines() if "error:" in line]) == 1
+        assert code == BackupIntegrityError.exit_code, err
+        assert expected in err, err
+        assert len([line for line in err.splitlines() if "error:" in line]) == 1
         assert topics_of(target_cluster) == before
         reset()
 
@@ -391,19 +402,20 @@ def test_bad_keys_get_one_line_and_exit_18_and_the_target_stays_untouched(
     target_cluster: LocalKafkaCluster,
     tmp_path: Path,
     s3_server: S3Server,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     backup = two_increments
     wrong = new_key(tmp_path, "wrong.key")
 
     def refused(*extra: str, expected: str) -> str:
         before = topics_of(target_cluster)
-        result = run_restore_cli(*restore_args(backup, target_cluster, *extra))
-        assert result.returncode == EncryptionKeyError.exit_code, result.stderr
-        errors = [line for line in result.stderr.splitlines() if "error:" in line]
-        assert len(errors) == 1, result.stderr
-        assert expected in errors[0], result.stderr
+        code, err = restore_in_process(capsys, *restore_args(backup, target_cluster, *extra))
+        assert code == EncryptionKeyError.exit_code, err
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert len(errors) == 1, err
+        assert expected in errors[0], err
         assert topics_of(target_cluster) == before
-        return result.stderr
+        return err
 
     refused(expected="backup nightly in")  # no key configured: it says the backup is encrypted
     refused("--encryption-key", spec(wrong), expected="is encrypted with file")
@@ -572,11 +584,7 @@ def test_rekey_killed_anywhere_leaves_every_backup_readable_with_the_old_or_the_
             assert opened, (point, occurrence, backup_id)
             assert set(opened) == {20}, (point, occurrence, backup_id)
         # Run again: it re-keys what the kill left, and deletes what it left behind.
-        env.pop("KBACKUP_CRASH_AT")
-        finished = subprocess.run(
-            command, capture_output=True, text=True, env=env, cwd=REPO, check=False, timeout=120
-        )
-        assert finished.returncode == 0, finished.stderr
+        assert run(command[3:]) == 0  # in this process: no crash point is set here
         for backup_id in backups:
             assert len(keyring_generations(open_storage(str(store)), backup_id)) == 1
             assert len(read_backup(StorageSettings(url=str(store), encryption=new), backup_id)) == 20
