@@ -24,6 +24,16 @@ from kbackup.storage import open_key, open_storage
 from kbackup.storage.keys import LocalKey, decode_key, new_key_text
 
 
+def write_private_file(path: Path, text: str, refusal: str) -> None:
+    """A new file readable by this user only (0600), never over an existing one: it holds a key."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise PreconditionError(f"{path} exists: {refusal}", hint="choose another --output file") from None
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 def keygen(
     output: Annotated[
         Path,
@@ -42,14 +52,7 @@ def keygen(
     """
     json_mode(as_json)
     text = new_key_text()
-    try:
-        descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise PreconditionError(
-            f"{output} exists: keygen never overwrites a key", hint="choose another --output file"
-        ) from None
-    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
-        handle.write(text)
+    write_private_file(output, text, "keygen never overwrites a key")
     key_id = LocalKey(decode_key(text, f"key file {output}"), kind="file", source=f"key file {output}").key_id
     if as_json:
         print_json({"key_file": str(output), "key_id": key_id})
@@ -173,12 +176,7 @@ def parquet_key(
         )
     lines = [f"# Spark settings to read backup {chosen}'s segments (docs/security.md). A secret."]
     lines += [f"{name}={value}" for name, value in spark_properties(keys, kms_client_class).items()]
-    try:
-        descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise PreconditionError(f"{output} exists: parquet-key never overwrites a file") from None
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
+    write_private_file(output, "\n".join(lines) + "\n", "parquet-key never overwrites a file")
     typer.echo(
         f"wrote the Spark settings of backup {chosen} to {output} (master key id {keys.master_key_id})"
     )

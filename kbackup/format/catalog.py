@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kbackup.core.errors import (
     BackupIntegrityError,
@@ -336,7 +336,7 @@ class BackupCatalog:
                 for segment in sealed.segments
                 if segment.last_offset >= starts.get((segment.topic, segment.partition), 0)
             ]
-            found.append(SealedManifest(**{**sealed.__dict__, "segments": kept}))
+            found.append(replace(sealed, segments=kept))
         return found
 
 

@@ -442,11 +442,6 @@ def _load_json(data: bytes, object_name: str) -> dict[str, Any]:
     return raw
 
 
-def manifest_version(data: bytes, object_name: str) -> int:
-    version = _load_json(data, object_name).get("format_version")
-    return version if isinstance(version, int) else 0
-
-
 def read_sealed_manifest(data: bytes, object_name: str) -> SealedManifest:
     """The visible part of an encrypted manifest (unauthenticated: without the key nothing is)."""
     raw = _load_json(data, object_name)
@@ -516,8 +511,9 @@ def open_manifest(data: bytes, object_name: str, increment: int, keys: BackupKey
         update={"format_version": ENCRYPTED_FORMAT_VERSION}
     )
     shown = [_visible_segment(segment) for segment in manifest.segments]
+    dumped = manifest.model_dump(mode="json")
     if shown != visible.get("segments") or any(
-        visible.get(name) != manifest.model_dump(mode="json")[name] for name in VISIBLE_MANIFEST_FIELDS
+        visible.get(name) != dumped[name] for name in VISIBLE_MANIFEST_FIELDS
     ):
         raise BackupIntegrityError(f"manifest {object_name}: its visible part disagrees with its sealed part")
     return manifest

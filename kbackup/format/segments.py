@@ -412,22 +412,7 @@ def open_segment(
     """Open a segment for reading after checking its size and checksum against the manifest
     (and, encrypted, that it decrypts with the backup's keys and names this object)."""
     key = object_key(backup_id, entry.key)
-    temporary: Path | None = None
-    try:
-        if isinstance(storage, LocalStorage):
-            path = storage.local_path(key)
-            if not path.exists():
-                raise BackupIntegrityError(f"segment {key} is missing from {storage.url}")
-        else:
-            fd, name = tempfile.mkstemp(suffix=".parquet", dir=scratch_dir)
-            os.close(fd)
-            temporary = path = Path(name)
-            try:
-                storage.download(key, path)
-            except StorageError as exc:
-                if storage.size(key) is None:
-                    raise BackupIntegrityError(f"segment {key} is missing from {storage.url}") from None
-                raise exc
+    with _local_copy(storage, key, scratch_dir) as path:
         if verify:
             size = path.stat().st_size
             if size != entry.size_bytes:
@@ -435,9 +420,9 @@ def open_segment(
                     f"segment {key} has {size} bytes, the manifest says {entry.size_bytes} "
                     "(truncated or replaced)"
                 )
-            digest = file_sha256(path)
-            if digest != entry.sha256:
-                raise BackupIntegrityError(f"segment {key} fails its SHA-256 check (corrupted)")
+            problem = _checksum_problem(path, key, entry)
+            if problem is not None:
+                raise BackupIntegrityError(problem)
         if keys is not None and not _has_encrypted_footer(path):
             raise BackupIntegrityError(
                 f"segment {key} is not encrypted, in an encrypted backup (replaced?)",
@@ -465,9 +450,6 @@ def open_segment(
             yield parquet
         finally:
             parquet.close()
-    finally:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
 
 
 def _has_encrypted_footer(path: Path) -> bool:
@@ -504,19 +486,38 @@ def iter_segment_batches(
 def segment_checksum_problem(storage: Storage, key: str, entry: SegmentEntry) -> str | None:
     """The stored object's SHA-256 against its manifest entry (no key needed: it is over the
     bytes as stored); a line naming the object, or None if it matches."""
-    if isinstance(storage, LocalStorage):
-        digest = file_sha256(storage.local_path(key))
-    else:
-        fd, name = tempfile.mkstemp(suffix=".parquet")
-        os.close(fd)
-        try:
-            storage.download(key, Path(name))
-            digest = file_sha256(Path(name))
-        finally:
-            Path(name).unlink(missing_ok=True)
-    if digest != entry.sha256:
-        return f"segment {key} fails its SHA-256 check (changed or replaced)"
+    with _local_copy(storage, key, None) as path:
+        return _checksum_problem(path, key, entry)
+
+
+def _checksum_problem(path: Path, key: str, entry: SegmentEntry) -> str | None:
+    if file_sha256(path) != entry.sha256:
+        return f"segment {key} fails its SHA-256 check (corrupted or replaced)"
     return None
+
+
+@contextlib.contextmanager
+def _local_copy(storage: Storage, key: str, scratch_dir: Path | None) -> Iterator[Path]:
+    """The object as a local file: its own path in a folder, else a temporary download."""
+    if isinstance(storage, LocalStorage):
+        path = storage.local_path(key)
+        if not path.exists():
+            raise BackupIntegrityError(f"segment {key} is missing from {storage.url}")
+        yield path
+        return
+    fd, name = tempfile.mkstemp(suffix=".parquet", dir=scratch_dir)
+    os.close(fd)
+    path = Path(name)
+    try:
+        try:
+            storage.download(key, path)
+        except StorageError as exc:
+            if storage.size(key) is None:
+                raise BackupIntegrityError(f"segment {key} is missing from {storage.url}") from None
+            raise exc
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def check_segment_contents(
