@@ -14,9 +14,12 @@ generator, so a run is reproducible up to broker batching:
   groups commit inside compaction holes.
 
 Every record's value starts with its sequence number in its partition (12
-digits), and the delivery reports fill a ledger: the source offset of each
-sequence number. A copy made by a tool that keeps no origin (MirrorMaker 2)
-is judged by it: each copied record's value says which source record it is.
+digits) and that partition's number (4 digits), and the delivery reports fill
+a ledger: the source offset of each sequence number. Every copy is judged by
+it, whatever the tool keeps of the origin (MirrorMaker 2 keeps none, this
+project's restore keeps origin headers): each copied record's value says which
+source record it is, even where a repartitioned restore mixes several source
+partitions in one target partition.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from kbackup.core.types import TopicPartitionKey
 MAIN, SKEW, TXN, COMPACT = "acc-main", "acc-skew", "acc-txn", "acc-compact"
 #: Digits of the sequence number each record's value starts with.
 SEQUENCE_DIGITS = 12
+#: Digits of the source partition's number, right after the sequence number.
+PARTITION_DIGITS = 4
 #: Records per millisecond of each partition of ``acc-main``.
 MAIN_RATES = (2, 4, 100)
 #: Lag buckets (inclusive bounds), as in seed 002 and the issue.
@@ -78,6 +83,17 @@ class SourceData:
     aborted: dict[TopicPartitionKey, np.ndarray] = field(default_factory=dict)
 
 
+def value_origin(value: bytes | None) -> tuple[int, int]:
+    """What a study record's value says it is: (sequence number, source partition).
+
+    Raises ValueError for a value the study did not write (a record no ledger can place).
+    """
+    end = SEQUENCE_DIGITS + PARTITION_DIGITS
+    if value is None or len(value) < end or not value[:end].isdigit():
+        raise ValueError(f"not a study record's value: {value[:end] if value else value!r}")
+    return int(value[:SEQUENCE_DIGITS]), int(value[SEQUENCE_DIGITS:end])
+
+
 class SourceLedger:
     """Numbers each produced record in its partition and records, from its delivery report, its offset."""
 
@@ -87,11 +103,16 @@ class SourceLedger:
         self.errors: list[str] = []
 
     def value(self, topic: str, partition: int, filler: bytes) -> bytes:
-        """The next record's value in this partition: its 12-digit sequence number, then ``filler``."""
+        """The next record's value in this partition: its 12-digit sequence number, the 4-digit
+        partition number, then ``filler``."""
         key = (topic, partition)
         sequence = self._next.get(key, 0)
         self._next[key] = sequence + 1
-        return str(sequence).zfill(SEQUENCE_DIGITS).encode() + filler
+        return (
+            str(sequence).zfill(SEQUENCE_DIGITS).encode()
+            + str(partition).zfill(PARTITION_DIGITS).encode()
+            + filler
+        )
 
     def on_delivery(self, error: object, message: object) -> None:
         if error is not None:
@@ -168,7 +189,7 @@ def create_topics(connection: KafkaConnection) -> None:
 
 def fill_main(connection: KafkaConnection, records: int, base_ms: int, ledger: SourceLedger) -> None:
     producer = _producer(connection)
-    filler = b"x" * 28
+    filler = b"x" * 24
     for partition, rate in enumerate(MAIN_RATES):
         for index in range(records):
             # ``rate`` records share each millisecond: the timestamp a producer stamps at that throughput.
@@ -182,7 +203,7 @@ def fill_main(connection: KafkaConnection, records: int, base_ms: int, ledger: S
 def fill_skewed(connection: KafkaConnection, records: int, base_ms: int, ledger: SourceLedger) -> None:
     """Two producers' records interleave in bursts; the second's clock is SKEW_MS behind."""
     producer = _producer(connection)
-    filler = b"s" * 28
+    filler = b"s" * 24
     for index in range(records):
         behind = (index // SKEW_BURST) % 2 == 1
         _produce(producer, ledger, SKEW, filler, 0, base_ms + index // 4 - (SKEW_MS if behind else 0))
@@ -197,7 +218,7 @@ def fill_transactional(
 ) -> None:
     producer = _producer(connection, **{"transactional.id": f"accuracy-{base_ms}", "linger.ms": 5})
     producer.init_transactions(60)  # type: ignore[attr-defined]
-    filler = b"t" * 28
+    filler = b"t" * 24
     written = 0
     batch = 0
     while written < records * 2:
@@ -222,7 +243,7 @@ def fill_compacted(
     # Many keys, each updated a few times: survivors of compaction spread over the whole log.
     keys = [f"key-{k}".encode() for k in range(max(10, records // 4))]
     for index in range(records):
-        _produce(producer, ledger, COMPACT, b"c" * 28, 0, base_ms + index // 4, key=rng.choice(keys))
+        _produce(producer, ledger, COMPACT, b"c" * 24, 0, base_ms + index // 4, key=rng.choice(keys))
         if index % 10_000 == 0:
             producer.poll(0)  # type: ignore[attr-defined]
     if producer.flush(600) != 0:  # type: ignore[attr-defined]

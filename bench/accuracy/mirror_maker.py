@@ -38,8 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.accuracy.data import SEQUENCE_DIGITS
-from bench.accuracy.measure import RestoredPartition
+from bench.accuracy.measure import ReadBackBuilder, RestoredPartition, ledger_truth
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
 from kbackup.core.types import TopicPartitionKey
@@ -328,12 +327,14 @@ def read_mirrored(
     *,
     origin_header: str | None = None,
 ) -> dict[TopicPartitionKey, RestoredPartition]:
-    """Every record of the copied partitions, with the source offset its sequence number says.
+    """Every record of the copied partitions, with the source record its value says it is.
 
     ``mirrored`` maps each target partition to its source partition (the copies
     keep the partition number); ``ledger`` gives, per source partition, the
-    source offset of each sequence number. With ``origin_header`` the source
-    offset is that header's (an 8-byte little-endian integer) instead.
+    source offset of each sequence number: each record is placed as this
+    project's restores are (``bench.accuracy.measure.ledger_truth``). With
+    ``origin_header`` the source offset is that header's (an 8-byte
+    little-endian integer) instead, and the partition the copy's.
     """
     keys = sorted(mirrored)
     ranges = open_admin(target).partition_ranges(keys)
@@ -342,8 +343,10 @@ def read_mirrored(
     with PartitionReader(KafkaClients(target, client_id="kafka-backup-accuracy-mirrored")) as reader:
         for key in keys:
             source_key = mirrored[key]
+            where = f"{key[0]}/{key[1]}"
+            builder = ReadBackBuilder(where)
             offsets: list[int] = []
-            sequences: list[int] = []
+            header_offsets: list[int] = []
             span = ranges[key]
             if span.log_end > span.log_start:
                 for batch in reader.batches(
@@ -354,22 +357,22 @@ def read_mirrored(
                     timeout_secs=max(0.0, deadline - time.monotonic()),
                 ):
                     for message in batch:
-                        value = message.value()
                         offset = message.offset()
                         assert offset is not None
-                        offsets.append(offset)
                         if origin_header is not None:
-                            sequences.append(_header_offset(message.headers(), origin_header))
+                            offsets.append(offset)
+                            header_offsets.append(_header_offset(message.headers(), origin_header))
                             continue
-                        assert value is not None
-                        sequences.append(int(value[:SEQUENCE_DIGITS]))
-            found = np.asarray(sequences, dtype=np.int64)
-            source_offsets = found if origin_header is not None else ledger[source_key][found]
+                        builder.add(offset, message.value(), None)
+            if origin_header is None:
+                result[key] = ledger_truth(builder.build(), source_key[0], ledger, where)
+                continue
+            source_offsets = np.asarray(header_offsets, dtype=np.int64)
             if (source_offsets < 0).any():
-                raise RuntimeError(f"{key}: mirrored records with no source offset in the ledger")
+                raise RuntimeError(f"{key}: copied records with a negative {origin_header} header")
             result[key] = RestoredPartition(
                 np.asarray(offsets, dtype=np.int64),
                 np.full(len(offsets), source_key[1], dtype=np.int64),
-                source_offsets.astype(np.int64),
+                source_offsets,
             )
     return result

@@ -1,8 +1,10 @@
 """The translations the study computes itself, each giving a target position per (group, target partition).
 
 - header-based: this project's reset planner (``kbackup.reset.planner``) on the
-  real restored topics: binary search over origin headers, or the offset
-  mapping's ranges for the repartitioned topic;
+  real restored topics: binary search over origin headers, or, for the
+  repartitioned topic, the ranges of the offset mapping that this project's
+  Spark job (``kafka-backup show-offset-mapping``) wrote, read as
+  ``offset_reset.mapping_file`` is;
 - MirrorMaker 2 is not here: the study runs the real one
   (``bench.accuracy.mirror_maker``) and reads the offsets it syncs;
 - timestamp-based (seed 002's MirrorGroupOffsetConnector): the timestamp of
@@ -17,17 +19,16 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 from confluent_kafka import TopicPartition
 
 from bench.accuracy.data import StudyGroup
-from bench.accuracy.measure import RestoredPartition
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import KafkaClients, open_admin
-from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup
-from kbackup.offsets.ranges import build_ranges
-from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
+from kbackup.reset.mapping_input import load_mapping_index
+from kbackup.reset.planner import PlanRequest, plan_offset_reset
 from kbackup.reset.sources import from_backup
 
 #: (group id, target topic, target partition) -> position (None: untranslated).
@@ -41,33 +42,19 @@ def header_based(
     groups: list[StudyGroup],
     *,
     topic_mapping: Mapping[str, str] | None = None,
-    repartitioned: Mapping[TopicPartitionKey, RestoredPartition] | None = None,
+    mapping_file: Path | None = None,
 ) -> tuple[Positions, float]:
-    """The reset stage's plan for the groups; with a topic mapping, planned from the offset mapping.
+    """The reset stage's plan for the groups; with ``mapping_file``, planned from that offset mapping.
 
-    The mapping's ranges come from the project's range builder
-    (``kbackup.offsets.ranges.build_ranges``, what the Spark job runs per
-    partition) over the restored records, so no Spark session is needed here.
-    Returns the positions and the planning time in seconds.
+    ``mapping_file`` is what ``kafka-backup show-offset-mapping --output`` wrote (the project's
+    Spark scan of the restored topic), loaded as the reset stage loads ``offset_reset.mapping_file``
+    (``kbackup.reset.mapping_input``: the mapping's source cluster and target cluster checked).
+    Returns the positions and the planning time in seconds, the mapping's loading included.
     """
-    mapping = None
-    if repartitioned is not None:
-        restored = repartitioned
-        mapping = mapping_index(
-            item
-            for (topic, partition), records in restored.items()
-            if topic in (topic_mapping or {}).values()
-            for item in build_ranges(
-                topic,
-                partition,
-                (
-                    (t, _source_topic_of(topic, topic_mapping or {}), p, o)
-                    for t, p, o in zip(records.target_offsets.tolist(), records.source_partitions.tolist(),
-                                       records.source_offsets.tolist(), strict=True)
-                ),
-            )
-        )  # fmt: skip
     started = time.monotonic()
+    mapping = None
+    if mapping_file is not None:
+        mapping = load_mapping_index(mapping_file, backup.source_cluster, open_admin(target).cluster_id())
     plan = plan_offset_reset(
         PlanRequest(
             target=target,
@@ -84,10 +71,6 @@ def header_based(
         for row in group_plan.partitions:
             positions[(group_plan.group_id, row.target_topic, row.target_partition)] = row.new_offset
     return positions, seconds
-
-
-def _source_topic_of(target_topic: str, topic_mapping: Mapping[str, str]) -> str:
-    return next(source for source, target in topic_mapping.items() if target == target_topic)
 
 
 def timestamp_based(
