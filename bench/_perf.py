@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -166,6 +167,19 @@ def measured_backup(
 ) -> BackupRunResult:
     """Run ``kafka-backup backup`` (with ``flags``) as a child process and wait for it."""
     return start_backup(bootstrap, topic, storage_dir, backup_id, flags, **settings).finish()
+
+
+def refuse_smoke_figures_in_docs(args: argparse.Namespace) -> None:
+    """Stop (exit 2, one line on stderr) when a benchmark is asked for ``--quick --write-docs``: smoke
+    sizes must never replace the full-size figures in docs/benchmarks.md. Every benchmark calls this
+    right after parsing its arguments, before it starts anything."""
+    if getattr(args, "quick", False) and getattr(args, "write_docs", False):
+        print(
+            f"{Path(sys.argv[0]).name}: error: --quick --write-docs refused: --quick measures smoke "
+            "sizes, whose figures must not go into docs/benchmarks.md (drop one of the two)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
 
 
 def replace_section(document: Path, start_marker: str, end_marker: str, body: str) -> None:

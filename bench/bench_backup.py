@@ -35,6 +35,7 @@ from bench._perf import (
     consumer_perf,
     measured_backup,
     produce_perf,
+    refuse_smoke_figures_in_docs,
     replace_section,
 )
 from bench._stats import rotated
@@ -266,6 +267,7 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOC}")
     parser.add_argument("--quick", action="store_true", help="10,000 / 2,500 records, one run (a smoke run)")
     args = parser.parse_args()
+    refuse_smoke_figures_in_docs(args)
     if args.quick:
         args.records_100, args.records_1k, args.repeat = 10_000, 2_500, 1
     start_load = os.getloadavg()

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._perf import replace_section, run_with_tree_peak_rss
+from bench._perf import refuse_smoke_figures_in_docs, replace_section, run_with_tree_peak_rss
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 
@@ -394,6 +394,7 @@ def main() -> None:
     )
     args.add_argument("--write-docs", action="store_true", help="write the section into docs/benchmarks.md")
     options = args.parse_args()
+    refuse_smoke_figures_in_docs(options)
     if options.quick:
         options.records, options.rounds = [20_000, 100_000], 1
     e2e_rounds = options.e2e_rounds or options.rounds

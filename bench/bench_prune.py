@@ -54,7 +54,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench._perf import replace_section
+from bench._perf import refuse_smoke_figures_in_docs, replace_section
 
 START_MARKER = "<!-- prune:start -->"
 END_MARKER = "<!-- prune:end -->"
@@ -809,6 +809,7 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOC}")
     parser.add_argument("--child", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    refuse_smoke_figures_in_docs(args)
     if args.child is not None:
         print(json.dumps(child(json.loads(args.child))))
         return

@@ -67,7 +67,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from bench._perf import ConsumerPerfResult, consumer_perf, replace_section
+from bench._perf import ConsumerPerfResult, consumer_perf, refuse_smoke_figures_in_docs, replace_section
 from bench._restore_perf import REPO, _run_measured
 from bench._restored_shapes import FIRST_ORIGIN_OFFSET, fill_compacted, fill_hole_free, fill_transactional
 from bench.bench_mapping import SOURCE_CLUSTER, fill
@@ -715,6 +715,7 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=16, help="execute's --parallelism")
     parser.add_argument("--write-docs", action="store_true", help="write the results into docs/benchmarks.md")
     args = parser.parse_args()
+    refuse_smoke_figures_in_docs(args)
     groups = args.groups or (50 if args.quick else 1_000)
     per_partition = args.records_per_partition or (2_000 if args.quick else 100_000)
     search_records = args.search_records or (200_000 if args.quick else 10_000_000)

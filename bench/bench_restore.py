@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from bench._perf import refuse_smoke_figures_in_docs
 from bench._restore_perf import (
     REPO,
     TRANSACTION_MS,
@@ -309,6 +310,7 @@ def main() -> None:
         "--work-dir", type=Path, default=None, help="where backups go (default: a temp folder)"
     )
     args = parser.parse_args()
+    refuse_smoke_figures_in_docs(args)
     scale = 10 if args.quick else 1
     rounds = args.rounds or (1 if args.quick else 5)
     argv = "".join(f" {arg}" for arg in sys.argv[1:] if arg != "--write-docs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench._stats import paired_ratios, rotated, spread
+from bench._stats import Turn, first_counts, paired_ratios, rotated, run_schedule, schedule, spread
 from bench.bench_backup import CONSUMER_PERF, round_order
 
 
@@ -44,3 +44,26 @@ def test_paired_ratios_pair_the_runs_of_one_round() -> None:
     assert paired_ratios([2.0, 3.0], [4.0, 1.0]) == [0.5, 3.0]
     with pytest.raises(ValueError, match="not one pair per round"):
         paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_a_schedule_warms_up_each_side_once_then_rotates_the_rounds() -> None:
+    turns = schedule(["a", "b", "c"], 3)
+    assert turns[:3] == [Turn("a", None), Turn("b", None), Turn("c", None)]
+    assert [(turn.side, turn.round_) for turn in turns[3:6]] == [("a", 0), ("b", 0), ("c", 0)]
+    assert [turn.side for turn in turns[6:9]] == ["b", "c", "a"]
+    assert first_counts(turns) == {"a": 1, "b": 1, "c": 1}
+    # Over an odd number of rounds two sides cannot go first as often: the count shows it.
+    assert first_counts(schedule(["x", "y"], 5)) == {"x": 3, "y": 2}
+    assert schedule(["a", "b"], 1, warm_up=False) == [Turn("a", 0), Turn("b", 0)]
+
+
+def test_a_schedule_runs_after_a_sync_each_time_and_keeps_only_the_measured_runs() -> None:
+    log: list[str] = []
+
+    def run(turn: Turn[str]) -> str:
+        log.append(f"run {turn.side}")
+        return f"{turn.side}{turn.round_}"
+
+    found = run_schedule(schedule(["a", "b"], 2), run, sync=lambda: log.append("sync"))
+    assert log == ["sync", "run a", "sync", "run b"] * 2 + ["sync", "run b", "sync", "run a"]
+    assert found == {"a": ["a0", "a1"], "b": ["b0", "b1"]}
