@@ -406,6 +406,7 @@ class Copier:
             self._last_activity = now
             self.metrics.source_answered()
             crash_point("backup:batch-read")
+            crash_point("backup:records-read", read)
         else:
             self._check_stall(now)
         self.metrics.health.turned(progressed=read > 0)

@@ -4,7 +4,11 @@
 reaches a point of that name: no cleanup, no flush, exactly like a power
 loss. ``<name>@<n>`` waits for the n-th time the point is reached, so a test
 can pick a random moment among many (the 7th uploaded segment, the 3rd
-transaction). Unset (always, outside tests) it costs one dictionary lookup.
+transaction). A point that counts records (``backup:records-read``,
+``restore:records-produced``) advances by the records of each batch, so
+``<name>@<n>`` fires at the batch that takes the run to its n-th record: a test that knows
+how many records a run has left to copy picks a kill that is sure to happen, which a delay
+in seconds never is. Unset (always, outside tests) it costs one dictionary lookup.
 
 ``KBACKUP_CRASH_ONCE_DIR=<folder>`` makes each point fire once across processes: the first
 process to reach it creates a marker file there and dies, later ones (a Spark task's next
@@ -12,12 +16,14 @@ attempt, in a new Python worker) go on. The marker says the crash happened.
 
 Crash points in the code:
 
-- ``backup:batch-read`` after each consumed batch is buffered;
+- ``backup:batch-read`` after each consumed batch is buffered, and ``backup:records-read``
+  there too, counting its records;
 - ``backup:segment-uploaded`` after each segment object is stored (on the upload thread);
 - ``backup:before-manifest`` when every segment of an increment is stored, before its manifest;
 - ``backup:after-manifest`` after the manifest is written, before the run records that it was;
 - ``restore:after-transaction`` after each committed restore transaction;
-- ``restore:batch-produced`` after each batch of records is handed to the producer;
+- ``restore:batch-produced`` after each batch of records is handed to the producer, and
+  ``restore:records-produced`` there too, counting its records;
 - ``reset:after-first-group`` and the ``three-phase:*`` points of the drill.
 """
 
@@ -43,7 +49,8 @@ def _wanted_occurrence(wanted: str, name: str) -> int | None:
     return None
 
 
-def crash_point(name: str) -> None:
+def crash_point(name: str, count: int = 1) -> None:
+    """Reach the point ``count`` times at once (a batch of ``count`` records, for the counting points)."""
     wanted = os.environ.get(ENVIRONMENT_VARIABLE)
     if not wanted:
         return
@@ -51,7 +58,7 @@ def crash_point(name: str) -> None:
     if occurrence is None:
         return
     with _lock:
-        _reached[name] += 1
+        _reached[name] += count
         if _reached[name] >= occurrence and _first_crash(name):
             os.kill(os.getpid(), signal.SIGKILL)
 

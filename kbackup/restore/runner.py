@@ -252,6 +252,7 @@ class Restorer:
                             metrics.records_already_landed(partition.target_topic, records.already_landed)
                     produced = writer.produce(partition.target_topic, records) if records.offsets else 0
                     crash_point("restore:batch-produced")
+                    crash_point("restore:records-produced", produced)
                     tally = self._compaction.get(partition.source_topic)
                     if tally is not None and produced:
                         tally.add(records.targets, records.keys, records.values)

@@ -1,17 +1,16 @@
 """A restore killed with SIGKILL at random points and run again ends with every record once, in order.
 
 The restore runs as a subprocess (``python -m kbackup restore``), as a user
-runs it. It is killed when the target's end offsets (uncommitted records
-included) pass randomly chosen record counts, and once early, before records
-land; then the same command runs to completion. The target is then read with
+runs it. It kills itself (``KBACKUP_CRASH_AT=restore:records-produced@N``) at
+the batch that takes it to its N-th record, once early (within its first
+records) and three times at random counts that each run is sure to reach; then
+the same command runs to completion. The target is then read with
 read_committed and must hold every selected record exactly once, in source
-order, with no gap. The seed is printed; ``KBACKUP_CRASH_SEED`` repeats a run.
+order, with no gap. The seed is printed; ``KBACKUP_FAULT_SEED`` repeats a run.
 """
 
 from __future__ import annotations
 
-import os
-import random
 import signal
 import subprocess
 import time
@@ -24,10 +23,12 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kbackup.format.origin import parse_origin
 from kbackup.format.segments import SegmentLimits
 from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
+from kbackup.restore.segment_reader import READ_BATCH_RECORDS
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord
 from tests.support.kafka_io import consume_all
+from tests.support.kill_loop import counted_kill, fault_seed, run_and_kill
 from tests.support.restore_checks import REPO, own_headers, restore_command
 
 pytestmark = pytest.mark.slow
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.slow
 NOW = int(time.time() * 1000)
 SOURCE_PARTITIONS = 3
 RECORDS_PER_PARTITION = 25_000
+TRANSACTION_RECORDS = 3_000
 
 
 def source_records(partition: int) -> Iterator[BackupRecord]:
@@ -75,47 +77,6 @@ def landed(consumer: Consumer, topic: str, partitions: int) -> int:
         )
     except KafkaException:
         return 0
-
-
-def run_until(
-    command: list[str], stop_when: int | float, cluster: LocalKafkaCluster, topic: str, partitions: int
-) -> str:
-    """Start the restore; SIGKILL it once ``stop_when`` records landed (int) or seconds passed (float)."""
-    process = subprocess.Popen(
-        command,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
-    )
-    started = time.monotonic()
-    probe = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "crash-probe",
-            "isolation.level": "read_uncommitted",
-        }
-    )
-    try:
-        while process.poll() is None:
-            if isinstance(stop_when, float):
-                if time.monotonic() - started >= stop_when:
-                    break
-            elif landed(probe, topic, partitions) >= stop_when:
-                break
-            time.sleep(0.02)
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-            process.wait(30)
-            return "killed"
-        _out, err = process.communicate(timeout=30)
-        assert process.returncode == 0, err.decode()
-        return "finished"
-    finally:
-        probe.close()
-        if process.poll() is None:
-            process.kill()
-            process.wait(30)
 
 
 def check_exactly_once(
@@ -192,15 +153,13 @@ def check_exactly_once(
 def test_killed_restore_rerun_has_no_duplicate_and_no_gap(
     target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, mode: str, target_partitions: int
 ) -> None:
-    seed = int(os.environ.get("KBACKUP_CRASH_SEED", random.randrange(2**32)))
-    print(f"crash test seed {seed} (set KBACKUP_CRASH_SEED={seed} to repeat)")
-    chooser = random.Random(seed)
+    seed, chooser = fault_seed()
     topic = unique_name
     expected = build_backup(tmp_path / "store", tmp_path, topic)
     total = sum(len(r) for r in expected.values())
     config = tmp_path / "restore.yaml"
     config.write_text(
-        "restore:\n  transaction_max_records: 3000\n  transaction_max_ms: 300\n"
+        f"restore:\n  transaction_max_records: {TRANSACTION_RECORDS}\n  transaction_max_ms: 300\n"
         f"  repartition: {'true' if target_partitions != SOURCE_PARTITIONS else 'false'}\n"
         f"  target_partitions: {{{topic}: {target_partitions}}}\n"
     )
@@ -216,14 +175,32 @@ def test_killed_restore_rerun_has_no_duplicate_and_no_gap(
         target_cluster.bootstrap_servers,
         mode,
     )
-    kill_points: list[int | float] = [round(chooser.uniform(0.3, 1.5), 2)]
-    kill_points += sorted(chooser.sample(range(total // 20, total - total // 20), 3))
-    print(f"kill points (seconds, then records landed): {kill_points}")
-    outcomes = [run_until(command, point, target_cluster, topic, target_partitions) for point in kill_points]
-    print(f"outcomes: {outcomes}")
-    assert outcomes.count("killed") >= 2, (
-        f"seed {seed}: the restore finished before most kill points: {outcomes}"
+    # How far one kill can move "records left" beyond its own count: the rest of the read batch
+    # holding its N-th record (transaction_max_records of them, or READ_BATCH_RECORDS without
+    # transactions), and the open transaction it leaves aborted (up to two batches), and markers.
+    batch = TRANSACTION_RECORDS if mode == "--exactly-once" else READ_BATCH_RECORDS
+    cost = batch + (2 * TRANSACTION_RECORDS if mode == "--exactly-once" else 0) + 50
+    probe = Consumer(
+        {
+            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "group.id": "crash-probe",
+            "isolation.level": "read_uncommitted",
+        }
     )
+    try:
+        for run, most in enumerate([100, total, total, total], start=1):  # the first one early
+            left = total - landed(probe, topic, target_partitions)
+            point = counted_kill(
+                chooser, "restore:records-produced", left=left, kills_to_come=4 - run, per_kill_cost=cost,
+                most=most,
+            )  # fmt: skip
+            outcome = run_and_kill(command, point, cwd=REPO)
+            assert outcome.killed, (
+                f"seed {seed}, run {run}, {point}: exit {outcome.returncode} {outcome.stderr}"
+            )
+            print(f"run {run}: {point} ({left} records left at most) -> killed")
+    finally:
+        probe.close()
     final = subprocess.run(
         [*command, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
     )

@@ -252,11 +252,12 @@ def test_backup_and_restores_on_a_standalone_cluster_on_a_folder_through_killed_
             path.write_text(yaml.safe_dump(document))
         return path, crashes
 
-    # A worker killed after its 2nd consumed batch.
-    backup_config, crashes = config("backup", "backup:batch-read@2")
+    # A worker killed at the consumed batch holding its 300th record: inside its first task of 500
+    # (a count of batches is not sure to be reached: one fetch may bring a whole task's records).
+    backup_config, crashes = config("backup", "backup:records-read@300")
     done = _cli("backup", "-c", str(backup_config), "--json")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (crashes / "backup_batch-read").exists()
+    assert (crashes / "backup_records-read").exists()
     settings = StorageSettings(url=str(store))
     assert [_strip(r) for r in read_backup(settings, "nightly")] == [_strip(r) for r in source]
     _no_overlapping_segments(settings)

@@ -1,10 +1,14 @@
-"""Run a CLI command as a subprocess and SIGKILL it at a chosen moment, for the crash tests.
+"""Run a CLI command as a subprocess that SIGKILLs itself at a named crash point, for the crash tests.
 
-A kill point is either a named crash point inside the process
-(``KBACKUP_CRASH_AT``, see ``kbackup.core.faults``), a number of seconds after
-the start, or a condition polled from outside (records landed on a target).
-Every choice comes from one seeded ``random.Random``, so a failing run is
-replayed with ``KBACKUP_FAULT_SEED``.
+A kill point is a crash point the product fires (``KBACKUP_CRASH_AT``, see
+``kbackup.core.faults``) at a chosen occurrence: the n-th uploaded segment,
+the n-th transaction, the batch that takes the run to its n-th record. The
+test picks an occurrence the run is sure to reach (it knows how many records
+the run has left to copy), so every run it means to kill is killed: a delay
+in seconds, or a condition polled from outside, can lose the race with a run
+that finishes first (a loaded machine, a fast run), and the test then kills
+less than it says. Every choice comes from one seeded ``random.Random``, so
+a failing run is replayed with ``KBACKUP_FAULT_SEED``.
 """
 
 from __future__ import annotations
@@ -13,8 +17,7 @@ import os
 import random
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,29 +34,6 @@ def fault_seed() -> tuple[int, random.Random]:
 
 
 @dataclass(frozen=True)
-class KillPoint:
-    """Where to kill one run: at most one of the three is set.
-
-    ``after_seconds`` counts from the moment ``progress()`` first holds (the run wrote a segment,
-    records landed), so that a timed kill never lands in the interpreter's start-up, where it
-    would test nothing and still count as a kill.
-    """
-
-    crash_at: str | None = None
-    after_seconds: float | None = None
-    condition: Callable[[], bool] | None = None
-    progress: Callable[[], bool] | None = None
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        if self.after_seconds is not None and self.progress is None:
-            raise ValueError("a timed kill needs progress(): when the run has started its work")
-
-    def __str__(self) -> str:
-        return self.label or self.crash_at or f"{self.after_seconds}s after progress"
-
-
-@dataclass(frozen=True)
 class RunOutcome:
     killed: bool
     returncode: int
@@ -61,37 +41,42 @@ class RunOutcome:
 
 
 def run_and_kill(
-    command: Sequence[str], point: KillPoint, *, cwd: Path | None = None, timeout: float = 300
+    command: Sequence[str], crash_at: str, *, cwd: Path | None = None, timeout: float = 300
 ) -> RunOutcome:
-    """Run ``command``; kill it at ``point``. ``killed`` is True if it died by SIGKILL before finishing."""
+    """Run ``command`` with ``KBACKUP_CRASH_AT=crash_at``. ``killed``: it died by the SIGKILL of that
+    crash point (a run that ends any other way did not reach it)."""
     env = {key: value for key, value in os.environ.items() if key != CRASH_AT}
     env["KBACKUP_NO_PROGRESS"] = "1"
-    if point.crash_at is not None:
-        env[CRASH_AT] = point.crash_at
-    process = subprocess.Popen(
-        list(command), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-    )
-    started = time.monotonic()
-    progressed: float | None = None  # when point.progress() first held
+    env[CRASH_AT] = crash_at
     try:
-        while process.poll() is None:
-            now = time.monotonic()
-            if now - started > timeout:
-                raise AssertionError(f"{' '.join(command)} ran longer than {timeout}s")
-            if progressed is None and point.progress is not None and point.progress():
-                progressed = now
-            due = (
-                point.after_seconds is not None
-                and progressed is not None
-                and now - progressed >= point.after_seconds
-            )
-            if due or (point.condition is not None and point.condition()):
-                process.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.02)
-        _out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(30)
-    return RunOutcome(process.returncode == -signal.SIGKILL, process.returncode, err)
+        done = subprocess.run(
+            list(command), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env, timeout=timeout, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise AssertionError(
+            f"{' '.join(command)} ran longer than {timeout}s (kill point {crash_at})"
+        ) from None
+    return RunOutcome(done.returncode == -signal.SIGKILL, done.returncode, done.stderr)
+
+
+def counted_kill(
+    chooser: random.Random, name: str, *, left: int, kills_to_come: int, per_kill_cost: int, most: int
+) -> str:
+    """``name@N`` for a counting crash point (``restore:records-produced``), with a random N that the
+    run is sure to reach and that leaves every later run a kill it is sure to reach too.
+
+    ``left`` is a lower bound of the records this run has to copy (the total less what the target
+    already holds, committed or not); ``per_kill_cost`` bounds how much further than its N one kill
+    can move that bound (the rest of the batch holding the N-th record, and the records of an open
+    transaction the kill leaves aborted on the target); ``kills_to_come`` later runs must each still
+    find at least one record left after their own cost.
+    """
+    reserve = kills_to_come * (per_kill_cost + 1)
+    highest = min(most, left - reserve - per_kill_cost)
+    if highest < 1:
+        raise AssertionError(
+            f"only {left} records left for {kills_to_come + 1} kills of cost {per_kill_cost}: "
+            "the test's data is too small for its kills"
+        )
+    return f"{name}@{chooser.randint(1, highest)}"
