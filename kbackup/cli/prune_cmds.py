@@ -162,9 +162,12 @@ def prune(
     plan = plan_prune(storage, policy, chosen)
     refused = [item.needs_force for item in plan.backups if item.needs_force]
     kept = [item for item in plan.backups if item.action not in ("remove", "finish-removal", "skip")]
-    if policy.across_backups and not kept and plan.backups and not policy.force:
+    # Skipped (unreadable) backups are neither kept nor removed: a policy that removes none is no
+    # "remove everything", whatever it would do to backups that are not there.
+    removed = [item for item in plan.backups if item.action == "remove"]
+    if policy.across_backups and not kept and removed and not policy.force:
         refused.append(
-            f"the policy would remove every backup in {storage.url} ({len(plan.backups)}); "
+            f"the policy would remove every backup in {storage.url} ({len(removed)}); "
             "give --force to allow it"
         )
     if not execute:
