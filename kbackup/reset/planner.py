@@ -21,6 +21,11 @@ Method per target topic, chosen automatically under ``strategy: header-based``:
 - **mapping**: the partition counts differ, ``scan_all_partitions`` is set,
   or the strategy is ``from-mapping``: positions and re-read counts come from
   the mapping file's exact ranges.
+
+``strategy: timestamp`` (data restored without headers) asks ListOffsets for the first offset
+stamped at or after the time, then looks from there for the first record a consumer sees stamped
+so (:mod:`kbackup.reset.timestamp_search`): ListOffsets also answers with transaction markers,
+stamped when their transaction committed.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from kbackup.offsets.translate import SearchResult, merged_search, search_positi
 from kbackup.reset.probe import PartitionProbe, probe_consumer_properties
 from kbackup.reset.settings import Strategy
 from kbackup.reset.sources import RecordTimestampLookup, SourceOffsets
+from kbackup.reset.timestamp_search import RecordRuns, TimestampSearch, first_stamped_at_or_after
 
 #: (target topic, target partition) -> the mapping's ranges in it.
 MappingIndex = dict[TopicPartitionKey, PartitionIndex]
@@ -106,6 +112,10 @@ class _Planner:
         self._searches: dict[tuple[TopicPartitionKey, str, int, int], SearchResult] = {}
         #: Merged-search answers by (target partition, source topic, committed offsets).
         self._merged: dict[tuple[TopicPartitionKey, str, tuple[int, ...]], SearchResult | None] = {}
+        #: ``strategy: timestamp``: the records read per target partition, and the answers by
+        #: (target partition, timestamp) with the fetches each took: groups at one time share one.
+        self._record_runs: dict[TopicPartitionKey, RecordRuns] = {}
+        self._stamped: dict[tuple[TopicPartitionKey, int], tuple[int, TimestampSearch, int]] = {}
         self.ranges: dict[TopicPartitionKey, PartitionRange] = {}
         self.warnings: list[str] = []
 
@@ -375,8 +385,11 @@ class _Planner:
                         topic=topic, partition=partition, offset=result.record_at_position.source_offset
                     )
         elif method == "timestamp":
-            new_offset, rereads = self.timestamp_position(topic, partition, key, offset), None
+            new_offset, probes, note = self.timestamp_position(topic, partition, key, offset)
+            rereads = None
             notes.append("timestamp-based: records sharing the committed record's millisecond are re-read")
+            if note:
+                notes.append(note)
         elif method == "earliest":
             new_offset, rereads = span.log_start, None
         elif method == "latest":
@@ -466,7 +479,10 @@ class _Planner:
 
     def timestamp_position(
         self, topic: str, partition: int, key: TopicPartitionKey, offset: int | None
-    ) -> int:
+    ) -> tuple[int, int, str | None]:
+        """The first record on ``key`` a consumer sees stamped at or after the committed record's
+        time (or ``offset_reset.timestamp``), else the partition's end; the reads that took, and a
+        note on them for the plan."""
         if self.request.fixed_timestamp is not None:
             timestamp: int | None = self.request.fixed_timestamp
         elif self.request.record_timestamp is None:
@@ -475,10 +491,35 @@ class _Planner:
             )
         else:
             timestamp = self.request.record_timestamp(topic, partition, offset or 0)
+        end = self.ranges[key].log_end
         if timestamp is None:
-            return self.ranges[key].log_end
-        found = self.admin.offsets_for_times({key: timestamp})[key]
-        return self.ranges[key].log_end if found < 0 else found
+            return end, 0, None
+        if (key, timestamp) not in self._stamped:
+            # Every offset below ListOffsets' answer is stamped earlier; the answer itself may be a
+            # transaction marker (stamped at its commit) or an aborted record.
+            listed = self.admin.offsets_for_times({key: timestamp})[key]
+            start = end if listed < 0 else min(listed, end)
+            runs = self._record_runs.get(key)
+            if runs is None:
+                runs = self._record_runs[key] = RecordRuns(
+                    self.reader, topic=key[0], partition=key[1], end_offset=end
+                )
+            fetches = runs.fetches
+            found = first_stamped_at_or_after(runs, start, end, timestamp)
+            self._stamped[(key, timestamp)] = (start, found, runs.fetches - fetches)
+        start, found, fetches = self._stamped[(key, timestamp)]
+        if start >= end:
+            return end, 0, None
+        note = (
+            f"first record stamped >= {timestamp} at or after offset {start} (ListOffsets' answer): "
+            f"{found.probes} read(s), {fetches} fetch(es)"
+        )
+        if found.out_of_order:
+            note += (
+                f"; the records read are not in timestamp order: a record stamped >= {timestamp} "
+                "that the search did not read may lie before the position (it would be skipped)"
+            )
+        return found.position, found.probes, note
 
     def plan_from_mapping(
         self,
