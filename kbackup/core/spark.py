@@ -250,11 +250,38 @@ def run_spark_tasks(
     return results
 
 
+#: A Java exception's class before its message ("org.apache.spark.SparkException: "): not a reason.
+_JAVA_CLASS = re.compile(r"\b(?:[a-z_][\w$]*\.)+[A-Z][\w$]*: ")
+#: The last line of a Python traceback that PySpark relays ("ValueError: boom").
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::.*)?$")
+_TRACEBACK = "Traceback (most recent call last):"
+#: PySpark's advice after "Python worker exited unexpectedly (crashed).", longer than the reason.
+_PYSPARK_ADVICE = " Consider setting"
+
+
 def spark_failure_line(failure: BaseException) -> str:
-    """The one line that says why a Spark job failed (its Java and Python traces are pages long)."""
+    """The one line that says why a Spark job failed (its Java and Python traces are pages long).
+
+    Py4J's text of a failed job is "An error occurred while calling ...", then Spark's exception
+    (for a job it gave up on: "Job aborted due to stage failure: Task 0 in stage 3.0 failed 4
+    times, most recent failure: ..."), its stack frames, and its causes, each narrower than the one
+    before (down to an EOF on the socket of a Python worker that died). The first exception says
+    why; when a Python exception ended the task, its traceback's last line says which.
+    """
     lines = [line.strip() for line in str(failure).splitlines() if line.strip()]
-    reasons = [line for line in lines if "Error" in line or "Exception" in line or "aborted" in line]
-    chosen = reasons[-1] if reasons else (lines[-1] if lines else type(failure).__name__)
+    reasons = [
+        index
+        for index, line in enumerate(lines)
+        if not line.startswith(("at ", "..."))  # stack frames
+        and ("Error" in line or "Exception" in line or "aborted" in line)
+    ]
+    if not reasons:
+        return (lines[-1] if lines else type(failure).__name__)[:300]
+    chosen = lines[reasons[0]]
+    if chosen.endswith(_TRACEBACK):
+        python_error = next((line for line in lines[reasons[0] + 1 :] if _PYTHON_ERROR.match(line)), "")
+        chosen = chosen.removesuffix(_TRACEBACK) + python_error
+    chosen = _JAVA_CLASS.sub("", chosen.split(_PYSPARK_ADVICE)[0]).lstrip(": ")
     return chosen[:300]
 
 
