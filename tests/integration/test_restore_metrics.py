@@ -2,8 +2,9 @@
 
 A ``restore`` with ``--metrics-textfile`` counts the records it produced per target topic, which
 equal the records restored; a ``three-phase-restore`` ends at the phase ``done`` with its recovery
-time; a ``drill`` (without Spark) passes through its phases under the backup id it names, and
-says that no record would be skipped. Each textfile is parsed with prometheus-client's own parser.
+time, bracketed by the test's own clock; a ``drill`` (without Spark) passes through its phases
+under the backup id it names, and says that no record would be skipped. Each textfile is parsed
+with prometheus-client's own parser.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import pytest
 import yaml
 
 from kbackup.app import drill as drill_module
+from kbackup.app import three_phase as three_phase_module
 from kbackup.cli.main import run
+from kbackup.restore import service as restore_service
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from tests.integration.test_backup_increments import commit_group
 from tests.integration.test_three_phase import fill_and_back_up
@@ -96,6 +99,7 @@ def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic, restored = unique_name, f"{unique_name}-restored"
     store = tmp_path / "store"
@@ -113,6 +117,11 @@ def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
                         "group_prefix": "moved-"},
         "metrics": {"textfile": "three-phase.prom"},
     }))  # fmt: skip
+    # The test's own clock, read as the run passes its steps (the steps run unchanged).
+    seen = spy_times(monkeypatch, three_phase_module, "three_phase_restore", before="called")
+    spy_times(monkeypatch, restore_service, "run", before="restoring", seen=seen)
+    spy_times(monkeypatch, three_phase_module, "execute_plan", after="committed", seen=seen)
+    spy_times(monkeypatch, three_phase_module, "check_positions", before="verifying", seen=seen)
     assert run(["three-phase-restore", "-c", str(config), "--json"]) == 0, capsys.readouterr().err
     summary = json.loads(capsys.readouterr().out)
 
@@ -123,8 +132,12 @@ def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
     }
     assert phases == {**dict.fromkeys(("restore", "mapping", "reset", "verify", "audit"), 0), "done": 1}
     [recovery] = series(found, "kafka_backup_recovery_seconds").values()
+    # From the start of the run until every group was committed, on the test's clock: the run
+    # started after three_phase_restore was called and before its restore began; the groups were
+    # committed once execute_plan returned, and before the verify phase began. A recovery time of
+    # 0, below 0, or the run's total time (the verify phase comes after the commit) is outside.
+    assert seen["committed"] - seen["restoring"] <= recovery <= seen["verifying"] - seen["called"]
     assert recovery == pytest.approx(summary["recovery_seconds"], abs=0.01)
-    assert 0 < recovery <= summary["total_seconds"]
     assert total(found, "kafka_backup_restore_records_total", topic=restored) == 300
     assert total(found, "kafka_backup_restore_landed_records", topic=restored) == 300
     durations = {
@@ -144,6 +157,32 @@ def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
     assert total(found, "kafka_backup_restore_phase", phase="done") == 1
     assert not series(found, "kafka_backup_recovery_seconds")
     assert total(found, "kafka_backup_restore_records_total") == 0
+
+
+def spy_times(
+    monkeypatch: pytest.MonkeyPatch,
+    owner: object,
+    name: str,
+    *,
+    before: str | None = None,
+    after: str | None = None,
+    seen: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Wrap ``owner.name`` so that ``seen[before]`` and ``seen[after]`` get the test's monotonic
+    clock just before it is called and just after it returns; ``seen``."""
+    seen = {} if seen is None else seen
+    original = getattr(owner, name)
+
+    def spied(*args: object, **kwargs: object) -> object:
+        if before is not None:
+            seen[before] = time.monotonic()
+        result = original(*args, **kwargs)
+        if after is not None:
+            seen[after] = time.monotonic()
+        return result
+
+    monkeypatch.setattr(owner, name, spied)
+    return seen
 
 
 class TickingClock(datetime):
