@@ -1,11 +1,13 @@
-"""A ``backup --follow`` and prunes of the same backup id running at the same time for a minute.
+"""A ``backup --follow`` and prunes of the same backup id running at the same time.
 
 Records are produced at a steady rate while the follow backup commits an increment every 2 s
 and closes a segment every 0.5 s; a prune with a short window (``--older-than 8s``) and a grace
-period of 0.1 s runs again and again beside it. The backup's lease keeps its uncommitted
-segments from the orphan sweep, and the generations keep every reader consistent: at the end
-the backup validates deeply and holds every source record from its window start to the end,
-each once, in order; the backup process ends cleanly and no prune failed.
+period of 0.1 s runs again and again beside it, until what the test is about has happened: ten
+prunes trimmed the live backup's window and one kept an orphan-looking segment because the
+running backup's lease protected it (at most two minutes). The backup's lease keeps its
+uncommitted segments from the orphan sweep, and the generations keep every reader consistent: at
+the end the backup validates deeply and holds every source record from its window start to the
+end, each once, in order; the backup process ends cleanly and no prune failed.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from tests.support.backup_io import read_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
 
 ROOT = Path(__file__).parents[2]
-RUN_SECS = 60.0
+#: Prunes that must trim the window while the backup runs, and the longest the test waits for them.
+TRIMS_WANTED = 10
+LONGEST_SECS = 120.0
 
 
 def wait_until(predicate: Any, what: str, timeout: float = 120) -> None:
@@ -94,7 +98,17 @@ def test_a_follow_backup_and_prunes_at_the_same_time_lose_and_duplicate_nothing(
     try:
         wait_until(lambda: catalog.exists(backup_id), "the first increment")
         started = time.monotonic()
-        while time.monotonic() - started < RUN_SECS:
+
+        def seen_enough() -> bool:
+            trims = sum(any(item["action"] == "trim" for item in p["backups"]) for p in prunes)
+            kept = any(item["orphans_kept"] for p in prunes for item in p["backups"])
+            return trims >= TRIMS_WANTED and kept
+
+        while not seen_enough():
+            assert time.monotonic() - started < LONGEST_SECS, (
+                f"in {LONGEST_SECS:.0f}s the prunes did not both trim {TRIMS_WANTED} times and meet the "
+                f"lease: {prunes[-3:]}"
+            )
             code = run(
                 [
                     "prune",
@@ -134,7 +148,7 @@ def test_a_follow_backup_and_prunes_at_the_same_time_lose_and_duplicate_nothing(
     capsys.readouterr()
 
     trimmed = [p for p in prunes if any(item["action"] == "trim" for item in p["backups"])]
-    assert len(trimmed) >= 10, len(trimmed)  # the window really moved while the backup ran
+    assert len(trimmed) >= TRIMS_WANTED, len(trimmed)  # the window really moved while the backup ran
     assert any(item["orphans_kept"] for p in prunes for item in p["backups"])  # the lease protected something
     report = validate_backup(storage, backup_id, deep=True)
     assert report.errors == []
