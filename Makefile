@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help demo test test-unit test-integration lint install system-deps browser jars docs clean bench bench-quick
+.PHONY: help demo test test-unit test-integration lint install system-deps browser promtool jars docs clean bench bench-quick
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -14,14 +14,17 @@ help: ## Show the targets
 demo: install jars ## Run the main job: a full local disaster-recovery drill on two throwaway clusters
 	$(BIN)/kafka-backup drill --local --report drill-report.json
 
-test: install jars browser ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
+# The tests that run promtool fail, rather than skip, when it is missing (tests/support/promtool.py).
+test test-unit test-integration: export KBACKUP_REQUIRE_PROMTOOL := 1
+
+test: install jars browser promtool ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest
 
-test-unit: install ## Unit tests only: no Kafka, no S3, no Spark
+test-unit: install promtool ## Unit tests only: no Kafka, no S3, no Spark
 	$(BIN)/pytest -m "not integration"
 
-test-integration: install jars browser ## Integration tests: real Kafka clusters, moto's S3 server, Spark, Chromium
+test-integration: install jars browser promtool ## Integration tests: real Kafka clusters, moto's S3 server, Spark, Chromium
 	$(BIN)/pytest -m integration
 
 lint: install ## ruff (with the banned-api rule), mypy strict and the import-layer contracts
@@ -40,6 +43,20 @@ browser: ## Debian's headless Chromium, if missing (the drill report's test rend
 	@if ! command -v chromium >/dev/null; then \
 	  echo "installing Chromium from Debian's packages"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	fi
+
+# Only the promtool binary of Debian's prometheus package, into the virtualenv: no Prometheus
+# service is installed or started. `promtool test rules` evaluates examples/prometheus-alerts.yaml
+# as Prometheus does (tests/support/promtool.py).
+promtool: install ## Prometheus' promtool (from Debian's prometheus package, the binary only, into .venv/bin), if missing
+	@if ! command -v promtool >/dev/null && ! test -x $(BIN)/promtool; then \
+	  echo "installing promtool into $(BIN) from Debian's prometheus package (the binary only)"; \
+	  work=$$(mktemp -d) && trap 'rm -rf "$$work"' EXIT && cd "$$work" && \
+	  { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; } && \
+	  dpkg-deb -x prometheus_*.deb root && "$$work/root/usr/bin/promtool" --version >/dev/null && \
+	  cp root/usr/bin/promtool "$(abspath $(BIN))/promtool.partial" && \
+	  chmod 755 "$(abspath $(BIN))/promtool.partial" && \
+	  mv "$(abspath $(BIN))/promtool.partial" "$(abspath $(BIN))/promtool"; \
 	fi
 
 install: system-deps $(INSTALLED) ## Create .venv and install kafka-backup with its test tools

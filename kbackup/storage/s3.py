@@ -102,7 +102,12 @@ class S3Storage(Storage):
                 endpoint_url=settings.endpoint_url,
                 region_name=settings.region,
                 config=Config(
-                    retries={"max_attempts": 1 if checking else settings.max_attempts, "mode": "standard"},
+                    # total_max_attempts counts every try; botocore's max_attempts counts the retries
+                    # (one more try than storage.max_attempts says).
+                    retries={
+                        "total_max_attempts": 1 if checking else settings.max_attempts,
+                        "mode": "standard",
+                    },
                     connect_timeout=check_timeout_secs if checking else 10,
                     read_timeout=check_timeout_secs if checking else 60,
                     s3={"addressing_style": "path"} if settings.endpoint_url else None,

@@ -315,7 +315,9 @@ def test_storage_errors_and_retries_are_counted_by_operation(
     storage: dict[str, str | int] = {
         **s3_server.storage_settings(TEST_BUCKET, f"metrics-{unique_name}"),
         "endpoint_url": proxy.endpoint_url,
-        "max_attempts": 1,  # botocore tries once: every failure reaches the outer loop's count
+        # One try per request inside botocore (max_attempts counts every try, not the retries):
+        # every failure reaches the outer loop's count.
+        "max_attempts": 1,
     }
     config.write_text(
         yaml.safe_dump(

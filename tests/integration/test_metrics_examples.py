@@ -8,9 +8,9 @@ whose S3 store resets connections for a while (source and storage errors, storag
 disagrees (tests/integration/test_three_phase.py's scenario), served with ``--metrics-port`` and
 written with ``--metrics-textfile``, whose samples make the audit's alert rule fire.
 
-The alert rule is judged with tests/support/metrics_text.py's small evaluator (the instant forms
-the rules use, checked against promtool in tests/unit/test_metrics_alert_rules.py), not a
-Prometheus server: none is installed with the project.
+The alert rule is evaluated by Prometheus' own promtool (``promtool test rules``,
+tests/support/promtool.py; ``make promtool`` installs it) on the samples of the scrape and of the
+textfile, and, as a control, on the same samples with the audit's gauge at 0.
 """
 
 from __future__ import annotations
@@ -42,19 +42,21 @@ from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.metrics_text import (
     alert_rules,
-    evaluate,
     example_metric_names,
     parse,
     sampled_names,
     series,
     total,
 )
+from tests.support.promtool import Alert, AlertCase, alert_test
 from tests.support.s3server import S3Server
 
+AUDIT_ALERT = "KafkaBackupRestoreAuditDisagrees"
 #: The partition of the restored topic whose start the scenario moves past some moved groups.
 CUT_PARTITION, CUT_OFFSET = 1, 120
 #: Connections the S3 proxy resets at most while it waits for the run to count a failure (each
-#: S3 request is tried twice by botocore, then again by the run after 0.5 s and 1 s).
+#: S3 request is tried once by botocore, with max_attempts 1, then again by the run after 0.5 s,
+#: 1 s, 2 s ...).
 GIVE_UP_AFTER_FAULTS = 6
 
 
@@ -128,16 +130,23 @@ def test_an_audit_that_disagrees_sets_its_metric_and_fires_its_alert(
         in audit.stderr
     )
     assert len(audit.scraped) == 1
-    rule = alert_rules()["KafkaBackupRestoreAuditDisagrees"]
-    # No `for:`: the first evaluation that sees the sample fires (a textfile is written once).
-    assert "for" not in rule
+    # The alert promtool must see firing at the first evaluation of the samples (no `for:`: a
+    # textfile is written once): the run's backup id, the rule's severity, the test's own count.
+    expected = Alert(
+        {"backup_id": "nightly", "severity": "critical"},
+        {
+            "summary": (
+                f"The audit of the restore of nightly disagrees with {audit.below_start} group position(s)"
+            ),
+            "description": alert_rules()[AUDIT_ALERT]["annotations"]["description"],
+        },
+    )
+    cases = []
     for where, text in (("scrape", audit.scraped[0]), ("textfile", audit.textfile)):
         found = parse(text)
         assert series(found, "kafka_backup_audit_disagreements") == {
             (("backup_id", "nightly"),): audit.below_start
         }, where
-        # The rule fires for this backup, with the count its summary names.
-        assert evaluate(rule["expr"], found) == {(("backup_id", "nightly"),): audit.below_start}, where
         # The run failed in its audit phase, and says so (docs/observability.md).
         phases = {
             dict(labels)["phase"]: value
@@ -145,6 +154,15 @@ def test_an_audit_that_disagrees_sets_its_metric_and_fires_its_alert(
         }
         assert phases["audit"] == 1, where
         assert sum(phases.values()) == 1, where
+        cases.append(AlertCase(f"the {where}", found, [expected]))
+        # The control: the same samples from an audit that agreed fire nothing.
+        agreed = {
+            key: 0.0 if key[0] == "kafka_backup_audit_disagreements" else value
+            for key, value in found.items()
+        }
+        cases.append(AlertCase(f"the {where} with the audit's gauge at 0", agreed))
+    failure = alert_test(AUDIT_ALERT, cases)
+    assert failure is None, failure
 
 
 @contextlib.contextmanager
@@ -195,8 +213,8 @@ def backup_meeting_outages(source: LocalKafkaCluster, s3_server: S3Server, topic
         "storage": {
             **s3_server.storage_settings(TEST_BUCKET, f"examples-{topic}"),
             "endpoint_url": s3_proxy.endpoint_url,
-            # botocore's fewest: each request is tried twice (its max_attempts counts the retries),
-            # then the failure reaches the run's own retry loop, which counts it.
+            # One try per request inside botocore: each failure reaches the run's own retry loop,
+            # which counts it (tests/integration/test_storage_max_attempts.py).
             "max_attempts": 1,
         },
         "metrics": {"textfile": str(textfile)},

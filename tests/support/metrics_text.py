@@ -1,14 +1,11 @@
-"""Reading metrics as Prometheus reads them (prometheus-client's own parser), the metric names the
-examples in examples/ use (Prometheus rules, the Grafana dashboard), and a small evaluator of the
-simple alert expressions there (:func:`evaluate`), for checking that a rule fires on a run's samples
-without a Prometheus server."""
+"""Reading metrics as Prometheus reads them (prometheus-client's own parser), and the metric names the
+examples in examples/ use (Prometheus rules, the Grafana dashboard). Whether a rule fires on a run's
+samples is promtool's answer (tests/support/promtool.py), not ours."""
 
 from __future__ import annotations
 
 import json
-import operator
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,108 +106,3 @@ def example_metric_names() -> dict[str, set[str]]:
         PROMETHEUS_ALERTS.name: set().union(*(metric_names(expr) for expr in alert_expressions().values())),
         GRAFANA_DASHBOARD.name: set().union(*(metric_names(expr) for expr in dashboard_expressions())),
     }
-
-
-# -- evaluating simple alert expressions ----------------------------------------------------------------
-
-Labels = tuple[tuple[str, str], ...]
-
-
-class UnsupportedExpression(ValueError):
-    """An expression outside the few forms :func:`evaluate` knows: one that needs samples over time
-    (``increase``, ``rate``, ``deriv``, ``[10m]``), another function, ``bool``, or an operation
-    between two vectors. Refused, never guessed at."""
-
-
-_COMPARISONS: dict[str, Callable[[float, float], bool]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    ">=": operator.ge,
-    "<=": operator.le,
-    ">": operator.gt,
-    "<": operator.lt,
-}
-_AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {"max": max, "min": min, "sum": sum}
-_NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
-_COMPARISON = re.compile(rf"(?P<vector>.+?)\s*(?P<op>==|!=|>=|<=|>|<)\s*(?P<threshold>{_NUMBER})")
-_SELECTOR = re.compile(r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<matchers>[^{}]*)\})?")
-_MATCHER = re.compile(r'\s*(?P<label>[a-zA-Z_][a-zA-Z0-9_]*)\s*(?P<op>=~|!~|!=|=)\s*"(?P<value>[^"\\]*)"\s*')
-_AGGREGATION = re.compile(
-    r"(?P<how>max|min|sum)\s+by\s*\((?P<by>[a-zA-Z0-9_,\s]*)\)\s*\((?P<inner>.*)\)", re.DOTALL
-)
-_TIME_MINUS = re.compile(r"time\(\)\s*-\s*(?P<inner>.*)", re.DOTALL)
-
-
-def evaluate(expression: str, found: Samples, *, now: float = 0.0) -> dict[Labels, float]:
-    """What Prometheus returns for ``expression`` evaluated once, at Unix time ``now``, over ``found``
-    (the latest sample of each series), as the labels an alert built from each result would carry
-    (the metric name dropped, as Prometheus drops it from alerts) and the result's value.
-
-    Only the instant forms the example rules use are known, each with Prometheus' meaning:
-    a selector ``name{label="v", label=~"re", label!="v", label!~"re"}`` (regular expressions
-    anchored at both ends), ``time() - <selector>``, ``max|min|sum by (labels) (<selector>)``, and
-    any of these compared with a number (``> 900``, ``== 0``: a filter that keeps the series for
-    which it holds, with their values). Anything else raises :class:`UnsupportedExpression`.
-    """
-    text = " ".join(expression.split())
-    comparison = _COMPARISON.fullmatch(text)
-    if comparison is None:
-        return _vector(text, found, now)
-    compare = _COMPARISONS[comparison["op"]]
-    threshold = float(comparison["threshold"])
-    return {
-        labels: value
-        for labels, value in _vector(comparison["vector"], found, now).items()
-        if compare(value, threshold)
-    }
-
-
-def _vector(text: str, found: Samples, now: float) -> dict[Labels, float]:
-    text = text.strip()
-    aggregation = _AGGREGATION.fullmatch(text)
-    if aggregation is not None:
-        by = sorted({label.strip() for label in aggregation["by"].split(",") if label.strip()})
-        groups: dict[Labels, list[float]] = {}
-        for labels, value in _selected(aggregation["inner"], found).items():
-            present = dict(labels)
-            kept = tuple((label, present[label]) for label in by if label in present)
-            groups.setdefault(kept, []).append(value)
-        return {labels: _AGGREGATIONS[aggregation["how"]](values) for labels, values in groups.items()}
-    minus = _TIME_MINUS.fullmatch(text)
-    if minus is not None:
-        return {labels: now - value for labels, value in _selected(minus["inner"], found).items()}
-    return _selected(text, found)
-
-
-def _selected(text: str, found: Samples) -> dict[Labels, float]:
-    """The series a selector picks (no range, no function: those need what this evaluator lacks)."""
-    selector = _SELECTOR.fullmatch(text.strip())
-    if selector is None or selector["name"] in ("bool", "and", "or", "unless", "by", "without"):
-        raise UnsupportedExpression(f"not one of the forms this evaluator knows: {text.strip()!r}")
-    matchers = _matchers(selector["matchers"] or "")
-    return {
-        labels: value
-        for (name, labels), value in found.items()
-        if name == selector["name"]
-        and all(matches(dict(labels).get(label, "")) for label, matches in matchers)
-    }
-
-
-def _matchers(text: str) -> list[tuple[str, Callable[[str], bool]]]:
-    matchers: list[tuple[str, Callable[[str], bool]]] = []
-    for part in filter(str.strip, text.split(",")):
-        matcher = _MATCHER.fullmatch(part)
-        if matcher is None:
-            raise UnsupportedExpression(f"not a label matcher this evaluator knows: {part!r}")
-        op, value = matcher["op"], matcher["value"]
-        pattern = re.compile(value) if op in ("=~", "!~") else None
-
-        def matches(
-            found: str, op: str = op, value: str = value, pattern: re.Pattern[str] | None = pattern
-        ) -> bool:
-            if pattern is not None:
-                return (pattern.fullmatch(found) is not None) == (op == "=~")
-            return (found == value) == (op == "=")
-
-        matchers.append((matcher["label"], matches))
-    return matchers

@@ -183,7 +183,10 @@ class Admin:
         observer = self.clients.observer
         if observer is not None:
             observer.cluster_waiting()
-        answer = future.result(timeout=max(self.timeout, 30.0))
+        try:
+            answer = future.result(timeout=max(self.timeout, 30.0))
+        finally:
+            self.clients.serve_callbacks(self.client)  # the errors met while waiting, counted first
         if observer is not None:
             observer.cluster_answered()
         return answer

@@ -159,17 +159,25 @@ class KafkaClients:
         try:
             answer = client.list_topics(timeout=self.connection.connect_timeout_secs)
         except KafkaException as exc:
+            self.serve_callbacks(client)  # error_cb names an authentication failure if there was one
             error = kafka_error_of(exc)
-            if error is not None and error.code() in _UNREACHABLE_CODES:
-                client.poll(0)  # serves error_cb, which names an authentication failure if there was one
-                if self.auth_failure is not None:
-                    raise translate_kafka_error(
-                        KafkaException(self.auth_failure), action=action, connection=self.connection
-                    ) from None
+            if error is not None and error.code() in _UNREACHABLE_CODES and self.auth_failure is not None:
+                raise translate_kafka_error(
+                    KafkaException(self.auth_failure), action=action, connection=self.connection
+                ) from None
             raise translate_kafka_error(exc, action=action, connection=self.connection) from None
+        # Errors met on the way to the answer (a connection reset, then a retry that worked) are
+        # counted before the answer is.
+        self.serve_callbacks(client)
         if self.observer is not None:
             self.observer.cluster_answered()
         return answer
+
+    def serve_callbacks(self, client: AdminClient) -> None:
+        """Serve what librdkafka queued for an admin client's callbacks: ``error_cb`` (the observer
+        counts each error) and its log lines. A consumer or a producer serves its own in each
+        ``poll``; an admin client's wait only here, after each metadata request and admin answer."""
+        client.poll(0)
 
     def _create(self, factory: Any, props: dict[str, Any], what: str) -> Any:
         try:
