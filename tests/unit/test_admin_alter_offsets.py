@@ -60,6 +60,9 @@ class ScriptedClients:
     def admin(self) -> ScriptedAdminClient:
         return self.admin_client
 
+    def serve_callbacks(self, client: ScriptedAdminClient) -> None:
+        """A scripted client queues no callback."""
+
 
 def test_a_loading_coordinator_is_waited_out() -> None:
     script = ScriptedAdminClient([KafkaError.COORDINATOR_LOAD_IN_PROGRESS] * 3 + [None])
