@@ -36,7 +36,7 @@ from kbackup.core.faults import crash_point
 from kbackup.core.kafka import open_admin
 from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
-from kbackup.format.reset_plan import ResetPlan, render_plan_table
+from kbackup.format.reset_plan import read_plan, render_plan_table
 from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.sources import SourceOffsets
@@ -261,7 +261,7 @@ def three_phase_restore(
     # before the phase is recorded, so a re-run verifies again.
     if not phase_done("verify"):
         started = time.monotonic()
-        plan = ResetPlan.model_validate_json(plan_path.read_text())
+        plan = read_plan(plan_path)
         check = check_positions(
             target,
             plan,
@@ -286,7 +286,7 @@ def three_phase_restore(
             from kbackup.app.audit import audit_positions
             from kbackup.format.mapping_file import read_mapping
 
-            plan = ResetPlan.model_validate_json(plan_path.read_text())
+            plan = read_plan(plan_path)
             audited = audit_positions(plan, read_mapping(files.mapping))
             if metrics is not None:
                 metrics.audited(len(audited.disagreements))

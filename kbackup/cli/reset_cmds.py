@@ -12,6 +12,7 @@ import typer
 from kbackup.app.config import KBackupConfig
 from kbackup.app.overrides import target_connection
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.core.config import read_text_file
 from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import ResetPlan, read_plan, render_plan_table
@@ -34,11 +35,19 @@ SnapshotDirOption = Annotated[
 
 
 def _read_groups_file(path: Path) -> list[str]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"groups file {path} cannot be read: {exc.strerror}") from None
-    groups = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    """One group id a line; blank lines and ``#`` comments skipped; UTF-8 (a byte order mark allowed)."""
+    lines = read_text_file(path, "groups file").splitlines()
+    groups = []
+    for number, line in enumerate(lines, start=1):
+        group = line.strip()
+        if not group or group.startswith("#"):
+            continue
+        if "\x00" in group:
+            # A C client would end the group id at the NUL: another group than the one written.
+            raise ConfigError(
+                f"groups file {path}: line {number} holds a NUL character, which no group id can"
+            )
+        groups.append(group)
     if not groups:
         raise ConfigError(f"groups file {path} lists no consumer group")
     return groups

@@ -440,23 +440,29 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_yaml_file(path: str | Path) -> dict[str, Any]:
-    """Parse a YAML config file into a mapping, with env references substituted."""
-    file = Path(path)
+def read_text_file(path: str | Path, what: str, *, missing_hint: str | None = None) -> str:
+    """A text file a user hands in (UTF-8, a byte order mark allowed); every way it cannot be read
+    is a ConfigError naming ``what`` and the file."""
     source = str(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise ConfigError(
-            f"config file {source} not found", hint="check the path given to --config"
-        ) from None
+        raise ConfigError(f"{what} {source} not found", hint=missing_hint) from None
     except OSError as exc:
-        raise ConfigError(f"config file {source} cannot be read: {exc.strerror}") from None
+        raise ConfigError(f"{what} {source} cannot be read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
-            f"config file {source} is not UTF-8 text (byte {exc.start} cannot be decoded)",
+            f"{what} {source} is not UTF-8 text (byte {exc.start} cannot be decoded)",
             hint="save the file as UTF-8",
         ) from None
+    except ValueError as exc:  # a NUL in the name
+        raise ConfigError(f"{what} {source} cannot be read: {exc}") from None
+
+
+def read_yaml_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML config file into a mapping, with env references substituted."""
+    source = str(path)
+    text = read_text_file(path, "config file", missing_hint="check the path given to --config")
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
@@ -464,6 +470,13 @@ def read_yaml_file(path: str | Path) -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{source}{where}: could not parse YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: could not parse YAML: nested too deeply") from None
+    except (ValueError, OverflowError) as exc:
+        # A value YAML's own types cannot convert: '!!int x', a date like 2026-02-30, a number of
+        # more digits than int() converts.
+        problem = str(exc).split(";")[0]
+        raise ConfigError(f"{source}: could not parse YAML: a value cannot be converted: {problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -39,10 +39,11 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from kbackup import __version__
 from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError, StorageError
+from kbackup.format.documents import parse_json, validate
 from kbackup.format.layout import check_backup_id
 from kbackup.format.manifest import Manifest, SegmentEntry, parse_manifest, utc_now_iso
 from kbackup.format.schema import FORMAT_NAME
@@ -270,11 +271,16 @@ def is_encrypted(storage: Storage, backup_id: str) -> bool:
 
 
 def read_keyring_entry(storage: Storage, backup_id: str, generation: int, key: str) -> KeyringEntry:
-    try:
-        raw = json.loads(storage.get_bytes(key))
-        entry = KeyringEntry.model_validate(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, ValidationError) as exc:
-        raise BackupIntegrityError(f"keyring {key} is not a valid keyring entry: {exc}") from None
+    return parse_keyring_entry(storage.get_bytes(key), key, backup_id, generation)
+
+
+def parse_keyring_entry(data: bytes, key: str, backup_id: str, generation: int) -> KeyringEntry:
+    """The keyring object ``key`` of ``generation`` of ``backup_id``, from its bytes, checked."""
+
+    def invalid(problem: str) -> BackupIntegrityError:
+        return BackupIntegrityError(f"keyring {key} is not a valid keyring entry: {problem}")
+
+    entry = validate(KeyringEntry, parse_json(data, invalid), invalid)
     if entry.format != KEYRING_FORMAT or entry.format_version > KEYRING_FORMAT_VERSION:
         raise BackupIntegrityError(
             f"keyring {key} has format {entry.format!r} version {entry.format_version}, "
@@ -433,13 +439,30 @@ class SealedManifest:
 
 
 def _load_json(data: bytes, object_name: str) -> dict[str, Any]:
-    try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BackupIntegrityError(f"manifest {object_name} is not valid JSON: {exc}") from None
+    raw = parse_json(
+        data, lambda problem: BackupIntegrityError(f"manifest {object_name} is not valid JSON: {problem}")
+    )
     if not isinstance(raw, dict):
         raise BackupIntegrityError(f"manifest {object_name} is not a JSON object")
     return raw
+
+
+class _VisibleSegment(SegmentEntry):
+    """A segment as a sealed manifest shows it: its timestamps are sealed."""
+
+    min_timestamp: int = -1
+    max_timestamp: int = -1
+
+
+class _VisibleManifest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    backup_id: str
+    increment: int
+    run_id: str
+    previous_run_id: str | None = None
+    finished_at: str = ""
+    segments: list[_VisibleSegment] = Field(default_factory=list)
 
 
 def read_sealed_manifest(data: bytes, object_name: str) -> SealedManifest:
@@ -447,22 +470,15 @@ def read_sealed_manifest(data: bytes, object_name: str) -> SealedManifest:
     raw = _load_json(data, object_name)
     if raw.get("format") != FORMAT_NAME or raw.get("format_version") != ENCRYPTED_FORMAT_VERSION:
         raise BackupIntegrityError(f"manifest {object_name} is not an encrypted kafka-backup manifest")
-    try:
-        segments = [
-            SegmentEntry.model_validate({**item, "min_timestamp": -1, "max_timestamp": -1})
-            for item in raw.get("segments", [])
-        ]
-        return SealedManifest(
-            object_name=object_name,
-            backup_id=str(raw["backup_id"]),
-            increment=int(raw["increment"]),
-            run_id=str(raw["run_id"]),
-            previous_run_id=raw.get("previous_run_id"),
-            finished_at=str(raw.get("finished_at", "")),
-            segments=segments,
-        )
-    except (KeyError, TypeError, ValueError, ValidationError) as exc:
-        raise BackupIntegrityError(f"manifest {object_name} is malformed: {exc}") from None
+    visible = validate(
+        _VisibleManifest,
+        raw,
+        lambda problem: BackupIntegrityError(f"manifest {object_name} is malformed at {problem}"),
+    )
+    segments = [SegmentEntry.model_validate(segment.model_dump()) for segment in visible.segments]
+    return SealedManifest(
+        object_name=object_name, segments=segments, **visible.model_dump(exclude={"segments"})
+    )
 
 
 def open_manifest(data: bytes, object_name: str, increment: int, keys: BackupKeys | None) -> Manifest:

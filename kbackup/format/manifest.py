@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.format.documents import parse_json, validate
 from kbackup.format.schema import FORMAT_NAME, FORMAT_VERSION
 
 
@@ -125,10 +126,9 @@ def utc_now_iso() -> str:
 
 def parse_manifest(data: bytes, object_name: str) -> Manifest:
     """Parse and check a manifest; every problem is a BackupIntegrityError naming the object."""
-    try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BackupIntegrityError(f"manifest {object_name} is not valid JSON: {exc}") from None
+    raw = parse_json(
+        data, lambda problem: BackupIntegrityError(f"manifest {object_name} is not valid JSON: {problem}")
+    )
     if not isinstance(raw, dict):
         raise BackupIntegrityError(f"manifest {object_name} is not a JSON object")
     if raw.get("format") != FORMAT_NAME:
@@ -144,11 +144,8 @@ def parse_manifest(data: bytes, object_name: str) -> Manifest:
             f"this kafka-backup reads versions up to {FORMAT_VERSION}",
             hint="upgrade kafka-backup to read this backup",
         )
-    try:
-        return Manifest.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        location = ".".join(str(part) for part in first["loc"])
-        raise BackupIntegrityError(
-            f"manifest {object_name} is malformed at {location}: {first['msg']}"
-        ) from None
+    return validate(
+        Manifest,
+        raw,
+        lambda problem: BackupIntegrityError(f"manifest {object_name} is malformed at {problem}"),
+    )

@@ -39,11 +39,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.documents import parse_json, validate
 from kbackup.offsets.ranges import (
     OffsetRange,
     PartitionIndex,
@@ -429,23 +430,22 @@ def _validate(model: type[_Header], data: Any, path: str) -> Any:
                 f"this kafka-backup reads version {FORMAT_VERSION}",
                 hint="use the kafka-backup release that wrote it, or build the mapping again",
             )
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problem = exc.errors(include_url=False)[0]
-        location = ".".join(str(part) for part in problem["loc"]) or "(top level)"
-        more = f" [and {exc.error_count() - 1} more problem(s)]" if exc.error_count() > 1 else ""
-        raise _invalid(path, f"{location}: {problem['msg']}{more}") from None
+    return validate(model, data, lambda problem: _invalid(path, problem))
 
 
 def _from_parts(header: _Header, ranges: list[OffsetRange], path: str) -> OffsetMapping:
+    try:
+        # A time at the ends of the calendar with an offset (0001-01-01T00:00:00+01:00) has no UTC.
+        created_at = header.created_at.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise _invalid(path, f"created_at {header.created_at.isoformat()} is not a time in UTC") from None
     mapping = OffsetMapping(
         source_cluster=header.source_cluster,
         ranges=ranges,
         scanned=[
             ScannedPartition(s.topic, s.partition, s.start_offset, s.end_offset) for s in header.scanned
         ],
-        created_at=header.created_at,
+        created_at=created_at,
         target_cluster_id=header.target_cluster_id,
         format_version=header.format_version,
     )
@@ -488,12 +488,7 @@ def _range(source_topic: str, source_partition: int, target_topic: str, entry: _
 
 
 def _read_json(path: str, text: str) -> OffsetMapping:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _invalid(
-            path, f"not JSON (truncated?) at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+    data = parse_json(text, lambda problem: _invalid(path, f"not JSON (truncated?): {problem}"))
     document: _Document = _validate(_Document, data, path)
     ranges: list[OffsetRange] = []
     for entry in document.topics:
@@ -513,7 +508,9 @@ def _rows_to_ranges(path: str, rows: Iterable[Mapping[str, Any]]) -> list[Offset
                     if not isinstance(values[column], str) or not values[column]:
                         raise ValueError(f"{column} must be a topic name")
                     continue
-                value = int(values[column])
+                if isinstance(values[column], bool) or not isinstance(values[column], int | str):
+                    raise ValueError(f"{column} must be an integer, not {values[column]!r}")
+                value = int(values[column])  # CSV cells are text; ValueError for 5000 digits too
                 limit = KAFKA_INT32_MAX if column.endswith("partition") else KAFKA_INT64_MAX
                 if not 0 <= value <= limit:
                     raise ValueError(f"{column} {value} is outside 0..{limit}")
@@ -528,37 +525,51 @@ def _read_csv(path: str, text: str) -> OffsetMapping:
     first, _, rest = text.partition("\n")
     if not first.startswith("# "):
         raise _invalid(path, "the first line of a CSV mapping must be '# ' and its header as JSON")
-    try:
-        header_data = json.loads(first[2:])
-    except json.JSONDecodeError as exc:
-        raise _invalid(path, f"the header line is not JSON: {exc.msg}") from None
+    header_data = parse_json(
+        first[2:], lambda problem: _invalid(path, f"the header line is not JSON: {problem}")
+    )
     header: _Header = _validate(_Header, header_data, path)
-    reader = csv.DictReader(io.StringIO(rest))
-    if tuple(reader.fieldnames or ()) != RANGE_COLUMNS:
-        raise _invalid(path, f"expected the columns {','.join(RANGE_COLUMNS)}")
-    return _from_parts(header, _rows_to_ranges(path, reader), path)
+    # newline="": the csv module reads \r\n, \r and line ends inside quoted cells itself.
+    reader = csv.DictReader(io.StringIO(rest, newline=""))
+    try:
+        if tuple(reader.fieldnames or ()) != RANGE_COLUMNS:
+            raise _invalid(path, f"expected the columns {','.join(RANGE_COLUMNS)}")
+        ranges = _rows_to_ranges(path, reader)
+    except csv.Error as exc:  # a line end inside an unquoted cell, a cell over the csv module's limit
+        raise _invalid(path, f"not CSV at line {reader.line_num + 1}: {exc}") from None
+    return _from_parts(header, ranges, path)
 
 
-def _read_parquet(path: str) -> OffsetMapping:
+def _read_parquet(path: str, raw: bytes) -> OffsetMapping:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
-        rows = table.to_pylist()
+        table = pq.read_table(pa.BufferReader(raw))
+        names = table.column_names
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         # ArrowException covers every Arrow error a damaged file raises (ArrowInvalid,
-        # ArrowNotImplementedError for a flipped type byte, ...); a damaged string column
-        # fails only when its values are turned into Python strings.
+        # ArrowNotImplementedError for a flipped type byte, ...); a damaged column name or string
+        # column fails only when it is turned into a Python string.
         raise _invalid(path, f"not a readable Parquet file (truncated?): {exc}") from None
     metadata = (table.schema.metadata or {}).get(PARQUET_METADATA_KEY)
     if metadata is None:
         raise _invalid(path, "the Parquet file has no kafka-backup-offset-mapping metadata")
-    try:
-        header_data = json.loads(metadata)
-    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
-        raise _invalid(path, f"the Parquet file's mapping metadata is not JSON: {exc}") from None
+    header_data = parse_json(
+        metadata,
+        lambda problem: _invalid(path, f"the Parquet file's mapping metadata is not JSON: {problem}"),
+    )
     header: _Header = _validate(_Header, header_data, path)
+    for column in RANGE_COLUMNS:
+        # Only these columns are turned into Python values, and only when they hold text or integers.
+        kind = table.schema.field(column).type if names.count(column) == 1 else None
+        text = column.endswith("topic")
+        if kind is None or not (pa.types.is_string(kind) if text else pa.types.is_integer(kind)):
+            raise _invalid(path, f"expected one column {column} of {'text' if text else 'integers'}")
+    try:
+        rows = table.select(list(RANGE_COLUMNS)).to_pylist()
+    except (pa.ArrowException, UnicodeDecodeError) as exc:
+        raise _invalid(path, f"not a readable Parquet file (truncated?): {exc}") from None
     return _from_parts(header, _rows_to_ranges(path, rows), path)
 
 
@@ -566,9 +577,9 @@ def read_mapping(path: str | Path, *, source_cluster: str | None = None) -> Offs
     """Read a mapping file written by :func:`write_mapping` (JSON, CSV or Parquet, told apart by content).
 
     Raises ``NotFoundError`` for a missing file, ``BackupIntegrityError``
-    for one that is damaged, truncated or of another format version, and
-    ``PreconditionError`` when ``source_cluster`` is given and the file is
-    for another one.
+    for one that cannot be read (a folder, no permission), is damaged,
+    truncated or of another format version, and ``PreconditionError`` when
+    ``source_cluster`` is given and the file is for another one.
     """
     name = str(path)
     file = Path(path)
@@ -576,8 +587,15 @@ def read_mapping(path: str | Path, *, source_cluster: str | None = None) -> Offs
         raw = file.read_bytes()
     except FileNotFoundError:
         raise NotFoundError(f"offset mapping file {name} not found") from None
+    except (OSError, ValueError) as exc:  # a folder, no permission, a NUL in the name
+        raise BackupIntegrityError(f"offset mapping file {name} cannot be read: {exc}") from None
+    return parse_mapping(raw, name, source_cluster=source_cluster)
+
+
+def parse_mapping(raw: bytes, name: str, *, source_cluster: str | None = None) -> OffsetMapping:
+    """:func:`read_mapping` of a file's bytes, ``name`` naming it in errors."""
     if raw.startswith(b"PAR1"):
-        mapping = _read_parquet(name)
+        mapping = _read_parquet(name, raw)
     else:
         try:
             text = raw.decode("utf-8")

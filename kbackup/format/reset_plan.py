@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import ConfigError
+from kbackup.format.documents import parse_json, validate
 
 #: Offsets and partitions a plan may name: what Kafka can hold. A hand-edited -1 would otherwise
 #: reach the broker, which reads negative commits as "no offset".
@@ -145,26 +146,33 @@ def read_plan(path: str | Path) -> ResetPlan:
     """Load a plan file; every problem is a ConfigError naming the file."""
     source = str(path)
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"plan file {source} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"plan file {source} is not a readable JSON document: {exc}",
-            hint="re-create it with 'kafka-backup offset-reset plan'",
-        ) from None
+    except (OSError, ValueError) as exc:  # a folder, no permission, a NUL in the name
+        raise _unreadable(source, str(exc)) from None
+    return parse_plan(data, source)
+
+
+def _unreadable(source: str, problem: str) -> ConfigError:
+    return ConfigError(
+        f"plan file {source} is not a readable JSON document: {problem}",
+        hint="re-create it with 'kafka-backup offset-reset plan'",
+    )
+
+
+def parse_plan(data: bytes, source: str) -> ResetPlan:
+    """:func:`read_plan` of a file's bytes, ``source`` naming it in errors."""
+    raw = parse_json(data, lambda problem: _unreadable(source, problem))
     if not isinstance(raw, dict) or raw.get("format") != PLAN_FORMAT:
         raise ConfigError(f"{source} is not a kafka-backup reset plan")
     if raw.get("format_version") != PLAN_VERSION:
         raise ConfigError(
             f"plan file {source} has version {raw.get('format_version')!r}, expected {PLAN_VERSION}"
         )
-    try:
-        return ResetPlan.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        location = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"plan file {source} is malformed at {location}: {first['msg']}") from None
+    return validate(
+        ResetPlan, raw, lambda problem: ConfigError(f"plan file {source} is malformed at {problem}")
+    )
 
 
 def render_plan_table(plan: ResetPlan) -> str:

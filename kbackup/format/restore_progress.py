@@ -22,7 +22,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
+from kbackup.format.documents import parse_json, validate
 
 PROGRESS_PARTITION = 0
 PROGRESS_FORMAT = 1
@@ -66,19 +71,27 @@ def encode_progress(
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+class _ProgressValue(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    format: Literal[1]
+    source_topic: str = Field(min_length=1)
+    source_partition: Annotated[int, Field(ge=0, le=KAFKA_INT32_MAX)]
+    target_topic: str = Field(min_length=1)
+    next_offset: Annotated[int, Field(ge=0, le=KAFKA_INT64_MAX)]
+    restored_records: Annotated[int, Field(ge=0)]
+    complete: bool = False
+
+
+class _NotUnderstood(Exception):
+    pass
+
+
 def decode_progress(value: bytes) -> PartitionProgress | None:
-    """A progress record's value, or None for one this release does not understand."""
+    """A progress record's value, or None for one this release does not understand (another
+    format, or not a progress record at all)."""
     try:
-        raw: dict[str, Any] = json.loads(value)
-        if raw.get("format") != PROGRESS_FORMAT:
-            return None
-        return PartitionProgress(
-            source_topic=str(raw["source_topic"]),
-            source_partition=int(raw["source_partition"]),
-            target_topic=str(raw["target_topic"]),
-            next_offset=int(raw["next_offset"]),
-            restored_records=int(raw["restored_records"]),
-            complete=bool(raw.get("complete", False)),
-        )
-    except (ValueError, KeyError, TypeError):
+        found = validate(_ProgressValue, parse_json(value, _NotUnderstood), _NotUnderstood)
+    except _NotUnderstood:
         return None
+    return PartitionProgress(**found.model_dump(exclude={"format"}))

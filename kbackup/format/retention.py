@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from kbackup.core.errors import BackupIntegrityError
 from kbackup.core.types import TopicPartitionKey
+from kbackup.format.documents import parse_json, validate
 from kbackup.format.layout import check_backup_id
 from kbackup.format.manifest import Manifest, ManifestModel, PartitionEntry, SegmentEntry
 
@@ -79,7 +80,8 @@ class Lease(ManifestModel):
     holder: str
     acquired_at: str
     #: Unix time after which the lease no longer counts (its run died without releasing it).
-    expires_at: float
+    #: A finite number: NaN, which no time is later than, would make a prune take it for expired.
+    expires_at: float = Field(allow_inf_nan=False)
 
     def live(self, now: float) -> bool:
         return self.expires_at > now
@@ -114,10 +116,9 @@ def utc_iso(moment: float) -> str:
 
 
 def _parse(data: bytes, object_name: str, expected_format: str) -> dict[str, object]:
-    try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BackupIntegrityError(f"{object_name} is not valid JSON: {exc}") from None
+    raw = parse_json(
+        data, lambda problem: BackupIntegrityError(f"{object_name} is not valid JSON: {problem}")
+    )
     if not isinstance(raw, dict) or raw.get("format") != expected_format:
         raise BackupIntegrityError(f"{object_name} is not a {expected_format} object")
     version = raw.get("format_version")
@@ -132,24 +133,18 @@ def _parse(data: bytes, object_name: str, expected_format: str) -> dict[str, obj
     return raw
 
 
+def _malformed(object_name: str) -> Callable[[str], BackupIntegrityError]:
+    return lambda problem: BackupIntegrityError(f"{object_name} is malformed at {problem}")
+
+
 def parse_generation(data: bytes, object_name: str) -> RetentionGeneration:
     raw = _parse(data, object_name, RETENTION_FORMAT)
-    try:
-        return RetentionGeneration.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        location = ".".join(str(part) for part in first["loc"])
-        raise BackupIntegrityError(f"{object_name} is malformed at {location}: {first['msg']}") from None
+    return validate(RetentionGeneration, raw, _malformed(object_name))
 
 
 def parse_lease(data: bytes, object_name: str) -> Lease:
     raw = _parse(data, object_name, LEASE_FORMAT)
-    try:
-        return Lease.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        location = ".".join(str(part) for part in first["loc"])
-        raise BackupIntegrityError(f"{object_name} is malformed at {location}: {first['msg']}") from None
+    return validate(Lease, raw, _malformed(object_name))
 
 
 # -- reading a backup through its retention ------------------------------------------------------------

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import ConfigError, NotFoundError
+from kbackup.format.documents import parse_json, validate
 
 SNAPSHOT_FORMAT = "kafka-backup-offset-snapshot"
 
@@ -23,8 +26,9 @@ class SnapshotModel(BaseModel):
 
 class SnapshotOffset(SnapshotModel):
     topic: str
-    partition: int
-    offset: int
+    partition: Annotated[int, Field(ge=0, le=KAFKA_INT32_MAX)]
+    #: -1 in ``changed``: the group had no committed offset there.
+    offset: Annotated[int, Field(ge=-1, le=KAFKA_INT64_MAX)]
 
 
 class GroupSnapshotEntry(SnapshotModel):
@@ -33,6 +37,14 @@ class GroupSnapshotEntry(SnapshotModel):
     offsets: list[SnapshotOffset]
     #: The partitions execute changed.
     changed: list[SnapshotOffset]
+
+    @model_validator(mode="after")
+    def _committed_offsets(self) -> GroupSnapshotEntry:
+        # Rollback commits these: a hand-edited -1 would reach the broker as "no offset".
+        for item in self.offsets:
+            if item.offset < 0:
+                raise ValueError(f"offsets: {item.topic}[{item.partition}] has offset {item.offset}")
+        return self
 
 
 class OffsetSnapshot(SnapshotModel):
@@ -63,8 +75,19 @@ def list_snapshots(snapshot_dir: Path) -> list[OffsetSnapshot]:
 
 def read_snapshot(path: Path) -> OffsetSnapshot:
     try:
-        return OffsetSnapshot.model_validate_json(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         raise NotFoundError(f"rollback snapshot {path} not found") from None
-    except (OSError, ValidationError) as exc:
-        raise ConfigError(f"rollback snapshot {path} is not readable: {str(exc).splitlines()[0]}") from None
+    except (OSError, ValueError) as exc:  # a folder, no permission, a NUL in the name
+        raise _unreadable(str(path), str(exc)) from None
+    return parse_snapshot(data, str(path))
+
+
+def _unreadable(name: str, problem: str) -> ConfigError:
+    return ConfigError(f"rollback snapshot {name} is not readable: {problem}")
+
+
+def parse_snapshot(data: bytes, name: str) -> OffsetSnapshot:
+    """:func:`read_snapshot` of a file's bytes, ``name`` naming it in errors."""
+    document = parse_json(data, lambda problem: _unreadable(name, f"not JSON: {problem}"))
+    return validate(OffsetSnapshot, document, lambda problem: _unreadable(name, f"malformed at {problem}"))

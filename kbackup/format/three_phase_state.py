@@ -11,8 +11,27 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from kbackup.core.errors import ConfigError
+from kbackup.format.documents import parse_json, validate
 from kbackup.format.manifest import utc_now_iso
+
+
+class _Phase(BaseModel):
+    """A finished phase: when, how long, and the phase's own details (kept as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    finished_at: str = ""
+    seconds: float = 0.0
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    run_key: str
+    phases: dict[str, _Phase]
 
 
 class StateFile:
@@ -24,15 +43,10 @@ class StateFile:
         self.data: dict[str, Any] = {"run_key": run_key, "phases": {}}
         if path.exists():
             try:
-                loaded = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ConfigError(
-                    f"three-phase state file {path} is damaged: {exc}",
-                    hint="remove it to start the three-phase restore from phase 1 (the restore itself still "
-                    "continues from its progress on the target)",
-                ) from None
-            if loaded.get("run_key") == run_key:
-                self.data = loaded
+                raw = path.read_bytes()
+            except (OSError, ValueError) as exc:  # a folder, no permission, a NUL in the name
+                raise _damaged(str(path), str(exc)) from None
+            self.data = parse_state(raw, str(path), run_key)
 
     def done(self, phase: str) -> dict[str, Any] | None:
         result: dict[str, Any] | None = self.data["phases"].get(phase)
@@ -44,3 +58,23 @@ class StateFile:
         scratch = self.path.with_suffix(".tmp")
         scratch.write_text(json.dumps(self.data, indent=2) + "\n")
         scratch.replace(self.path)
+
+
+def _damaged(name: str, problem: str) -> ConfigError:
+    return ConfigError(
+        f"three-phase state file {name} is damaged: {problem}",
+        hint="remove it to start the three-phase restore from phase 1 (the restore itself still "
+        "continues from its progress on the target)",
+    )
+
+
+def parse_state(raw: bytes, name: str, run_key: str) -> dict[str, Any]:
+    """The recorded phases of a state file's bytes (``name`` names it in errors); none when the
+    file is of another ``run_key``."""
+    loaded = parse_json(raw, lambda problem: _damaged(name, f"not JSON: {problem}"))
+    if not isinstance(loaded, dict):
+        raise _damaged(name, "not a JSON object")
+    if loaded.get("run_key") != run_key:
+        return {"run_key": run_key, "phases": {}}
+    state = validate(_State, loaded, lambda problem: _damaged(name, f"malformed at {problem}"))
+    return state.model_dump()

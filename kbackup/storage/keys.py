@@ -194,7 +194,7 @@ def open_key(settings: EncryptionSettings, storage: StorageSettings | None = Non
                 hint="check storage.encryption.key_file (or --encryption-key file:PATH); "
                 "'kafka-backup keygen --output FILE' writes a new key",
             ) from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # a folder, not ASCII, a NUL in the name
             raise EncryptionKeyError(f"the {source} cannot be read: {exc}") from None
         return LocalKey(decode_key(text, source), kind="file", source=source)
     if settings.key_env:
