@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from kbackup.core.config import KafkaConnection
+from kbackup.core.config import KafkaConnection, read_text_file
 from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import register_secret
 
@@ -29,10 +29,7 @@ def _jaas_quote(value: str) -> str:
 
 
 def _read_pem(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"security.{what}: cannot read {path}: {exc.strerror}") from None
+    return read_text_file(path, f"security.{what}:")
 
 
 def spark_kafka_options(

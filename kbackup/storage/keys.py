@@ -226,7 +226,10 @@ def open_key(settings: EncryptionSettings, storage: StorageSettings | None = Non
         endpoint_url=endpoint,
         # No region anywhere (none set, none in the AWS environment): KMS's own default.
         region_name=region or boto3.session.Session().region_name or "us-east-1",
-        config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30),
+        # total_max_attempts counts every try (botocore's max_attempts counts the retries).
+        config=Config(
+            retries={"total_max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30
+        ),
         **credentials,
     )
     return KmsKey(settings.kms_key_id, client, endpoint)

@@ -8,7 +8,7 @@ import pytest
 
 from kbackup.cli.main import run
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import KafkaUnreachableError, UsageError
+from kbackup.core.errors import ConfigError, KafkaUnreachableError, UsageError
 from kbackup.mapping import build_offset_mapping
 from kbackup.mapping.spark_kafka import spark_kafka_options
 from kbackup.sandbox.kafka import free_port
@@ -158,3 +158,32 @@ def test_spark_read_options_cover_exactly_the_planned_offsets_read_committed() -
     assert options["failOnDataLoss"] == "true"
     assert options["maxRecordsPerPartition"] == "100"
     assert "minPartitions" not in options
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [(b"\xff\xfe not a PEM", "is not UTF-8 text"), (None, "not found")],
+    ids=["not-utf8", "missing"],
+)
+def test_a_pem_file_that_cannot_be_read_is_a_config_error(
+    tmp_path: Path, content: bytes | None, expected: str
+) -> None:
+    """The client certificate Spark's Kafka source gets inline: unreadable is one config line."""
+    certificate, key = tmp_path / "client.pem", tmp_path / "client.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    if content is not None:
+        certificate.write_bytes(content)
+    connection = KafkaConnection.model_validate(
+        {
+            "bootstrap_servers": ["b:9093"],
+            "security": {
+                "security_protocol": "SSL",
+                "ssl_certificate_location": str(certificate),
+                "ssl_key_location": str(key),
+            },
+        }
+    )
+    with pytest.raises(ConfigError) as raised:
+        spark_kafka_options(connection)
+    assert "security.ssl_certificate_location" in raised.value.message
+    assert expected in raised.value.message
