@@ -342,7 +342,11 @@ def test_storage_errors_and_retries_are_counted_by_operation(
             text=True,
             env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
         )
-        time.sleep(4)
+        # Polled, not slept: the store comes back once the run has failed a try and retried it.
+        deadline = time.monotonic() + 120
+        while proxy.faults_served < 2 and process.poll() is None:
+            assert time.monotonic() < deadline, "the backup never reached the store"
+            time.sleep(0.05)
         proxy.set_mode("forward")
         _, err = process.communicate(timeout=120)
     finally:
