@@ -17,15 +17,21 @@ demo: install jars ## Run the main job: a full local disaster-recovery drill on 
 # The tests that run promtool fail, rather than skip, when it is missing (tests/support/promtool.py).
 test test-unit test-integration: export KBACKUP_REQUIRE_PROMTOOL := 1
 
+# Test workers (pytest-xdist): each starts its own Kafka clusters, S3 server and Spark session, and
+# takes whole files (--dist loadfile). Two keep a 2-core machine busy while tests wait on brokers,
+# processes and Spark; TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: install jars browser promtool ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
 	$(MAKE) --no-print-directory lint
-	$(BIN)/pytest
+	$(PYTEST)
 
 test-unit: install promtool ## Unit tests only: no Kafka, no S3, no Spark
-	$(BIN)/pytest -m "not integration"
+	$(PYTEST) -m "not integration"
 
 test-integration: install jars browser promtool ## Integration tests: real Kafka clusters, moto's S3 server, Spark, Chromium
-	$(BIN)/pytest -m integration
+	$(PYTEST) -m integration
 
 lint: install ## ruff (with the banned-api rule), mypy strict and the import-layer contracts
 	$(BIN)/ruff check kbackup tests bench

@@ -93,10 +93,20 @@ _SERVICE_FIXTURES = {"kafka_clusters", "source_cluster", "target_cluster", "s3_s
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests under tests/integration, or using a service fixture, get the ``integration`` marker."""
+    """Tests under tests/integration, or using a service fixture, get the ``integration`` marker;
+    then the files with a slow or a Spark test go first.
+
+    ``make test`` runs the suite on two workers (pytest-xdist, ``--dist loadfile``: a file's
+    tests stay on one worker, with its module fixtures), which take files in collection order:
+    the long files started first leave short ones to fill the end, instead of one worker
+    finishing a crash loop alone while the other waits."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "integration" in item.path.parts or fixtures & _SERVICE_FIXTURES:
             item.add_marker(pytest.mark.integration)
         if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
+    long_files = {
+        item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("spark")
+    }
+    items.sort(key=lambda item: item.path not in long_files)  # stable: the order within stays
