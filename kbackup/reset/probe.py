@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import sys
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 from kbackup.core.kafka import Message, PartitionReader
 from kbackup.format.origin import parse_origin
@@ -46,6 +47,36 @@ def probe_consumer_properties() -> dict[str, object]:
 
 def _target_offset(record: RestoredRecord) -> int:
     return record.target_offset
+
+
+class _Span(Protocol):
+    start: int
+    stop: int
+
+
+S = TypeVar("S", bound=_Span)
+
+
+class SpansRead(Generic[S]):
+    """The spans of a partition already read, each target offsets [start, stop), by start: what a
+    search asks first, so that searches of many groups on one partition share their fetches."""
+
+    def __init__(self) -> None:
+        self._spans: list[S] = []
+        self._starts: list[int] = []
+
+    def starting_at_or_before(self, offset: int) -> S | None:
+        """The span read that starts last at or before ``offset`` (it may end before it)."""
+        index = bisect.bisect_right(self._starts, offset) - 1
+        return self._spans[index] if index >= 0 else None
+
+    def remember(self, span: S) -> S:
+        """Keep ``span`` for later searches, unless it is empty."""
+        if span.stop > span.start:
+            index = bisect.bisect_left(self._starts, span.start)
+            self._spans.insert(index, span)
+            self._starts.insert(index, span.start)
+        return span
 
 
 @dataclass
@@ -93,8 +124,7 @@ class PartitionProbe:
         self.fetches = 0
         #: Source partitions seen in this target partition (more than one: repartitioned).
         self.sources_seen: set[tuple[str, int]] = set()
-        self._spans: list[_KnownSpan] = []
-        self._span_starts: list[int] = []
+        self._read: SpansRead[_KnownSpan] = SpansRead()
 
     def first_at_or_after(
         self, offset: int, source_topic: str, source_partition: int | None, limit: int | None = None
@@ -105,7 +135,7 @@ class PartitionProbe:
         stop = self.end_offset if limit is None else min(limit, self.end_offset)
         position = offset
         while position < stop:
-            before = self._span_from(position)
+            before = self._read.starting_at_or_before(position)
             if before is not None and position < before.stop:
                 span = before
             else:
@@ -136,11 +166,6 @@ class PartitionProbe:
             return before.stop
         return offset
 
-    def _span_from(self, offset: int) -> _KnownSpan | None:
-        """The span read that starts last at or before ``offset`` (it may end before it)."""
-        index = bisect.bisect_right(self._span_starts, offset) - 1
-        return self._spans[index] if index >= 0 else None
-
     def _fetch(self, offset: int) -> _KnownSpan:
         """One fetch's worth of records from ``offset`` on (the reader keeps the partition assigned,
         so a fetch that continues where the last one stopped costs no new round trip)."""
@@ -158,7 +183,7 @@ class PartitionProbe:
             break
         # Nothing (more) below the end: the span reaches it.
         span.stop = self.end_offset if self.reader.at_partition_end else max(span.stop, self.reader.reached)
-        return self._remember(span)
+        return self._read.remember(span)
 
     def _take(self, messages: list[Message], span: _KnownSpan) -> None:
         for message in messages:
@@ -175,10 +200,3 @@ class PartitionProbe:
                     RestoredRecord(message_offset, source[0], origin.partition, origin.offset)
                 )
             span.stop = message_offset + 1
-
-    def _remember(self, span: _KnownSpan) -> _KnownSpan:
-        if span.stop > span.start:
-            index = bisect.bisect_left(self._span_starts, span.start)
-            self._spans.insert(index, span)
-            self._span_starts.insert(index, span.start)
-        return span

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kbackup.core.kafka import Message, PartitionReader
-from kbackup.reset.probe import PROBE_BATCH_RECORDS
+from kbackup.reset.probe import PROBE_BATCH_RECORDS, SpansRead
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -167,13 +167,11 @@ class RecordRuns:
         self.end_offset = end_offset
         self.timeout_secs = timeout_secs
         self.fetches = 0
-        self._spans: list[_Span] = []
-        self._starts: list[int] = []
+        self._read: SpansRead[_Span] = SpansRead()
 
     def __call__(self, offset: int) -> list[StampedRecord]:
-        index = bisect.bisect_right(self._starts, offset) - 1
-        if index >= 0 and offset < self._spans[index].stop:
-            span = self._spans[index]
+        span = self._read.starting_at_or_before(offset)
+        if span is not None and offset < span.stop:
             tail = span.records[bisect.bisect_left(span.records, offset, key=lambda r: r.offset) :]
             if tail or span.to_end:
                 return tail
@@ -194,9 +192,4 @@ class RecordRuns:
             break
         to_end = self.reader.at_partition_end or self.reader.reached >= self.end_offset
         stop = self.end_offset if to_end else max(self.reader.reached, offset)
-        span = _Span(start=offset, stop=stop, records=records, to_end=to_end)
-        if stop > offset:
-            index = bisect.bisect_left(self._starts, offset)
-            self._spans.insert(index, span)
-            self._starts.insert(index, offset)
-        return span
+        return self._read.remember(_Span(start=offset, stop=stop, records=records, to_end=to_end))

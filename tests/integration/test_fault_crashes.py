@@ -32,7 +32,7 @@ from tests.integration.test_three_phase import fill_and_back_up
 from tests.integration.test_three_phase import write_config as write_three_phase_config
 from tests.support.backup_io import read_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
-from tests.support.kill_loop import counted_kill, fault_seed, run_and_kill
+from tests.support.kill_loop import counted_kill, fault_seed, must_kill
 from tests.support.restore_checks import REPO, restore_command
 
 pytestmark = pytest.mark.slow
@@ -90,10 +90,7 @@ def test_backup_killed_at_random_points_ends_equal_to_the_source(
     for run in range(1, KILLS_WANTED + 1):
         produce(source_cluster, topic, chunk(produced))
         produced += CHUNK
-        point = backup_kill_point(chooser)
-        outcome = run_and_kill(command, point, cwd=REPO)
-        assert outcome.killed, f"seed {seed}, run {run}, {point}: exit {outcome.returncode} {outcome.stderr}"
-        print(f"run {run}: {point} -> killed")
+        must_kill(command, backup_kill_point(chooser), seed=seed, run=run, cwd=REPO)
 
     final = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert final.returncode == 0, f"seed {seed}: {final.stderr}"
@@ -151,11 +148,7 @@ def test_exactly_once_restore_killed_at_random_points_holds_each_record_once_in_
                     chooser, "restore:records-produced", left=left, kills_to_come=kills_to_come,
                     per_kill_cost=cost, most=3 * TRANSACTION_RECORDS,
                 )  # fmt: skip
-            outcome = run_and_kill(command, point, cwd=REPO)
-            assert outcome.killed, (
-                f"seed {seed}, run {run}, {point}: exit {outcome.returncode} {outcome.stderr}"
-            )
-            print(f"run {run}: {point} ({left} records left at most) -> killed")
+            must_kill(command, point, seed=seed, run=run, note=f" ({left} records left at most)", cwd=REPO)
     finally:
         probe.close()
 
@@ -206,13 +199,9 @@ def test_three_phase_restore_killed_at_random_points_ends_exact(
     config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
     command = [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--json"]
     points = three_phase_kill_points(chooser)
-    outcomes: list[str] = []
-    for point in points:
-        outcome = run_and_kill(command, point, cwd=REPO)
-        assert outcome.killed, f"seed {seed}, {point}: exit {outcome.returncode} {outcome.stderr[-2000:]}"
-        outcomes.append("killed")
-        print(f"run {len(outcomes)}: {point} -> killed")
-    assert len(outcomes) >= KILLS_WANTED
+    assert len(points) >= KILLS_WANTED
+    for run, point in enumerate(points, start=1):
+        must_kill(command, point, seed=seed, run=run, cwd=REPO)
 
     final = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert final.returncode == 0, f"seed {seed}: {final.stderr[-3000:]}"

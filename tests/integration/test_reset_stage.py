@@ -426,9 +426,10 @@ def test_many_groups_are_planned_exactly_reading_each_partition_about_once(
             super().__init__(*args, **kwargs)
             probes.append(self)
 
-        def _remember(self, span: Any) -> Any:
+        def _fetch(self, offset: int) -> Any:
+            span = super()._fetch(offset)
             self.records_read += span.restored_records
-            return super()._remember(span)
+            return span
 
     monkeypatch.setattr("kbackup.reset.planner.PartitionProbe", CountingProbe)
     with Progress(enabled=True) as progress:

@@ -28,7 +28,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord
 from tests.support.kafka_io import consume_all
-from tests.support.kill_loop import counted_kill, fault_seed, run_and_kill
+from tests.support.kill_loop import counted_kill, fault_seed, must_kill
 from tests.support.restore_checks import REPO, own_headers, restore_command
 
 pytestmark = pytest.mark.slow
@@ -194,11 +194,7 @@ def test_killed_restore_rerun_has_no_duplicate_and_no_gap(
                 chooser, "restore:records-produced", left=left, kills_to_come=4 - run, per_kill_cost=cost,
                 most=most,
             )  # fmt: skip
-            outcome = run_and_kill(command, point, cwd=REPO)
-            assert outcome.killed, (
-                f"seed {seed}, run {run}, {point}: exit {outcome.returncode} {outcome.stderr}"
-            )
-            print(f"run {run}: {point} ({left} records left at most) -> killed")
+            must_kill(command, point, seed=seed, run=run, note=f" ({left} records left at most)", cwd=REPO)
     finally:
         probe.close()
     final = subprocess.run(

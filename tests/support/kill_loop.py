@@ -60,6 +60,15 @@ def run_and_kill(
     return RunOutcome(done.returncode == -signal.SIGKILL, done.returncode, done.stderr)
 
 
+def must_kill(
+    command: Sequence[str], crash_at: str, *, seed: int, run: int, note: str = "", cwd: Path | None = None
+) -> None:
+    """:func:`run_and_kill`, asserting that the run died at its crash point (and saying so)."""
+    outcome = run_and_kill(command, crash_at, cwd=cwd)
+    assert outcome.killed, f"seed {seed}, run {run}, {crash_at}: exit {outcome.returncode} {outcome.stderr}"
+    print(f"run {run}: {crash_at}{note} -> killed")
+
+
 def counted_kill(
     chooser: random.Random, name: str, *, left: int, kills_to_come: int, per_kill_cost: int, most: int
 ) -> str:
