@@ -547,6 +547,10 @@ class _ChainState:
     committed_topics: dict[str, TopicEntry] = field(default_factory=dict)
     #: The latest group snapshot the committed increments hold.
     groups: ConsumerGroupsSnapshot | None = None
+    #: The partitions the latest committed increment lists: one it lists and the next does not (its
+    #: topic deleted, or no longer selected) is news, which ``coverage`` (every partition ever)
+    #: cannot tell.
+    latest_partitions: frozenset[TopicPartitionKey] = frozenset()
 
     @classmethod
     def of(cls, backup: Backup | None) -> _ChainState:
@@ -559,6 +563,7 @@ class _ChainState:
             topics=dict(backup.topics),
             committed_topics=dict(backup.topics),
             groups=backup.consumer_groups,
+            latest_partitions=frozenset((entry.topic, entry.partition) for entry in backup.latest.partitions),
         )
 
     def remember_topics(self, entries: list[TopicEntry]) -> None:
@@ -569,6 +574,7 @@ class _ChainState:
         for entry in manifest.partitions:
             merge_partition(self.coverage, entry)
         self.committed_topics.update({topic.name: topic for topic in manifest.topics})
+        self.latest_partitions = frozenset((entry.topic, entry.partition) for entry in manifest.partitions)
         if manifest.consumer_groups is not None:
             self.groups = manifest.consumer_groups
         self.increment = manifest.increment + 1
@@ -585,9 +591,13 @@ class _ChainState:
 
         News is a record, an offset range that moved without records (transaction markers,
         aborted or compacted records: the backup covers further), a new partition or topic, a
-        topic whose metadata changed, or a group whose committed offsets moved, even with no new
-        record (a consumer that caught up). A group's state alone (Stable, Empty) and the time
-        of the snapshot are not. The first increment of a backup is always committed.
+        topic whose metadata changed, a partition the latest increment lists and this one does not
+        (its topic deleted on the source, or no longer selected: the increment that notices a
+        deletion still lists the partition, ended where it was read up to, and only the next one
+        leaves it out, with or without a record to copy), or a group whose committed
+        offsets moved, even with no new record (a consumer that caught up). A group's state alone
+        (Stable, Empty) and the time of the snapshot are not. The first increment of a backup is
+        always committed.
         """
         if self.increment == 0 or segments:
             return False
@@ -597,6 +607,8 @@ class _ChainState:
         ):
             return False
         if any(self.committed_topics.get(topic.name) != topic for topic in topics):
+            return False
+        if self.latest_partitions - {(entry.topic, entry.partition) for entry in entries}:
             return False
         return groups is None or _positions(groups) == _positions(self.groups)
 
