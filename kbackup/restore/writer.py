@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kbackup.core.errors import KafkaOperationError, KBackupError, PreconditionError
@@ -25,6 +26,7 @@ from kbackup.core.kafka import (
     translate_kafka_error,
 )
 from kbackup.core.metrics import RestoreMetrics
+from kbackup.format.origin import Header
 from kbackup.format.restore_progress import (
     PROGRESS_PARTITION,
     PartitionProgress,
@@ -92,6 +94,9 @@ class TargetWriter:
         self._tx_records = 0
         self._tx_started = 0.0
         self._last_poll = 0.0
+        #: Per target topic, the partitions this producer has written a record to (see
+        #: :meth:`_confirm_first_writes`).
+        self._written: dict[str, set[int]] = {}
 
     @property
     def transactional(self) -> bool:
@@ -157,11 +162,69 @@ class TargetWriter:
     def produce(self, topic: str, records: BatchRecords) -> int:
         """Hand the records to the producer (a full queue waits for deliveries); how many."""
         assert self.producer is not None
+        columns = _Columns(records.timestamps, records.keys, records.values, records.targets, records.headers)
+        first = self._first_writes(topic, records.targets)
+        if first:
+            self._send(topic, columns.pick(first))
+            self._confirm_first_writes(topic, {records.targets[i] for i in first})
+            chosen = set(first)
+            columns = columns.pick([i for i in range(len(records.targets)) if i not in chosen])
+        if columns.targets:
+            self._send(topic, columns)
+        produced = len(records.offsets)
+        self._tx_records += produced
+        return produced
+
+    def _first_writes(self, topic: str, targets: list[int]) -> list[int]:
+        """The index of the first record to each partition of ``topic`` this producer has not written."""
+        written = self._written.setdefault(topic, set())
+        new = set(targets) - written
+        if not new:
+            return []
+        first: dict[int, int] = {}
+        for index, target in enumerate(targets):
+            if target in new and target not in first:
+                first[target] = index
+                if len(first) == len(new):
+                    break
+        return sorted(first.values())
+
+    def _confirm_first_writes(self, topic: str, partitions: set[int]) -> None:
+        """Wait until the first record to each of ``partitions`` is written, before any other.
+
+        A broker accepts any sequence number as the first of a producer it has no state for on a
+        partition. So when the first batch to a partition fails with a retriable error (a topic
+        just created whose leader is not ready, a leader moving) and the next batch, already in
+        flight, is written, librdkafka takes the next batch's success as proof that the first one
+        was written too, and never sends it again: the record is lost and no delivery report says
+        so (confluent-kafka-go #921). Seen here: one in ten restores of a new topic on a loaded
+        machine lost its first record while the run reported it restored. Once one record of this
+        producer is on the partition, the broker checks every later sequence number.
+        """
+        assert self.producer is not None
+        self._flush_all()
+        self._written.setdefault(topic, set()).update(partitions)
+
+    def _flush_all(self) -> None:
+        """Wait until every record handed over is acknowledged; a failed one stops the run."""
+        assert self.producer is not None
+        remaining = self.producer.flush(self.settings.timeout_secs)
+        self.raise_delivery_errors()
+        if remaining:
+            raise KafkaOperationError(
+                f"{remaining} record(s) were not acknowledged by {self.plan.target} within "
+                f"{self.settings.timeout_secs:g}s",
+                hint="running the same command again continues where the restore stopped",
+                retryable=True,
+            )
+
+    def _send(self, topic: str, columns: _Columns) -> None:
+        assert self.producer is not None
         # librdkafka takes header values of None, which its type stub does not say.
         send: Any = self.producer.produce
-        headers = records.headers if records.headers is not None else itertools.repeat(None)
-        rows = zip(records.timestamps, records.keys, records.values, records.targets, headers, strict=False)
-        if min(records.timestamps) > 0:
+        headers = columns.headers if columns.headers is not None else itertools.repeat(None)
+        rows = zip(columns.timestamps, columns.keys, columns.values, columns.targets, headers, strict=False)
+        if min(columns.timestamps) > 0:
             for timestamp, key, value, target, record_headers in rows:
                 try:
                     send(topic, value, key, partition=target, timestamp=timestamp, headers=record_headers)
@@ -184,9 +247,6 @@ class TargetWriter:
                     )
                 except BufferError:
                     self._wait_until_sent(send, topic, value, key, target, timestamp, record_headers or None)
-        produced = len(records.offsets)
-        self._tx_records += produced
-        return produced
 
     def _wait_until_sent(self, send: Callable[..., None], topic: str, *record: Any) -> None:
         """The producer's queue is full: serve deliveries until this record fits."""
@@ -247,6 +307,8 @@ class TargetWriter:
                 progress_key(plan.restore_id, item.source_topic, item.source_partition),
                 partition=PROGRESS_PARTITION,
             )
+            if PROGRESS_PARTITION not in self._written.get(plan.progress_topic, ()):
+                self._confirm_first_writes(plan.progress_topic, {PROGRESS_PARTITION})
         deadline = time.monotonic() + self.settings.timeout_secs
         while True:
             try:
@@ -276,15 +338,7 @@ class TargetWriter:
             else:
                 self.producer.abort_transaction(self.settings.timeout_secs)  # an empty transaction
             return
-        remaining = self.producer.flush(self.settings.timeout_secs)
-        self.raise_delivery_errors()
-        if remaining:
-            raise KafkaOperationError(
-                f"{remaining} record(s) were not acknowledged by {self.plan.target} within "
-                f"{self.settings.timeout_secs:g}s",
-                hint="running the same command again continues where the restore stopped",
-                retryable=True,
-            )
+        self._flush_all()
 
     def abandon(self) -> None:
         """After a failure: abort the open transaction (its records are never visible)."""
@@ -311,3 +365,23 @@ class TargetWriter:
             translated.hint or "running the same command again continues where the restore stopped"
         )
         return translated
+
+
+@dataclass
+class _Columns:
+    """Records to send, column by column."""
+
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    targets: list[int]
+    headers: list[list[Header]] | None
+
+    def pick(self, indexes: list[int]) -> _Columns:
+        return _Columns(
+            [self.timestamps[i] for i in indexes],
+            [self.keys[i] for i in indexes],
+            [self.values[i] for i in indexes],
+            [self.targets[i] for i in indexes],
+            None if self.headers is None else [self.headers[i] for i in indexes],
+        )

@@ -85,6 +85,44 @@ def end_offsets(cluster: LocalKafkaCluster, topic: str, partitions: Sequence[int
         consumer.close()
 
 
+#: How long a reader to the end waits at a last stable offset below the high watermark.
+OPEN_TRANSACTION_GRACE_SECS = 3.0
+
+
+class ReadToEnd:
+    """Which partitions a read_committed consumer has read to their end.
+
+    Under read_committed a partition's end-of-partition event comes at its last stable offset.
+    Just after a commit the transaction's markers may not be written yet, so an event below the
+    high watermark read before the consumer started waits a little for the rest (the consumer's
+    position moves past markers); only a transaction that stays open (a killed producer's) ends
+    the read there, after OPEN_TRANSACTION_GRACE_SECS.
+    """
+
+    def __init__(self, consumer: Consumer, topic: str, ends: dict[int, int]) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.ends = ends
+        self.done = {p for p, end in ends.items() if end == 0}
+        self._below_end_since: dict[int, float] = {}
+
+    def reached(self, partition: int, offset: int) -> None:
+        """An end-of-partition event at ``offset``."""
+        if offset >= self.ends[partition]:
+            self.done.add(partition)
+            self._below_end_since.pop(partition, None)
+        else:
+            self._below_end_since.setdefault(partition, time.monotonic())
+
+    def finished(self) -> bool:
+        for partition, since in list(self._below_end_since.items()):
+            position = self.consumer.position([TopicPartition(self.topic, partition)])[0].offset
+            if position >= self.ends[partition] or time.monotonic() - since > OPEN_TRANSACTION_GRACE_SECS:
+                self.done.add(partition)
+                del self._below_end_since[partition]
+        return len(self.done) >= len(self.ends)
+
+
 def consume_all(
     cluster: LocalKafkaCluster,
     topic: str,
@@ -106,20 +144,20 @@ def consume_all(
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     records: list[Record] = []
-    done = {p for p, end in ends.items() if end == 0}
+    ended = ReadToEnd(consumer, topic, ends)
     deadline = time.monotonic() + timeout
     try:
-        while len(done) < len(partitions):
+        while not ended.finished():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} took longer than {timeout}s")
             message: Any = consumer.poll(
-                0.5
+                0.2
             )  # Any: the stubs type headers() as str values or a dict; it is a list of (str, bytes | None)
             if message is None:
                 continue
             if message.error():
                 if message.error().code() == -191:  # _PARTITION_EOF
-                    done.add(message.partition())
+                    ended.reached(message.partition(), message.offset() or 0)
                     continue
                 raise KafkaException(message.error())
             ts_type, ts = message.timestamp()

@@ -16,7 +16,7 @@ from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException,
 from kbackup.format.origin import Origin, origin_headers, parse_origin
 from kbackup.offsets.translate import RestoredRecord
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.support.kafka_io import consume_all
+from tests.support.kafka_io import ReadToEnd, consume_all, end_offsets
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,10 @@ def read_as_group(
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_STORED) for p in partitions])
     read: dict[int, list[RestoredRecord]] = {p: [] for p in partitions}
-    done: set[int] = set()
+    ended = ReadToEnd(consumer, topic, end_offsets(cluster, topic, partitions))
     deadline = time.monotonic() + timeout
     try:
-        while len(done) < len(partitions):
+        while not ended.finished():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"group {group} did not reach the end of {topic} within {timeout}s")
             message: Any = consumer.poll(
@@ -118,7 +118,7 @@ def read_as_group(
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    done.add(message.partition())
+                    ended.reached(message.partition(), message.offset() or 0)
                     continue
                 raise KafkaException(error)
             origin = parse_origin(message.headers())
