@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -20,18 +19,13 @@ from kbackup.cli.common import (
 )
 from kbackup.core.config import encryption_from_spec
 from kbackup.core.errors import PreconditionError
+from kbackup.core.files import check_writable, write_file
 from kbackup.storage import open_key, open_storage
 from kbackup.storage.keys import LocalKey, decode_key, new_key_text
 
-
-def write_private_file(path: Path, text: str, refusal: str) -> None:
-    """A new file readable by this user only (0600), never over an existing one: it holds a key."""
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise PreconditionError(f"{path} exists: {refusal}", hint="choose another --output file") from None
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
+#: Why keygen and parquet-key refuse an existing --output: the file they write holds a key.
+KEYGEN_REFUSAL = "keygen never overwrites a key"
+PARQUET_KEY_REFUSAL = "parquet-key never overwrites a file"
 
 
 def keygen(
@@ -52,7 +46,7 @@ def keygen(
     """
     json_mode(as_json)
     text = new_key_text()
-    write_private_file(output, text, "keygen never overwrites a key")
+    write_file(output, text, "keygen --output", never_overwrite=KEYGEN_REFUSAL)
     key_id = LocalKey(decode_key(text, f"key file {output}"), kind="file", source=f"key file {output}").key_id
     if as_json:
         print_json({"key_file": str(output), "key_id": key_id})
@@ -167,6 +161,8 @@ def parquet_key(
     from kbackup.format.encryption import spark_properties, unlock
 
     cfg = with_encryption_key(load_config(config), encryption_key)
+    # Before the key is unlocked (a KMS call): a file that cannot be written is refused first.
+    check_writable(output, "parquet-key --output", never_overwrite=PARQUET_KEY_REFUSAL)
     storage = open_storage(storage_settings(cfg, path))
     chosen = backup_id_of(cfg, backup_id)
     keys = unlock(storage, chosen)
@@ -176,7 +172,7 @@ def parquet_key(
         )
     lines = [f"# Spark settings to read backup {chosen}'s segments (docs/security.md). A secret."]
     lines += [f"{name}={value}" for name, value in spark_properties(keys, kms_client_class).items()]
-    write_private_file(output, "\n".join(lines) + "\n", "parquet-key never overwrites a file")
+    write_file(output, "\n".join(lines) + "\n", "parquet-key --output", never_overwrite=PARQUET_KEY_REFUSAL)
     typer.echo(
         f"wrote the Spark settings of backup {chosen} to {output} (master key id {keys.master_key_id})"
     )

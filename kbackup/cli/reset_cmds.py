@@ -14,6 +14,7 @@ from kbackup.app.overrides import target_connection
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.core.config import read_text_file
 from kbackup.core.errors import ConfigError, UsageError
+from kbackup.core.files import check_writable, write_file
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import ResetPlan, read_plan, render_plan_table
 from kbackup.format.rollback_snapshot import list_snapshots, read_snapshot
@@ -23,6 +24,10 @@ offset_reset_app = typer.Typer(
     help="Plan, review and execute consumer-group offset resets on the target cluster.",
     no_args_is_help=True,
 )
+
+#: How a plan file that cannot be written is named in the error.
+PLAN_OUTPUT = "offset-reset plan --output"
+BULK_OUTPUT = "offset-reset-bulk --output"
 
 SnapshotDirOption = Annotated[
     Path | None,
@@ -60,9 +65,9 @@ def _make_plan(config: KBackupConfig, groups: list[str] | None) -> ResetPlan:
         return plan_reset(config, groups=groups, progress=progress)
 
 
-def _emit_plan(plan: ResetPlan, output: Path | None, config: Path, as_json: bool) -> None:
+def _emit_plan(plan: ResetPlan, output: Path | None, config: Path, as_json: bool, what: str) -> None:
     if output is not None:
-        output.write_bytes(plan.to_json_bytes())
+        write_file(output, plan.to_json_bytes(), what)
     if as_json:
         print_json(plan.model_dump(mode="json"))
     else:
@@ -123,8 +128,11 @@ def plan(
     if config is None:
         raise UsageError("offset-reset plan needs --config (target, storage, backup_id, offset_reset)")
     cfg = load_config(config)
+    if output is not None:
+        # Planning can take minutes: a plan file that cannot be written is refused before it.
+        check_writable(output, PLAN_OUTPUT)
     chosen = [group.strip() for group in groups.split(",") if group.strip()] if groups else None
-    _emit_plan(_make_plan(cfg, chosen), output, config, as_json)
+    _emit_plan(_make_plan(cfg, chosen), output, config, as_json, PLAN_OUTPUT)
 
 
 @offset_reset_app.command("execute")
@@ -210,9 +218,12 @@ def offset_reset_bulk(
     if config is None or groups_file is None:
         raise UsageError("offset-reset-bulk needs --config and --groups-file")
     cfg = load_config(config)
-    reviewed = _make_plan(cfg, _read_groups_file(groups_file))
+    group_ids = _read_groups_file(groups_file)
     if output is not None:
-        output.write_bytes(reviewed.to_json_bytes())
+        check_writable(output, BULK_OUTPUT)  # before the planning, as offset-reset plan does
+    reviewed = _make_plan(cfg, group_ids)
+    if output is not None:
+        write_file(output, reviewed.to_json_bytes(), BULK_OUTPUT)
     assert cfg.target is not None  # plan_reset checked it
     result = execute_plan(
         reviewed,

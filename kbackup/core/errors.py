@@ -181,9 +181,12 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     ),
     ConfigError.exit_code: (
         ConfigError.kind,
-        "A config file or key is invalid; the message names file and key. Also a metrics setting "
-        "this machine cannot serve: a port in use, an address it does not have, a textfile it "
-        "cannot write (docs/observability.md).",
+        "A config file or key is invalid; the message names file and key. Also a file named on the "
+        "command line that cannot be written (an --output in a folder that does not exist, through a "
+        "regular file, without permission, on a full disk): the message names the file and the reason, "
+        "and a plan's --output is checked before the planning starts. And a metrics setting this "
+        "machine cannot serve: a port in use, an address it does not have, a textfile it cannot write "
+        "(docs/observability.md).",
     ),
     KafkaUnreachableError.exit_code: (
         KafkaUnreachableError.kind,
