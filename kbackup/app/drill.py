@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from kbackup import __version__
 from kbackup.app.config import KBackupConfig
 from kbackup.app.drill_proof import Verification, verify_positions
-from kbackup.app.drill_report import ClusterInfo, DrillReport, write_report
+from kbackup.app.drill_report import ClusterInfo, DrillReport, config_digest, write_report
 from kbackup.app.overrides import spark_engine
 from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.app.three_phase import (
@@ -70,17 +71,32 @@ def drill_backup_id(config: KBackupConfig) -> str:
     return config.backup_id or f"drill-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
 
 
+def drill_report_for(config: KBackupConfig, *, backup_id: str, notes: list[str]) -> DrillReport:
+    """The report of a drill starting now on ``config``: what ran it and with which configuration."""
+    return DrillReport(
+        started_at=utc_now_iso(),
+        backup_id=backup_id,
+        source_cluster="",
+        storage=config.storage.resolved_url(),
+        kafka_backup_version=__version__,
+        config_sha256=config_digest(config),
+        notes=list(notes),
+    )
+
+
 def run_drill(
     config: KBackupConfig,
     *,
     work_dir: Path,
     report_path: Path,
+    backup_id: str | None = None,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     notes: list[str] | None = None,
     metrics: RestoreMetrics | None = None,
 ) -> DrillReport:
-    """The drill on the config's clusters; ``notes`` go into the report as they are; ``metrics``
+    """The drill on the config's clusters; ``backup_id`` is the backup to take when the config names
+    none (else one is named after the time now); ``notes`` go into the report as they are; ``metrics``
     hears each phase start and what the three-phase restore reports (the caller says ``done``)."""
     # Refused before the backup: the drill restores the backup it takes, with this config's
     # backup.include_offset_headers.
@@ -90,14 +106,10 @@ def run_drill(
         raise ConfigError("a drill needs 'source' and 'target' sections")
     from kbackup.backup.runner import BackupJob, run_backup
 
-    backup_id = drill_backup_id(config)
-    report = DrillReport(
-        started_at=utc_now_iso(),
-        backup_id=backup_id,
-        source_cluster="",
-        storage=config.storage.resolved_url(),
-        notes=list(notes or []),
-    )
+    backup_id = config.backup_id or backup_id or drill_backup_id(config)
+    # The digest is of the config as given, without the backup id named for this run: one named after
+    # the time would make every scheduled drill's digest differ from the last one's with the same file.
+    report = drill_report_for(config, backup_id=backup_id, notes=list(notes or []))
 
     started = time.monotonic()
     if metrics is not None:
@@ -144,6 +156,8 @@ def run_drill(
     report.groups = verification.per_group()
     report.partitions = [verdict.__dict__ for verdict in verification.verdicts]
     report.skipped, report.reprocessed = verification.skipped, verification.reprocessed
+    report.records_read_back = verification.records_read_back
+    report.records_compared = verification.records_compared
     if metrics is not None:
         metrics.drill_proved(report.skipped)
     report.unproven = unproven_reason(restore_config, verification)

@@ -44,6 +44,17 @@ class Verification:
     def reprocessed(self) -> int:
         return sum(verdict.reprocessed for verdict in self.verdicts)
 
+    @property
+    def records_read_back(self) -> int:
+        """Restored records read from the target, each once (a partition is read once for all groups)."""
+        per_partition = {(v.target_topic, v.target_partition): v.restored_records for v in self.verdicts}
+        return sum(per_partition.values())
+
+    @property
+    def records_compared(self) -> int:
+        """Records compared with a group's position: once per group that reads the record's partition."""
+        return sum(verdict.restored_records for verdict in self.verdicts)
+
     def per_group(self) -> dict[str, dict[str, int]]:
         totals: dict[str, dict[str, int]] = {}
         for verdict in self.verdicts:

@@ -1,19 +1,55 @@
 """The drill's report: a JSON document for machines and an HTML page to hand to an auditor.
 
-The page says who (backup id, storage, both clusters with their ids), when (start, end, duration),
-what (topics and records, groups and partitions), the verdict at a glance, every phase's time,
-and draws per-group and per-phase charts. It is one static file with no script and no external
-resource, so it opens anywhere and can be archived with the drill's logs.
+The page says who (backup id, storage, both clusters with their ids, the kafka-backup version and
+the digest of the configuration), when (start, end, duration, the recovery time), what (topics and
+records, groups and partitions, the records the proof read back), the verdict at a glance, every
+phase's time and whether it ran after the groups were committed, and draws per-group and per-phase
+charts. It is one static file with no script and no external resource, so it opens anywhere and can
+be archived with the drill's logs.
+
+The JSON document is read by other tools: its fields are described in docs/runbook.md, and
+``REPORT_VERSION`` changes only when a field is removed or changes its meaning (fields are added
+without it, so a reader ignores those it does not know).
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, SecretStr
+
+from kbackup import __version__
+
+#: The version of the JSON report's layout (docs/runbook.md, "The drill report").
+REPORT_VERSION = 1
+
+#: What stands for a secret in the text the configuration digest is taken over.
+HIDDEN_VALUE = "<secret>"
+
+#: Config maps of client and Spark properties. Any of their values may be a secret whatever its
+#: key's name (a JAAS line under a custom name, an S3 key in a Spark setting), so only their keys
+#: are digested.
+PROPERTY_MAPS = frozenset({"properties", "producer_properties", "kafka_options", "spark_conf"})
+
+CONFIG_DIGEST_COVERS = (
+    "SHA-256 of the effective configuration (the config file with the command's flags over it and "
+    "every default filled in) as JSON with sorted keys; every secret field (SASL and key passwords, "
+    "S3 credentials) and every value of a properties map (source and target properties, "
+    "restore.producer_properties, mapping.kafka_options, mapping.spark_conf: only their keys count) "
+    f"is replaced by {HIDDEN_VALUE}, and so is the user info of a URL; a backup id the drill "
+    "named after the time is not in it"
+)
+
+#: The user info (``user:password@``) of a URL in a text: up to the last @ before the path, as a
+#: password may hold an @.
+_USERINFO = re.compile(r"(?<=://)[^/\s]*@")
 
 #: Average advance of a character of the charts' 12 px sans-serif text, in em, rounded up so
 #: that a layout made with it holds real text (checked in a browser by the report's test).
@@ -21,6 +57,8 @@ CHAR_EM = 0.62
 FONT_PX = 12
 BAR_SPACE_PX = 300
 ROW_PX = 22
+BAR = "#3b7dd8"
+MUTED_BAR = "#a0a0a0"
 
 
 @dataclass
@@ -35,6 +73,44 @@ class ClusterInfo:
     servers: str
 
 
+def without_userinfo(text: str) -> str:
+    """``text`` with the user info of every URL in it replaced: a password can be written there."""
+    return _USERINFO.sub(f"{HIDDEN_VALUE}@", text)
+
+
+def config_digest(config: BaseModel) -> str:
+    """The SHA-256 (hex) of ``config`` as :data:`CONFIG_DIGEST_COVERS` describes it.
+
+    Secrets are replaced, not left out or hashed, so that two configs that differ only in a secret
+    have the same digest: a digest cannot be tried against guessed passwords."""
+    text = json.dumps(_digestible(config), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _digestible(value: Any, name: str = "") -> Any:
+    if isinstance(value, SecretStr):
+        return HIDDEN_VALUE
+    if isinstance(value, BaseModel):
+        return {field: _digestible(getattr(value, field), field) for field in type(value).model_fields}
+    if isinstance(value, dict):
+        if name in PROPERTY_MAPS:
+            return {str(key): HIDDEN_VALUE for key in value}
+        return {str(key): _digestible(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_digestible(item) for item in value]
+        return sorted(items, key=json.dumps) if isinstance(value, set | frozenset) else items
+    if isinstance(value, str):
+        return without_userinfo(value)
+    return value
+
+
+#: Where a phase of the drill stands against the recovery: the drill's own backup comes before it (a
+#: real recovery starts from a backup that exists), the recovery ends when the groups are committed
+#: (by the reset), and the checks after it (verify, the audit's Spark mapping, the audit, the proof)
+#: do not delay the consumers.
+BEFORE_RECOVERY, RECOVERY, AFTER_RECOVERY = "before recovery", "recovery", "after recovery"
+
+
 @dataclass
 class DrillReport:
     started_at: str
@@ -42,6 +118,10 @@ class DrillReport:
     source_cluster: str
     finished_at: str = ""
     storage: str = ""
+    #: The kafka-backup version that ran the drill.
+    kafka_backup_version: str = __version__
+    #: :func:`config_digest` of the configuration the drill ran with ("" when not known).
+    config_sha256: str = ""
     #: Source topic -> the drill's copy of it on the target.
     topic_copies: dict[str, str] = field(default_factory=dict)
     source: ClusterInfo | None = None
@@ -53,6 +133,10 @@ class DrillReport:
     partitions: list[dict[str, Any]] = field(default_factory=list)
     skipped: int = 0
     reprocessed: int = 0
+    #: Restored records the proof read back from the target (each once).
+    records_read_back: int = 0
+    #: Records compared with a group's position: a record counts once per group that reads its partition.
+    records_compared: int = 0
     #: Why the drill proved nothing, when it did not (no group to move, no partition verified).
     unproven: str | None = None
     #: What the report's reader must know about the data (a local data set without compaction holes).
@@ -63,6 +147,25 @@ class DrillReport:
         """From the start of the three-phase restore until every group was committed."""
         value = self.three_phase.get("recovery_seconds")
         return None if value is None else float(value)
+
+    def phase_parts(self) -> dict[str, str]:
+        """Each phase, in the order it ran, and where it stands against the recovery."""
+        names = list(self.phase_seconds)
+        committed = names.index("reset") if "reset" in names else len(names)
+        return {
+            name: BEFORE_RECOVERY if name == "backup" else RECOVERY if index <= committed else AFTER_RECOVERY
+            for index, name in enumerate(names)
+        }
+
+    @property
+    def after_recovery_seconds(self) -> float:
+        """The phases' seconds after every group was committed."""
+        parts = self.phase_parts()
+        return sum(seconds for name, seconds in self.phase_seconds.items() if parts[name] == AFTER_RECOVERY)
+
+    @property
+    def shown_storage(self) -> str:
+        return without_userinfo(self.storage)
 
     @property
     def passed(self) -> bool:
@@ -101,13 +204,17 @@ class DrillReport:
         return found
 
     def to_dict(self) -> dict[str, Any]:
+        parts = self.phase_parts()
         return {
+            "report_version": REPORT_VERSION,
             "passed": self.passed,
+            "kafka_backup_version": self.kafka_backup_version,
+            "config_digest": {"sha256": self.config_sha256 or None, "covers": CONFIG_DIGEST_COVERS},
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "seconds": None if self.seconds is None else round(self.seconds, 2),
             "backup_id": self.backup_id,
-            "storage": self.storage,
+            "storage": self.shown_storage,
             "source_cluster": self.source_cluster,
             "topics": self.topics(),
             "clusters": {
@@ -118,8 +225,15 @@ class DrillReport:
             "notes": self.notes,
             "records_skipped": self.skipped,
             "records_reprocessed": self.reprocessed,
+            "records_read_back": self.records_read_back,
+            "records_compared": self.records_compared,
             "phase_seconds": {name: round(value, 2) for name, value in self.phase_seconds.items()},
+            "phases": [
+                {"name": name, "seconds": round(value, 2), "part": parts[name]}
+                for name, value in self.phase_seconds.items()
+            ],
             "recovery_seconds": self.recovery_seconds,
+            "after_recovery_seconds": round(self.after_recovery_seconds, 2),
             "groups": self.groups,
             "partitions": self.partitions,
             "backup": self.backup,
@@ -127,15 +241,26 @@ class DrillReport:
         }
 
     def summary_lines(self) -> list[str]:
+        parts = self.phase_parts()
         lines = [
             f"drill {self.verdict}: {len(self.groups)} group(s), {len(self.partitions)} partition(s), "
             f"{self.skipped} record(s) skipped, {self.reprocessed} re-read",
-            "phases: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.phase_seconds.items()),
+            f"proof: {self.records_read_back:,} restored record(s) read back, {self.records_compared:,} "
+            "compared with a group's position",
+            "phases: "
+            + ", ".join(
+                f"{name} {seconds:.1f}s" + (" (after recovery)" if parts[name] == AFTER_RECOVERY else "")
+                for name, seconds in self.phase_seconds.items()
+            ),
             *(
-                [f"recovery time: groups committed {self.recovery_seconds:.1f}s after the restore started"]
+                [
+                    f"recovery time: groups committed {self.recovery_seconds:.1f}s after the restore "
+                    f"started; {self.after_recovery_seconds:.1f}s of checks after recovery"
+                ]
                 if self.recovery_seconds is not None
                 else []
             ),
+            f"kafka-backup {self.kafka_backup_version}, config sha256 {self.config_sha256 or 'unknown'}",
             *(f"note: {note}" for note in self.notes),
         ]
         for group, totals in sorted(self.groups.items()):
@@ -161,9 +286,10 @@ def text_width(text: str, font_px: int = FONT_PX) -> float:
     return len(text) * font_px * CHAR_EM
 
 
-def bar_chart(title: str, values: dict[str, float], unit: str) -> str:
+def bar_chart(title: str, values: dict[str, float], unit: str, muted: frozenset[str] = frozenset()) -> str:
     """A horizontal bar chart as inline SVG, laid out so no label is clipped: the label column is as
-    wide as the longest label, and the drawing as wide as the longest bar with its value after it."""
+    wide as the longest label, and the drawing as wide as the longest bar with its value after it.
+    The bars of the ``muted`` rows are grey."""
     labels = {name: f"{value:g} {unit}" for name, value in values.items()}
     label_px = max((text_width(name) for name in values), default=0) + 12
     value_px = max((text_width(text) for text in labels.values()), default=0) + 12
@@ -175,7 +301,8 @@ def bar_chart(title: str, values: dict[str, float], unit: str) -> str:
         length = 0 if value <= 0 else max(2, int(value / peak * BAR_SPACE_PX))
         rows.append(
             f'<text x="0" y="{y + 13}" font-size="{FONT_PX}">{html.escape(name)}</text>'
-            f'<rect x="{label_px:.0f}" y="{y}" width="{length}" height="16" fill="#3b7dd8"/>'
+            f'<rect x="{label_px:.0f}" y="{y}" width="{length}" height="16" '
+            f'fill="{MUTED_BAR if name in muted else BAR}"/>'
             f'<text x="{label_px + length + 6:.0f}" y="{y + 13}" font-size="{FONT_PX}">'
             f"{html.escape(labels[name])}</text>"
         )
@@ -221,14 +348,25 @@ dt { font-weight: bold; }
 def render_html(report: DrillReport) -> str:
     verdict = "PASSED" if report.passed else "FAILED"
     seconds = report.seconds
+    parts = report.phase_parts()
+    after = [name for name, part in parts.items() if part == AFTER_RECOVERY]
+    storage = report.shown_storage or without_userinfo(str(report.backup.get("storage", "-")))
     facts = [
         ("Verdict", f"{report.verdict}: {report.skipped} record(s) skipped, {report.reprocessed} re-read"),
-        ("Backup", f"{report.backup_id} in {report.storage or report.backup.get('storage', '-')}"),
+        ("Backup", f"{report.backup_id} in {storage}"),
         ("Source cluster", _cluster(report.source)),
         ("Target cluster", _cluster(report.target)),
+        ("Run by", f"kafka-backup {report.kafka_backup_version}"),
+        ("Configuration", f"sha256 {report.config_sha256 or 'unknown'}"),
+        ("The digest covers", CONFIG_DIGEST_COVERS),
         ("Started (UTC)", report.started_at),
         ("Finished (UTC)", report.finished_at or "-"),
-        ("Duration", "-" if seconds is None else f"{seconds:.1f} s"),
+        (
+            "Duration",
+            "-"
+            if seconds is None
+            else f"{seconds:.1f} s in all: the drill's backup, the recovery and the checks after it",
+        ),
         (
             "Recovery time",
             "-"
@@ -236,10 +374,23 @@ def render_html(report: DrillReport) -> str:
             else f"{report.recovery_seconds:.1f} s from the start of the restore to every group committed",
         ),
         (
+            "After recovery",
+            f"{report.after_recovery_seconds:.1f} s after recovery: {', '.join(after)} "
+            "(checks run after the groups were committed)"
+            if after
+            else "-",
+        ),
+        (
             "Backed up",
             f"{report.backup.get('records', 0):,} records of {len(report.backup.get('topics', []))} topic(s)",
         ),
         ("Groups", f"{len(report.groups)} group(s) on {len(report.partitions)} partition(s) proven"),
+        (
+            "Proof",
+            f"{report.records_read_back:,} restored records read back from the target and compared with "
+            f"the positions of the groups that read them ({report.records_compared:,} comparisons: a "
+            "record counts once per group)",
+        ),
         *(("Note", note) for note in report.notes),
     ]
     facts_html = "".join(f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>" for key, value in facts)
@@ -255,7 +406,8 @@ def render_html(report: DrillReport) -> str:
         ],
     )
     phases = _table(
-        ["phase", "seconds"], [[name, f"{value:.1f}"] for name, value in report.phase_seconds.items()]
+        ["phase", "seconds", "part"],
+        [[name, f"{value:.1f}", parts[name]] for name, value in report.phase_seconds.items()],
     )
     compaction = report.compaction()
     compaction_html = (
@@ -272,7 +424,10 @@ def render_html(report: DrillReport) -> str:
     )
     rereads = {group: float(totals["reprocessed"]) for group, totals in sorted(report.groups.items())}
     skips = {group: float(totals["skipped"]) for group, totals in sorted(report.groups.items())}
-    times = {name: round(value, 1) for name, value in report.phase_seconds.items()}
+    # Labelled as well as greyed: the audit's Spark mapping, the longest phase of a small drill, must
+    # not read as the bulk of the recovery, nor the drill's own backup as a part of it.
+    labels = {name: name if part == RECOVERY else f"{name} ({part})" for name, part in parts.items()}
+    times = {labels[name]: round(value, 1) for name, value in report.phase_seconds.items()}
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>kafka-backup drill {verdict}: {html.escape(report.backup_id)}</title>"
@@ -286,6 +441,11 @@ def render_html(report: DrillReport) -> str:
         f"{compaction_html}"
         + bar_chart("Records skipped per group (must be 0)", skips, "records")
         + bar_chart("Records re-read per group", rereads, "records")
-        + bar_chart("Time per phase", times, "s")
+        + bar_chart(
+            "Time per phase (grey: outside the recovery, which ends when the groups are committed)",
+            times,
+            "s",
+            muted=frozenset(labels[name] for name, part in parts.items() if part != RECOVERY),
+        )
         + "</body></html>\n"
     )

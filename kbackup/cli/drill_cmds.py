@@ -208,9 +208,10 @@ def drill(
             report_path = report or Path(cfg.drill.report_path)
             with tempfile.TemporaryDirectory(prefix="kbackup-drill-") as scratch:
                 result = run_drill(
-                    cfg.model_copy(update={"backup_id": backup_id}),
+                    cfg,
                     work_dir=Path(scratch),
                     report_path=report_path,
+                    backup_id=backup_id,
                     progress=progress,
                     stop=stop,
                     metrics=metrics,
