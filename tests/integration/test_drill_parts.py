@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
+import kbackup
 from kbackup.app.drill_data import _wait_for_compaction, fill_source
 from kbackup.app.drill_proof import verify_positions
 from kbackup.cli.main import run
@@ -142,6 +144,8 @@ def test_verify_catches_a_skip_and_counts_rereads(
     assert totals[exact] == {"skipped": 0, "reprocessed": 0, "partitions": 1}
     assert totals[behind] == {"skipped": 0, "reprocessed": 3, "partitions": 1}  # origins 12, 13, 14 again
     assert totals[ahead] == {"skipped": 4, "reprocessed": 0, "partitions": 1}  # origins 15-18 lost
+    # The partition's 20 restored records were read once and compared with each group's position.
+    assert (result.records_read_back, result.records_compared) == (20, 60)
 
 
 def test_drill_moves_its_groups_on_the_drill_topics_whatever_offset_reset_topic_mapping_says(
@@ -158,6 +162,7 @@ def test_drill_moves_its_groups_on_the_drill_topics_whatever_offset_reset_topic_
     produce(source_cluster, topic, [Record(key=b"k", value=b"v%d" % i, partition=i % 2) for i in range(60)])
     group = f"{unique_name}-app"
     commit_group(source_cluster, group, {(topic, 0): 12, (topic, 1): 30})  # partition 1: all read
+    marker = f"LEAKME-{unique_name}"
     config = tmp_path / "drill.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -167,7 +172,11 @@ def test_drill_moves_its_groups_on_the_drill_topics_whatever_offset_reset_topic_
                     "bootstrap_servers": [source_cluster.bootstrap_servers],
                     "topics": {"include": [topic]},
                 },
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
+                "target": {
+                    "bootstrap_servers": [target_cluster.bootstrap_servers],
+                    # Any properties value may be a secret: the report must not carry it.
+                    "properties": {"client.id": marker},
+                },
                 "storage": {"url": str(tmp_path / "store")},
                 "three_phase": {"build_mapping": "when-needed"},
                 "offset_reset": {"groups": [group], "topic_mapping": {topic: f"{topic}-recovered"}},
@@ -186,6 +195,26 @@ def test_drill_moves_its_groups_on_the_drill_topics_whatever_offset_reset_topic_
     page = report.with_suffix(".html").read_text()
     for fact in (source_cluster.cluster_id, target_cluster.cluster_id, document["started_at"], "PASSED"):
         assert fact in page, fact
+    # What an auditor files: the version and the configuration's digest, the records the proof read
+    # back (60 restored, one group), the phases after the groups were committed; no secret.
+    assert document["kafka_backup_version"] == kbackup.__version__
+    digest = document["config_digest"]["sha256"]
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    assert (document["records_read_back"], document["records_compared"]) == (60, 60)
+    parts = {phase["name"]: phase["part"] for phase in document["phases"]}
+    assert (parts["backup"], parts["restore"], parts["reset"]) == ("before recovery", "recovery", "recovery")
+    assert (parts["verify"], parts["proof"]) == ("after recovery", "after recovery")
+    assert 0 < document["recovery_seconds"] < document["seconds"]
+    for fact in (
+        f"kafka-backup {kbackup.__version__}",
+        digest,
+        "60 restored records read back",
+        "proof (after",
+    ):
+        assert fact in page, fact
+    assert marker not in page
+    assert marker not in report.read_text()
+    assert "proof: 60 restored record(s) read back" in capsys.readouterr().out
     drill_topic = f"drill.{topic}"
     committed = {(topic, 0): 12, (topic, 1): 30}
     for p in (0, 1):

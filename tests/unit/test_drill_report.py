@@ -7,6 +7,7 @@ import json
 import re
 import typing
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -248,3 +249,11 @@ def test_the_json_report_has_a_version_for_its_readers() -> None:
     document = sample_report().to_dict()
     assert document["report_version"] == 1
     assert next(iter(document)) == "report_version"
+
+
+def test_the_runbook_describes_every_field_of_the_json_report() -> None:
+    runbook = (Path(__file__).parents[2] / "docs" / "runbook.md").read_text()
+    section = runbook[runbook.index("#### The drill report") :]
+    section = section[: section.index("\n## ")]
+    described = {name for row in re.findall(r"^\| (`.+?`) \|", section, re.M) for name in row.split(", ")}
+    assert {f"`{name}`" for name in sample_report().to_dict()} == described
