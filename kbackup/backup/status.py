@@ -4,6 +4,10 @@ The storage alone says when each backup last committed an increment, what it hol
 restorable window of each partition. With the source cluster reachable, the live end offsets
 say how many records the backup does not hold yet. :func:`find_breaches` turns that into
 alerts against ``--max-age`` and ``--max-lag``; it is pure so it is tested without Kafka.
+
+One backup that cannot be read (a damaged manifest, an encrypted one without its key) must not
+hide the others' recovery points and alerts: :func:`collect_status` reports it as an
+:class:`UnreadableBackup` beside the statuses of the rest, and fails only when none can be read.
 """
 
 from __future__ import annotations
@@ -14,7 +18,14 @@ from typing import Any
 
 from kbackup.core.config import KafkaConnection
 from kbackup.core.durations import format_duration
-from kbackup.core.errors import KafkaUnreachableError, NotFoundError, PreconditionError
+from kbackup.core.errors import (
+    BackupIntegrityError,
+    EncryptionKeyError,
+    KafkaUnreachableError,
+    KBackupError,
+    NotFoundError,
+    PreconditionError,
+)
 from kbackup.core.kafka import open_admin
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
@@ -111,6 +122,48 @@ class BackupStatus:
             "lag_unknown_reason": self.lag_unknown_reason,
             "partitions": [item.to_dict() for item in self.partitions],
         }
+
+
+#: The errors that make one backup unreadable and leave the others readable. A storage that
+#: cannot be read (StorageError) fails the whole check: the next backup would fail the same way.
+#: NotFoundError: a listed backup whose manifests a retention generation leaves none of, or one a
+#: prune removed since the listing.
+UNREADABLE_ERRORS = (BackupIntegrityError, EncryptionKeyError, NotFoundError)
+
+DAMAGED_HINT = "recover the object it names (bucket versioning, a copy) or remove that backup"
+
+
+@dataclass(frozen=True)
+class UnreadableBackup:
+    """A backup whose status cannot be known, and why."""
+
+    backup_id: str
+    error: KBackupError
+
+    @property
+    def message(self) -> str:
+        return self.error.message
+
+    @property
+    def hint(self) -> str:
+        return self.error.hint or DAMAGED_HINT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backup_id": self.backup_id,
+            "kind": self.error.kind,
+            "exit_code": self.error.exit_code,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+@dataclass
+class StatusReport:
+    """What ``status`` found: each readable backup's status, and the backups it could not read."""
+
+    statuses: list[BackupStatus]
+    unreadable: list[UnreadableBackup] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -230,12 +283,16 @@ def collect_status(
     source: KafkaConnection | None,
     lag_required: bool = False,
     now: datetime | None = None,
-) -> list[BackupStatus]:
+) -> StatusReport:
     """The status of the named backups (None: every backup in the storage), with the source's lag
     when ``source`` is given.
 
     With ``lag_required`` (``--max-lag``) a source that cannot be read is an error; without it the
     status is still worth showing, so the reason is recorded and the lag left unknown.
+
+    A backup that cannot be read is reported in ``unreadable`` and the others are still read. When
+    none can be read there is no status to show: the error is raised (the backup's own, or one
+    naming each when there are several).
     """
     catalog = BackupCatalog(storage)
     ids = backup_ids if backup_ids is not None else catalog.backup_ids()
@@ -246,9 +303,15 @@ def collect_status(
         )
     moment = now or datetime.now(UTC)
     statuses = []
+    unreadable: list[UnreadableBackup] = []
     unreachable: str | None = None
     for backup_id in ids:
-        backup = catalog.load(backup_id)
+        try:
+            backup = catalog.load(backup_id)
+        except UNREADABLE_ERRORS as exc:
+            unreadable.append(UnreadableBackup(backup_id, exc))
+            log.info("backup unreadable: %s", exc.message, extra={"backup_id": backup_id})
+            continue
         status = backup_status(backup, now=moment)
         statuses.append(status)
         if source is None:
@@ -269,7 +332,21 @@ def collect_status(
                 raise
             status.lag_unknown_reason = exc.message
             log.info("lag unknown: %s", exc.message, extra={"backup_id": backup_id})
-    return statuses
+    if not statuses:
+        raise _none_readable(unreadable, storage.url)
+    return StatusReport(statuses=statuses, unreadable=unreadable)
+
+
+def _none_readable(unreadable: list[UnreadableBackup], storage_url: str) -> KBackupError:
+    """The error of a status with nothing to show: the one backup's, or the first's kind naming each."""
+    first = unreadable[0].error
+    if len(unreadable) == 1:
+        return first
+    reasons = "; ".join(f"{item.backup_id}: {item.message}" for item in unreadable)
+    return type(first)(
+        f"none of the {len(unreadable)} backups in {storage_url} can be read: {reasons}",
+        hint=unreadable[0].hint,
+    )
 
 
 def find_breaches(

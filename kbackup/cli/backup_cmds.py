@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -43,7 +43,11 @@ from kbackup.core.errors import (
     UsageError,
 )
 from kbackup.core.progress import Progress
+from kbackup.core.secrets import redact
 from kbackup.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from kbackup.backup.status import UnreadableBackup
 
 PathOption = Annotated[
     str | None,
@@ -406,14 +410,16 @@ def status(
     per partition and, with the source reachable, how many records it is behind.
 
     With --max-age and/or --max-lag it is an alerting check for cron or any monitoring system:
-    one line per breach on stderr and exit code 16 (docs/exit-codes.md).
+    one line per breach on stderr and exit code 16 (docs/exit-codes.md). A backup that cannot be
+    read is named in one line and does not stop the others' check: exit 16 if an alert fires,
+    else its own code (8 damaged, 18 no key; docs/status.md).
 
     \b
     Example:
       kafka-backup status -c backup.yaml --max-age 15m --max-lag 100000
     """
     from kbackup.backup.settings import SourceSettings
-    from kbackup.backup.status import collect_status, find_breaches
+    from kbackup.backup.status import UnreadableBackup, collect_status, find_breaches
 
     json_mode(as_json)
     max_age_secs = None
@@ -431,27 +437,51 @@ def status(
         raise UsageError(
             "--max-lag reads the source: give --bootstrap-servers or a config file with a source"
         )
-    statuses = collect_status(
+    report = collect_status(
         storage, [chosen] if chosen else None, source=source, lag_required=max_lag is not None
     )
-    breaches = find_breaches(statuses, max_age_secs=max_age_secs, max_lag=max_lag)
+    breaches = find_breaches(report.statuses, max_age_secs=max_age_secs, max_lag=max_lag)
     if as_json:
         print_json(
             {
                 "storage": storage.url,
-                "backups": [item.to_dict() for item in statuses],
+                "backups": [item.to_dict() for item in report.statuses],
+                "unreadable": [item.to_dict() for item in report.unreadable],
                 "limits": {"max_age_seconds": max_age_secs, "max_lag_records": max_lag},
                 "breaches": [breach.to_dict() for breach in breaches],
-                "ok": not breaches,
+                "ok": not breaches and not report.unreadable,
             }
         )
     else:
-        for item in statuses:
-            _print_status(item, storage.url)
+        shown: list[Any] = [*report.statuses, *report.unreadable]
+        for item in sorted(shown, key=lambda item: str(item.backup_id)):
+            if isinstance(item, UnreadableBackup):
+                typer.echo(
+                    redact(f"backup {item.backup_id} in {storage.url}: cannot be read: {item.message}")
+                )
+            else:
+                _print_status(item, storage.url)
     for breach in breaches:
         typer.echo(f"kafka-backup: alert: {breach.message}", err=True)
+    for unreadable in report.unreadable:
+        typer.echo(redact(f"kafka-backup: unreadable: {_unreadable_line(unreadable)}"), err=True)
+    if report.unreadable:
+        next_step = f"{report.unreadable[0].hint}; every other backup was checked"
+        typer.echo(redact(f"kafka-backup: next step: {next_step}"), err=True)
+    # An alert is what a monitor pages for: it wins over an unreadable backup, which the lines
+    # above (and --json's unreadable) name either way. Without one, the unreadable backup's own
+    # code: a damaged backup never passes as healthy.
     if breaches:
         raise typer.Exit(RecoveryPointAlert.exit_code)
+    if report.unreadable:
+        raise typer.Exit(report.unreadable[0].error.exit_code)
+
+
+def _unreadable_line(item: UnreadableBackup) -> str:
+    """``backup ID: why``, without saying the backup twice when the reason already starts with it."""
+    prefix = f"backup {item.backup_id}: "
+    reason = item.message[len(prefix) :] if item.message.startswith(prefix) else item.message
+    return f"{prefix}{reason}"
 
 
 def _print_status(item: Any, storage_url: str) -> None:

@@ -199,7 +199,9 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     StorageError.exit_code: (StorageError.kind, "Object storage could not be read or written."),
     BackupIntegrityError.exit_code: (
         BackupIntegrityError.kind,
-        "A backup is missing, corrupt or of an unknown format version; the message names the object.",
+        "A backup is missing, corrupt or of an unknown format version; the message names the object. "
+        "status over several backups shows and checks the readable ones first, names each unreadable "
+        "one in a line, and exits 8 when no alert fires (docs/status.md).",
     ),
     NotFoundError.exit_code: (NotFoundError.kind, "A backup id, topic, group or snapshot does not exist."),
     PreconditionError.exit_code: (
@@ -237,7 +239,9 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         RecoveryPointAlert.kind,
         "status --max-age/--max-lag: a backup's last committed increment is older than --max-age, or "
         "it is more records behind the live source than --max-lag; one line per breach names the "
-        "backup, the limit and by how much it is exceeded.",
+        "backup, the limit and by how much it is exceeded. A backup status could not read (damaged, "
+        "or encrypted without its key) does not hide an alert: it is named in its own line beside "
+        "the alerts, and the exit code is still 16 (docs/status.md).",
     ),
     SparkJobError.exit_code: (
         SparkJobError.kind,
