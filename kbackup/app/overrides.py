@@ -6,10 +6,14 @@ the flags put over it, then validated as the config loader validates (a bad valu
 it names: ``--bootstrap-servers`` keeps the connection's security settings, properties and
 timeout; ``--path`` keeps the storage's S3 endpoint, region, credentials and server-side
 encryption. The stages receive the finished settings, never the whole config.
+
+A problem with a flag's value names the flag as the user typed it (``--time-window-end
+2026-11-20: ...``), not the config key it was put over.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -18,7 +22,13 @@ from pydantic import BaseModel
 from kbackup.app.config import KBackupConfig
 from kbackup.backup.runner import BackupJob
 from kbackup.backup.settings import SourceSettings
-from kbackup.core.config import KafkaConnection, StorageSettings, encryption_from_spec, validate_config
+from kbackup.core.config import (
+    KafkaConnection,
+    StorageSettings,
+    encryption_from_spec,
+    url_query_settings,
+    validate_config,
+)
 from kbackup.core.errors import UsageError
 from kbackup.core.metrics import MetricsSettings
 from kbackup.core.spark import SparkEngine, engine_master
@@ -32,11 +42,18 @@ Settings = TypeVar("Settings", bound=BaseModel)
 BOOTSTRAP_FLAG = "--bootstrap-servers"
 
 
-def _over(base: Settings, updates: dict[str, Any], model: type[Settings], source: str) -> Settings:
-    """``base`` with ``updates`` put over it, validated like a config file section."""
+def _over(
+    base: Settings,
+    updates: dict[str, Any],
+    model: type[Settings],
+    source: str,
+    flags: Mapping[str, str] | None = None,
+) -> Settings:
+    """``base`` with ``updates`` put over it, validated like a config file section; ``flags``: the
+    option each updated key came from, as typed, for the error that names it."""
     if not updates:
         return base
-    return validate_config({**base.model_dump(), **updates}, model, source)
+    return validate_config({**base.model_dump(), **updates}, model, source, flags=flags)
 
 
 def with_bootstrap_servers(
@@ -50,7 +67,7 @@ def with_bootstrap_servers(
         return base
     data: dict[str, Any] = base.model_dump() if base is not None else {}
     data["bootstrap_servers"] = bootstrap_servers
-    return validate_config(data, model, BOOTSTRAP_FLAG)
+    return validate_config(data, model, BOOTSTRAP_FLAG, flags={"bootstrap_servers": BOOTSTRAP_FLAG})
 
 
 def target_connection(config: KBackupConfig, bootstrap_servers: str | None) -> KafkaConnection:
@@ -61,13 +78,30 @@ def target_connection(config: KBackupConfig, bootstrap_servers: str | None) -> K
     return connection
 
 
-def storage_settings(config: KBackupConfig, path: str | None) -> StorageSettings:
-    """The config's storage section, with ``--path`` replacing only its location."""
-    if path is None:
-        return config.storage
-    data = config.storage.model_dump(exclude={"url", "backend", "path", "bucket", "prefix"})
+def storage_settings(config: KBackupConfig, path: str | None, *, run: bool = False) -> StorageSettings:
+    """The config's storage section, with ``--path`` replacing only its location.
+
+    A query in ``--path`` (``?region=R&endpoint=URL``) replaces the keys it names too. Without
+    ``run`` the settings are for a command a person waits on (``list``, ``describe``, ``status``,
+    ``validate``, ``prune``, the key commands): a store that refuses connections fails it in
+    seconds, unless the file sets ``storage.max_attempts`` or ``storage.retry_timeout_secs``.
+    ``run`` (backup, restore, three-phase restore): the file's patience, to ride out a restart.
+    """
+    settings = config.storage if path is None else _storage_at(config.storage, path)
+    return settings if run else settings.for_interactive_command()
+
+
+def _storage_at(storage: StorageSettings, path: str) -> StorageSettings:
+    # Only the keys the file set are carried over, so the storage knows which retries it was given.
+    data = storage.model_dump(exclude={"url", "backend", "path", "bucket", "prefix"}, exclude_unset=True)
+    try:
+        named_by_query = url_query_settings(path)
+    except ValueError:
+        named_by_query = {}  # refused below, by the same check, with the flag named
+    for name in named_by_query:
+        data.pop(name, None)
     data["url"] = path
-    return validate_config(data, StorageSettings, "--path")
+    return validate_config(data, StorageSettings, "--path", flags={"url": "--path"})
 
 
 def backup_id_of(config: KBackupConfig, backup_id: str | None) -> str:
@@ -102,17 +136,21 @@ def backup_job(
             {**source.model_dump(), "topics": {**source.topics.model_dump(), **topics}},
             SourceSettings,
             "--include/--exclude",
+            flags={"topics.include": "--include", "topics.exclude": "--exclude"},
         )
     updates: dict[str, Any] = {}
+    flags: dict[str, str] = {}
     if source_cluster_id:
         updates["source_cluster_id"] = source_cluster_id
+        flags["source_cluster_id"] = f"--source-cluster-id {source_cluster_id}"
     if follow:
         updates["continuous"] = True
+        flags["continuous"] = "--follow"
     return BackupJob(
         backup_id=backup_id_of(config, backup_id),
         source=source,
-        storage=storage_settings(config, path),
-        settings=_over(config.backup, updates, type(config.backup), "command line"),
+        storage=storage_settings(config, path, run=True),
+        settings=_over(config.backup, updates, type(config.backup), "command line", flags),
     )
 
 
@@ -126,13 +164,19 @@ def metrics_settings(
     """The config's ``metrics`` section with ``--metrics-port``, ``--metrics-bind`` and
     ``--metrics-textfile`` over it."""
     updates: dict[str, Any] = {}
+    flags: dict[str, str] = {}
     if port is not None:
         updates["port"] = port
+        flags["port"] = f"--metrics-port {port}"
     if bind_address is not None:
         updates["bind_address"] = bind_address
+        flags["bind_address"] = f"--metrics-bind {bind_address}"
     if textfile is not None:
         updates["textfile"] = textfile
-    return _over(config.metrics, updates, MetricsSettings, "--metrics-port/--metrics-bind/--metrics-textfile")
+        flags["textfile"] = f"--metrics-textfile {textfile}"
+    return _over(
+        config.metrics, updates, MetricsSettings, "--metrics-port/--metrics-bind/--metrics-textfile", flags
+    )
 
 
 @dataclass
@@ -173,38 +217,54 @@ def restore_inputs(
     flags = flags or RestoreFlags()
     base = config.restore
     updates: dict[str, Any] = {}
+    #: Each key a flag set, and the flag as the user typed it (for the error that names it).
+    typed: dict[str, str] = {}
     if flags.topics:
         updates["topics"] = flags.topics
+        typed["topics"] = "--topic"
     if flags.topic_mapping:
         updates["topic_mapping"] = {**base.topic_mapping, **flags.topic_mapping}
+        typed["topic_mapping"] = "--topic-mapping"
     if flags.repartition is not None:
         updates["repartition"] = flags.repartition
+        typed["repartition"] = "--repartition" if flags.repartition else "--no-repartition"
     if flags.target_partitions:
         updates["target_partitions"] = {**base.target_partitions, **flags.target_partitions}
+        typed["target_partitions"] = "--target-partitions"
     if flags.time_window_start is not None:
         updates["time_window_start"] = flags.time_window_start
+        typed["time_window_start"] = f"--time-window-start {flags.time_window_start}"
     if flags.time_window_end is not None:
         updates["time_window_end"] = flags.time_window_end
+        typed["time_window_end"] = f"--time-window-end {flags.time_window_end}"
     if flags.offset_ranges:
         ranges = base.model_dump()["offset_ranges"]
         for topic, partitions in flags.offset_ranges.items():
             ranges.setdefault(topic, {}).update(partitions)
         updates["offset_ranges"] = ranges
+        typed["offset_ranges"] = "--offset-range"
     if flags.exactly_once is not None:
         updates["exactly_once"] = flags.exactly_once
+        typed["exactly_once"] = "--exactly-once" if flags.exactly_once else "--idempotent"
     if flags.origin_headers is not None:
         updates["include_original_offset_header"] = flags.origin_headers
+        typed["include_original_offset_header"] = (
+            "--origin-headers" if flags.origin_headers else "--no-origin-headers"
+        )
     if flags.create_topics is not None:
         updates["create_topics"] = flags.create_topics
+        typed["create_topics"] = "--create-topics" if flags.create_topics else "--no-create-topics"
     if flags.skip_checksums:
         updates["verify_checksums"] = False
+        typed["verify_checksums"] = "--skip-checksums"
     if flags.log_append_time is not None:
         updates["log_append_time"] = flags.log_append_time
+        typed["log_append_time"] = f"--log-append-time {flags.log_append_time}"
     return RestoreInputs(
         backup_id=backup_id or config.backup_id,
-        storage=storage_settings(config, path),
+        storage=storage_settings(config, path, run=True),
         target=with_bootstrap_servers(config.target, bootstrap_servers, KafkaConnection),
-        settings=_over(base, updates, RestoreSettings, "command line"),
+        settings=_over(base, updates, RestoreSettings, "command line", typed),
     )
 
 
@@ -235,24 +295,33 @@ def mapping_inputs(
         raise UsageError("give the target cluster: --bootstrap-servers, or a config with a target section")
     if connect_timeout_secs is not None:
         connection = _over(
-            connection, {"connect_timeout_secs": connect_timeout_secs}, KafkaConnection, "--connect-timeout"
+            connection,
+            {"connect_timeout_secs": connect_timeout_secs},
+            KafkaConnection,
+            "--connect-timeout",
+            {"connect_timeout_secs": f"--connect-timeout {connect_timeout_secs:g}"},
         )
     source = source_cluster or config.offset_reset.source_cluster or config.backup.source_cluster_id
     if not source:
         raise UsageError("give --source-cluster: the origin cluster id the restored records carry")
     updates: dict[str, Any] = {}
+    typed: dict[str, str] = {}
     if spark_master:
         updates["spark_master"] = spark_master
+        typed["spark_master"] = "--spark-master"
     if kafka_options:
         updates["kafka_options"] = {**config.mapping.kafka_options, **kafka_options}
+        typed["kafka_options"] = "--kafka-option"  # never with its value: it may be a secret
     if min_partitions is not None:
         updates["min_partitions"] = min_partitions
+        typed["min_partitions"] = f"--min-partitions {min_partitions}"
     if max_records_per_partition is not None:
         updates["max_records_per_partition"] = max_records_per_partition
+        typed["max_records_per_partition"] = f"--max-records-per-partition {max_records_per_partition}"
     return MappingInputs(
         connection=connection,
         source_cluster=source,
-        settings=_over(config.mapping, updates, MappingSettings, "command line"),
+        settings=_over(config.mapping, updates, MappingSettings, "command line", typed),
     )
 
 
@@ -266,7 +335,11 @@ def with_engine(config: KBackupConfig, engine: str | None, spark_master: str | N
         updates["engine"] = engine
     if spark_master:
         updates["mapping"] = _over(
-            config.mapping, {"spark_master": spark_master}, MappingSettings, "--spark-master"
+            config.mapping,
+            {"spark_master": spark_master},
+            MappingSettings,
+            "--spark-master",
+            {"spark_master": "--spark-master"},
         )
     return config.model_copy(update=updates) if updates else config
 
@@ -293,7 +366,13 @@ def with_state_dir(config: KBackupConfig, state_dir: str | None) -> KBackupConfi
     """The config with ``--state-dir`` over ``three_phase.state_dir``."""
     if state_dir is None:
         return config
-    three_phase = _over(config.three_phase, {"state_dir": state_dir}, type(config.three_phase), "--state-dir")
+    three_phase = _over(
+        config.three_phase,
+        {"state_dir": state_dir},
+        type(config.three_phase),
+        "--state-dir",
+        {"state_dir": f"--state-dir {state_dir}"},
+    )
     return config.model_copy(update={"three_phase": three_phase})
 
 

@@ -12,15 +12,19 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
-from urllib.parse import urlparse
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from urllib.parse import parse_qsl, urlparse, urlunparse
 
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -28,7 +32,13 @@ from pydantic import (
 )
 
 from kbackup.core.errors import ConfigError
-from kbackup.core.secrets import is_secret_key, register_secret
+from kbackup.core.secrets import (
+    has_url_userinfo,
+    is_secret_key,
+    mask_url_userinfo,
+    printable_url,
+    register_secret,
+)
 
 #: The largest offset or timestamp Kafka can hold (a signed 64-bit integer); bigger numbers in a
 #: config, mapping or plan file are refused when read instead of failing deep inside a client.
@@ -106,6 +116,13 @@ class KafkaConnection(StrictModel):
     @classmethod
     def _check_host_port(cls, servers: list[str]) -> list[str]:
         for server in servers:
+            if "@" in server:
+                # 'user:password@host:9092' would pass as host 'user:password@host' and reach
+                # librdkafka's logs; Kafka takes credentials from the security keys only.
+                raise ValueError(
+                    "expected host:port, got a server with '@' (a user name or password?): "
+                    "credentials go in security.sasl_username and security.sasl_password"
+                )
             host, _, port = server.rpartition(":")
             if not host or not port.isdigit():
                 raise ValueError(f"expected host:port, got {server!r}")
@@ -176,11 +193,15 @@ class EncryptionSettings(StrictModel):
     @field_validator("key_env")
     @classmethod
     def _check_env_name(cls, name: str | None) -> str | None:
+        # Not echoed: what stands here by mistake is most often the key itself.
         if name is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-            raise ValueError(
-                f"{name!r} is not an environment variable name (the variable's name, not its value)"
-            )
+            raise ValueError("is not an environment variable name (write the variable's name, not its value)")
         return name
+
+    @field_validator("kms_endpoint_url")
+    @classmethod
+    def _check_kms_endpoint(cls, endpoint: str | None) -> str | None:
+        return None if endpoint is None else checked_endpoint(endpoint)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> EncryptionSettings:
@@ -226,7 +247,9 @@ class StorageSettings(StrictModel):
         description=(
             "Where backups live: a folder (`./kafka-backups`, `file:///data/backups`) or "
             "`s3://bucket/prefix`. Unset: built from the keys below, else `./kafka-backups`. A relative "
-            "folder is relative to the config file's folder (to the current folder with `--path`)."
+            "folder is relative to the config file's folder (to the current folder with `--path`). An "
+            "S3 URL may end in `?region=R&endpoint=http://host:port` (the OSO kafka-backup spelling of "
+            "`region` and `endpoint_url`); no other query, and no user name or password."
         ),
     )
     backend: StorageBackend | None = Field(
@@ -272,7 +295,9 @@ class StorageSettings(StrictModel):
         ge=1,
         le=50,
         description=(
-            "Attempts per S3 request inside botocore (its standard retry mode), with exponential backoff."
+            "Attempts per S3 request inside botocore (its standard retry mode), with exponential backoff. "
+            "Unset: 8 for backup, restore and three-phase-restore, 3 for the commands run by hand "
+            "(`list`, `describe`, `status`, `validate`, `prune`, the key commands)."
         ),
     )
     # botocore's own retries for a connection error span a few seconds at most; this outer
@@ -283,11 +308,44 @@ class StorageSettings(StrictModel):
         le=3600,
         description=(
             "How long a failing S3 request (connection refused or reset, 5xx, throttling) is tried "
-            "again before the run fails with a storage error; 0 turns it off."
+            "again before the run fails with a storage error; 0 turns it off. Unset: 120 for backup, "
+            "restore and three-phase-restore, 3 for the commands run by hand, so a store that refuses "
+            "connections fails `list` or `status` in seconds."
         ),
     )
 
     model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+
+    #: Set by :meth:`for_interactive_command` when it shortened the retries the file left unset.
+    _patience_shortened: bool = PrivateAttr(default=False)
+
+    def for_interactive_command(self) -> StorageSettings:
+        """These settings for a command a person waits on (``list``, ``describe``, ``status``).
+
+        A run rides out an endpoint restart for ``retry_timeout_secs`` (120 s unless set); a
+        command run by hand against a store that refuses its connections should say so in
+        seconds. Only what the file leaves unset is shortened: a ``max_attempts`` or
+        ``retry_timeout_secs`` written in it is kept.
+        """
+        updates: dict[str, Any] = {}
+        if "max_attempts" not in self.model_fields_set and self.max_attempts > INTERACTIVE_MAX_ATTEMPTS:
+            updates["max_attempts"] = INTERACTIVE_MAX_ATTEMPTS
+        if (
+            "retry_timeout_secs" not in self.model_fields_set
+            and self.retry_timeout_secs > INTERACTIVE_RETRY_TIMEOUT_SECS
+        ):
+            updates["retry_timeout_secs"] = INTERACTIVE_RETRY_TIMEOUT_SECS
+        if not updates:
+            return self
+        # model_copy counts updated fields as set; a second call then keeps them as they are.
+        shortened = self.model_copy(update=updates)
+        shortened._patience_shortened = True
+        return shortened
+
+    @property
+    def patience_shortened(self) -> bool:
+        """True when :meth:`for_interactive_command` shortened the retries: a give-up says so."""
+        return self._patience_shortened
 
     def resolved_url(self) -> str:
         """The storage URL, built from ``backend``/``path``/``bucket``/``prefix`` when ``url`` is not set."""
@@ -305,16 +363,7 @@ class StorageSettings(StrictModel):
     def _check_endpoint(cls, endpoint: str | None) -> str | None:
         # botocore would take 'minio:9000' as an invalid endpoint only on the first request, or
         # 'htp://minio:9000' as one it cannot resolve; both are typos, found here before any call.
-        if endpoint is None:
-            return endpoint
-        parsed = urlparse(endpoint)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"expected http(s)://host[:port], got {endpoint!r}")
-        try:
-            parsed.port  # noqa: B018 (raises ValueError for a port that is not a number from 0 to 65535)
-        except ValueError:
-            raise ValueError(f"{endpoint!r}: the port is not a number from 0 to 65535") from None
-        return endpoint
+        return None if endpoint is None else checked_endpoint(endpoint)
 
     @field_validator("url")
     @classmethod
@@ -328,15 +377,32 @@ class StorageSettings(StrictModel):
         # A mistyped URL must not quietly become a folder: 's3//bucket/prod' would back up to
         # ./s3/bucket/prod on local disk and exit 0.
         mistyped = _MISTYPED_SCHEME.match(url) if not scheme else None
+        shown = printable_url(url)
         if mistyped:
             name, rest = mistyped.group("name"), url[mistyped.end() :]
             # A file: URL always holds an absolute path (file:///srv), whatever was lost with the colon.
             meant = f"file:///{rest.lstrip('/')}" if name.lower() == "file" else f"{name}://{rest}"
             raise ValueError(
-                f"{url!r} looks like {meant} with the colon missing (a folder really named so: ./{url})"
+                f"{shown!r} looks like {printable_url(meant)} with the colon missing "
+                f"(a folder really named so: ./{shown})"
+            )
+        if scheme in ("s3", "file") and "@" in parsed.netloc:
+            # boto3 would take 'user:password@bucket' for a bucket name and print it in its error.
+            raise ValueError(
+                f"{shown}: a storage URL cannot hold a user name or password; set "
+                "storage.access_key_id and storage.secret_access_key (write ${ENV_VAR}), or leave "
+                "them to the AWS credential chain"
             )
         if scheme == "s3" and not parsed.netloc:
-            raise ValueError(f"{url!r}: expected s3://bucket[/prefix]")
+            raise ValueError(f"{shown!r}: expected s3://bucket[/prefix]")
+        if scheme and parsed.fragment:
+            raise ValueError(f"{shown}: a storage URL has no #fragment")
+        if scheme == "file" and parsed.query:
+            raise ValueError(f"{shown}: a file:// URL takes no ?query")
+        if scheme == "s3" and parsed.query:
+            endpoint = url_query_settings(url).get("endpoint_url")
+            if endpoint is not None:
+                checked_endpoint(endpoint)
         if scheme == "file" and parsed.netloc not in ("", "localhost"):
             # file://relative/x is the folder /x on the host 'relative', never ./relative/x.
             raise ValueError(
@@ -349,9 +415,92 @@ class StorageSettings(StrictModel):
             raise ValueError(f"{url!r}: a file: URL holds an absolute path, e.g. file:///data/backups")
         return url
 
+    @model_validator(mode="after")
+    def _url_query_into_keys(self) -> StorageSettings:
+        # OSO kafka-backup users write s3://bucket/prefix?region=R&endpoint=URL: taken as the keys
+        # they name, never dropped (a dropped endpoint sent every request to AWS instead).
+        if self.url is None:
+            return self
+        parsed = urlparse(self.url)
+        if parsed.scheme != "s3" or not parsed.query:
+            return self
+        for name, (written, value) in _url_query_pairs(self.url).items():
+            current = getattr(self, name)
+            if current is not None and current != value:
+                raise ValueError(f"url sets {written}={value} and {name} is {current}: give it in one place")
+            setattr(self, name, value)
+        self.url = urlunparse(parsed._replace(query=""))
+        return self
+
 
 #: The embedded default: a folder beside the config file, or beside where the command runs without one.
 DEFAULT_STORAGE_PATH = "./kafka-backups"
+
+#: What a command a person waits on tries against an unreachable store (unless the file says):
+#: botocore's tries of one request, and the seconds the retry loop goes on after them; a refused
+#: connection then fails the command in a few seconds, not the two minutes a backup waits.
+INTERACTIVE_MAX_ATTEMPTS = 3
+INTERACTIVE_RETRY_TIMEOUT_SECS = 3.0
+
+#: The query parameters an S3 storage URL may carry, and the storage key each one sets.
+_URL_QUERY_KEYS = {"region": "region", "endpoint": "endpoint_url", "endpoint_url": "endpoint_url"}
+
+
+def _url_query_pairs(url: str) -> dict[str, tuple[str, str]]:
+    """The storage keys an S3 URL's query sets: key -> (the parameter as written, its value).
+
+    Anything else in the query is refused, naming the storage key to write instead; no value of
+    the query is echoed (a pasted ``?secret_access_key=...`` must not reach the terminal).
+    """
+    shown = printable_url(url)
+    pairs = parse_qsl(urlparse(url).query, keep_blank_values=True)
+    unknown = [key for key, _ in pairs if key not in _URL_QUERY_KEYS]
+    if unknown:
+        instead = [
+            f"storage.{key}" if key in StorageSettings.model_fields else repr(key)
+            for key in dict.fromkeys(unknown)
+        ]
+        raise ValueError(
+            f"{shown}: a storage URL's query may set only region and endpoint; write "
+            f"{', '.join(instead)} as key(s) of the storage section instead"
+        )
+    found: dict[str, tuple[str, str]] = {}
+    for written, value in pairs:
+        name = _URL_QUERY_KEYS[written]
+        if name in found:
+            raise ValueError(f"{shown}: the query gives {name.removesuffix('_url')} twice")
+        if not value:
+            raise ValueError(f"{shown}: the query's {written}= is empty")
+        found[name] = (written, value)
+    return found
+
+
+def url_query_settings(url: str) -> dict[str, str]:
+    """The storage keys (``region``, ``endpoint_url``) the query of an S3 storage URL sets."""
+    if urlparse(url).scheme != "s3":
+        return {}
+    return {name: value for name, (_, value) in _url_query_pairs(url).items()}
+
+
+def checked_endpoint(endpoint: str) -> str:
+    """An S3 or KMS endpoint URL, or ValueError saying what is wrong with it (never its credentials)."""
+    # botocore would take 'minio:9000' as an invalid endpoint only on the first request, or
+    # 'htp://minio:9000' as one it cannot resolve; both are typos, found here before any call.
+    parsed = urlparse(endpoint)
+    shown = printable_url(endpoint)
+    if parsed.username is not None or parsed.password is not None or has_url_userinfo(endpoint):
+        raise ValueError(
+            f"{shown}: an endpoint URL cannot hold a user name or password; set "
+            "storage.access_key_id and storage.secret_access_key (write ${ENV_VAR})"
+        )
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"expected http(s)://host[:port], got {shown!r}")
+    try:
+        parsed.port  # noqa: B018 (raises ValueError for a port that is not a number from 0 to 65535)
+    except ValueError:
+        raise ValueError(f"{shown!r}: the port is not a number from 0 to 65535") from None
+    return endpoint
+
 
 #: A storage URL whose scheme lost its colon (``s3//bucket``, ``file//data``): a relative path that
 #: begins with a scheme-like name and ``//``, which no one writes on purpose as a folder name.
@@ -475,7 +624,9 @@ def read_yaml_file(path: str | Path) -> dict[str, Any]:
     except (ValueError, OverflowError) as exc:
         # A value YAML's own types cannot convert: '!!int x', a date like 2026-02-30, a number of
         # more digits than int() converts.
-        problem = str(exc).split(";")[0]
+        # Without the value itself ("invalid literal for int() with base 10: 'x'"): a tagged
+        # password would be echoed.
+        problem = str(exc).split(";")[0].split(": '")[0].split(': "')[0]
         raise ConfigError(f"{source}: could not parse YAML: a value cannot be converted: {problem}") from None
     if data is None:
         data = {}
@@ -485,12 +636,20 @@ def read_yaml_file(path: str | Path) -> dict[str, Any]:
     return result
 
 
-def validate_config(data: dict[str, Any], model: type[Model], source: str) -> Model:
-    """Validate a mapping against a model; every problem names ``source`` and the key."""
+def validate_config(
+    data: dict[str, Any], model: type[Model], source: str, *, flags: Mapping[str, str] | None = None
+) -> Model:
+    """Validate a mapping against a model; every problem names ``source`` and the key.
+
+    ``flags``: keys (dotted, as in the model) that came from command-line options, each with the
+    option as the user typed it (``--time-window-end 2026-11-20``); a problem with one of them
+    names the option instead of the key.
+    """
+    _register_input_secrets(data, model)
     try:
         validated = model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, model, source)) from None
+        raise ConfigError(format_validation_error(exc, model, source, flags=flags)) from None
     register_model_secrets(validated)
     return validated
 
@@ -519,30 +678,393 @@ def _register_value(value: Any) -> None:
             _register_value(item)
 
 
-def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str) -> str:
-    """One line per problem: ``FILE: KEY: what was wrong (expected ...)``, secrets never echoed."""
-    lines = []
-    for error in exc.errors(include_url=False):
-        location = tuple(error["loc"])
-        key = _dotted(location)
-        kind = error["type"]
-        if kind == "extra_forbidden":
-            suggestion = _closest_key(model, location)
-            message = "unknown key" + (f" (did you mean {suggestion!r}?)" if suggestion else "")
-        elif kind == "missing":
-            message = "required key is missing"
-        else:
-            # A validator's own message is the whole sentence; pydantic's "Value error, " adds nothing.
-            message = error["msg"].removeprefix("Value error, ")
-            if location and not is_secret_key(str(location[-1])) and "input" in error:
-                shown = repr(error["input"])
-                if len(shown) <= 60 and shown not in message:
-                    message += f" (got {shown})"
-        lines.append(f"{source}: {key}: {message}")
+#: Maps of client properties (librdkafka's, Spark's, the Java client's): any entry may hold a secret
+#: whatever its name (``sasl.jaas.config``, ``spark.hadoop.fs.s3a.secret.key``), so no value in
+#: them is ever echoed.
+PROPERTY_MAPS = frozenset({"properties", "producer_properties", "spark_conf", "kafka_options"})
+#: Credentials not held as ``SecretStr``, and ``key_env``, where the key itself is pasted by
+#: mistake for its variable's name: their values are never echoed either.
+_CREDENTIAL_KEYS = frozenset({"sasl_username", "key_env"})
+#: Keys whose value is a URL, which may carry a user name and password.
+_URL_KEYS = frozenset({"url", "endpoint_url", "kms_endpoint_url", "spark_master"})
+
+#: How much of a value may be shown: all of it, all but a URL's credentials, or only its type.
+Secrecy = Literal["plain", "url", "secret"]
+_SECRECY_RANK: dict[str, int] = {"plain": 0, "url": 1, "secret": 2}
+
+#: What each pydantic type error expected, in the user's words; alternatives of a union's members
+#: are joined ("must be true, false or auto").
+_EXPECTED: dict[str, tuple[str, ...]] = {
+    "string_type": ("a string",),
+    "bool_type": ("true", "false"),
+    "bool_parsing": ("true", "false"),
+    "int_type": ("a whole number",),
+    "int_parsing": ("a whole number",),
+    "int_from_float": ("a whole number",),
+    "float_type": ("a number",),
+    "float_parsing": ("a number",),
+    "list_type": ("a list",),
+    "tuple_type": ("a list",),
+    "set_type": ("a list",),
+    "dict_type": ("a mapping",),
+    "model_type": ("a mapping of settings",),
+    "model_attributes_type": ("a mapping of settings",),
+    "none_required": ("null",),
+    "datetime_type": ("a date and time (ISO 8601)",),
+    "datetime_parsing": ("a date and time (ISO 8601)",),
+    "datetime_from_date_parsing": ("a date and time (ISO 8601)",),
+}
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where a pydantic error points, as the user wrote the file."""
+
+    #: The keys and list positions, without pydantic's names of union members (``.bool``).
+    path: tuple[str | int, ...]
+    secrecy: Secrecy
+    #: The key holds a section of settings: its value is never echoed (it is a whole section).
+    section: bool
+    #: The error is about a mapping's key (pydantic's ``[key]``), not its value.
+    about_key: bool
+    #: The paths at which a union's member was tried (to keep only the member the value fits best).
+    union_points: tuple[tuple[str | int, ...], ...] = field(default=())
+
+
+@dataclass
+class _Problem:
+    where: _Where
+    error: Any
+
+
+def format_validation_error(
+    exc: ValidationError, model: type[BaseModel], source: str, *, flags: Mapping[str, str] | None = None
+) -> str:
+    """One line per problem: ``FILE: KEY: what was wrong (got ...)``, in the user's words.
+
+    The input value is echoed only for keys that cannot hold a secret: never for a credential,
+    a property map's entry, a whole section or a container; a URL's credentials never. Union
+    members pydantic tried (``restore.repartition.bool``) are one problem at the user's key.
+    """
+    problems = [
+        _Problem(_locate(model, tuple(error["loc"])), error) for error in exc.errors(include_url=False)
+    ]
+    problems = _without_redundant(problems, model)
+    groups: dict[tuple[tuple[str | int, ...], bool], list[_Problem]] = {}
+    for problem in problems:
+        groups.setdefault((problem.where.path, problem.where.about_key), []).append(problem)
+    lines = [_line(group, model, source, flags or {}) for group in groups.values()]
     head = lines[0]
     if len(lines) > 1:
         head += f"  [and {len(lines) - 1} more problem(s)]\n  " + "\n  ".join(lines[1:])
     return head
+
+
+def _without_redundant(problems: list[_Problem], model: type[BaseModel]) -> list[_Problem]:
+    """Drop what says the same mistake twice: a required key reported missing next to the unknown
+    key that is its typo, and the union members a value did not even start to fit."""
+    typo_of = set()
+    for problem in problems:
+        if problem.error["type"] == "extra_forbidden":
+            suggestion = _closest_key(model, problem.where.path)
+            if suggestion:
+                typo_of.add((*problem.where.path[:-1], suggestion))
+    # A member that got further into the value (a list whose second item is wrong) tells more
+    # than the members whose type did not match at all.
+    deeper = {
+        point
+        for problem in problems
+        for point in problem.where.union_points
+        if len(problem.where.path) > len(point)
+    }
+    return [
+        problem
+        for problem in problems
+        if not (problem.error["type"] == "missing" and problem.where.path in typo_of)
+        and not any(problem.where.path == point for point in problem.where.union_points if point in deeper)
+    ]
+
+
+def _line(group: list[_Problem], model: type[BaseModel], source: str, flags: Mapping[str, str]) -> str:
+    where = group[0].where
+    message = _message(group, model)
+    if where.about_key:
+        message = f"the key {message}"
+    key = _dotted(where.path)
+    for flagged in sorted(flags, key=len, reverse=True):
+        if key == flagged or key.startswith((f"{flagged}.", f"{flagged}[")):
+            return f"{flags[flagged]}: {message}"
+    if not where.path and flags:
+        # A check across keys ("time_window_end (...) must be after time_window_start (...)"):
+        # each key an option set is named as the option was typed.
+        named = message
+        for flagged, option in flags.items():
+            # The option replaces the key and the value pydantic converted ("(1795305600000)").
+            pattern = rf"\b{re.escape(flagged)}\b(?: \([^)]*\))?"
+            named = re.sub(pattern, option.replace("\\", "\\\\"), named)
+        if named != message:
+            return named
+        return f"{source}: {message}"
+    return f"{source}: {key}: {message}"
+
+
+def _message(group: list[_Problem], model: type[BaseModel]) -> str:
+    first = group[0]
+    where, error = first.where, first.error
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        suggestion = _closest_key(model, where.path)
+        return "unknown key" + (f" (did you mean {suggestion!r}?)" if suggestion else "")
+    if kind == "missing":
+        return "required key is missing"
+    echo = where.secrecy == "plain" and not where.section
+    has_input = "input" in error
+    value = error.get("input")
+    sentences = [problem for problem in group if not _is_type_error(problem.error)]
+    if not sentences:
+        alternatives: list[str] = []
+        for problem in group:
+            alternatives += [item for item in _expected(problem.error) if item not in alternatives]
+        message = f"must be {_either(alternatives)}"
+        return message + (f" (got {_found(value, echo=echo)})" if has_input else "")
+    error = sentences[0].error
+    message = _sentence(error)
+    if where.secrecy != "plain":
+        message = _masked(message, error.get("input"))
+    elif has_input and isinstance(value, str | int | float) and not isinstance(value, bool):
+        shown = repr(value)
+        if len(shown) <= 60 and shown not in message and str(value) not in message:
+            message += f" (got {shown})"
+    return message
+
+
+def _is_type_error(error: Any) -> bool:
+    """The value is not of a type (or one of the values) the key takes, as opposed to a type that
+    breaks a rule (a number out of range, a validator's refusal)."""
+    return error["type"] in _EXPECTED or error["type"] == "literal_error"
+
+
+def _expected(error: Any) -> tuple[str, ...]:
+    kind = error["type"]
+    if kind == "literal_error":
+        expected = str(error.get("ctx", {}).get("expected", ""))
+        return tuple(re.findall(r"'((?:[^'\\]|\\.)*)'", expected)) or (expected,)
+    return _EXPECTED[kind]
+
+
+def _sentence(error: Any) -> str:
+    """A constraint or a validator's message as a sentence about the key ("must be at least 1")."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "is_instance_of" and "SecretStr" in str(ctx.get("class", "")):
+        return "must be a string"
+    bounds = {
+        "greater_than": ("must be greater than", "gt"),
+        "greater_than_equal": ("must be at least", "ge"),
+        "less_than": ("must be less than", "lt"),
+        "less_than_equal": ("must be at most", "le"),
+    }
+    if kind in bounds:
+        words, name = bounds[kind]
+        return f"{words} {ctx.get(name)}"
+    if kind in ("too_short", "string_too_short"):
+        least = ctx.get("min_length", 1)
+        unit = "character(s)" if kind == "string_too_short" else "entries"
+        return "must not be empty" if least == 1 else f"must have at least {least} {unit}"
+    if kind in ("too_long", "string_too_long"):
+        unit = "character(s)" if kind == "string_too_long" else "entries"
+        return f"must have at most {ctx.get('max_length')} {unit}"
+    if kind == "string_pattern_mismatch":
+        return f"must match {ctx.get('pattern')}"
+    message = str(error["msg"])
+    # A validator's own message is the whole sentence; pydantic's "Value error, " adds nothing.
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    for pydantic_words in ("Input should", "String should", "Value should", "List should"):
+        if message.startswith(pydantic_words):
+            return "must" + message[len(pydantic_words) :]
+    return message
+
+
+def _either(alternatives: list[str]) -> str:
+    if len(alternatives) == 1:
+        return alternatives[0]
+    return f"{', '.join(alternatives[:-1])} or {alternatives[-1]}"
+
+
+def _found(value: Any, *, echo: bool) -> str:
+    """What was given instead: the value itself where it may be shown, else only its type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return ("true" if value else "false") if echo else "a boolean"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple | set):
+        return "a list"
+    if isinstance(value, str | int | float):
+        shown = repr(value)
+        if echo and len(shown) <= 60:
+            return shown
+        return "a string" if isinstance(value, str) else "a number"
+    return f"a {type(value).__name__}"
+
+
+def _masked(message: str, value: Any) -> str:
+    """A validator's message about a key that can hold a secret, without any part of its value."""
+    for leaf in sorted(_leaves(value), key=len, reverse=True):
+        if len(leaf) >= 3:
+            message = message.replace(leaf, "***")
+    return mask_url_userinfo(message)
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    """Every string and number in a parsed YAML value, mapping keys included."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(key)
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield str(value)
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The types a value of ``annotation`` may have (a union's members, ``None`` left out)."""
+    if annotation is None:
+        return []
+    if get_origin(annotation) is Annotated:
+        return _members(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [
+            member for arg in get_args(annotation) for member in _members(arg) if member is not type(None)
+        ]
+    return [annotation]
+
+
+def _member_named(members: list[Any], tag: str) -> Any:
+    """The member of a union that pydantic names ``tag`` in an error's location (None: not known)."""
+    for member in members:
+        origin = get_origin(member)
+        if origin is Literal:
+            if tag.startswith("literal["):
+                return member
+        elif origin is not None:
+            if tag == origin.__name__ or tag.startswith(f"{origin.__name__}["):
+                return member
+        elif isinstance(member, type) and (tag == member.__name__ or member.__name__ in tag):
+            return member
+    return None
+
+
+def _field_named(model: type[BaseModel], name: str | int) -> Any:
+    found = model.model_fields.get(str(name))
+    if found is not None:
+        return found
+    return next((info for info in model.model_fields.values() if info.alias == name), None)
+
+
+def _holds(annotation: Any, kind: type) -> bool:
+    return any(member is kind or _holds_args(member, kind) for member in _members(annotation))
+
+
+def _holds_args(annotation: Any, kind: type) -> bool:
+    return any(_holds(arg, kind) for arg in get_args(annotation))
+
+
+def _field_secrecy(name: str, annotation: Any) -> Secrecy:
+    if (
+        name in PROPERTY_MAPS
+        or name in _CREDENTIAL_KEYS
+        or is_secret_key(name)
+        or _holds(annotation, SecretStr)
+    ):
+        return "secret"
+    return "url" if name in _URL_KEYS else "plain"
+
+
+def _stricter(first: Secrecy, second: Secrecy) -> Secrecy:
+    return first if _SECRECY_RANK[first] >= _SECRECY_RANK[second] else second
+
+
+def _locate(model: type[BaseModel], location: tuple[Any, ...]) -> _Where:
+    """Walk the model along a pydantic error's location: the user's key path and what it may hold."""
+    annotation: Any = model
+    path: list[str | int] = []
+    secrecy: Secrecy = "plain"
+    union_points: list[tuple[str | int, ...]] = []
+    about_key = False
+    for part in location:
+        if part == "[key]":
+            about_key = True
+            continue
+        members = _members(annotation)
+        if len(members) > 1:
+            # pydantic names the union member it tried ('bool', "literal['auto']"): not a key.
+            union_points.append(tuple(path))
+            annotation = _member_named(members, str(part))
+            continue
+        current = members[0] if members else None
+        origin = get_origin(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            info = _field_named(current, part)
+            annotation = info.annotation if info is not None else None
+            secrecy = _stricter(secrecy, _field_secrecy(str(part), annotation))
+        elif origin is dict:
+            annotation = get_args(current)[1] if get_args(current) else None
+            if is_secret_key(str(part)):
+                secrecy = "secret"
+        elif origin in (list, tuple, set, frozenset):
+            annotation = get_args(current)[0] if get_args(current) else None
+        else:
+            annotation = None
+            if is_secret_key(str(part)):
+                secrecy = "secret"
+        path.append(part)
+    section = any(
+        isinstance(member, type) and issubclass(member, BaseModel) for member in _members(annotation)
+    )
+    return _Where(tuple(path), secrecy, section, about_key, tuple(union_points))
+
+
+def _register_input_secrets(value: Any, annotation: Any, secrecy: Secrecy = "plain") -> None:
+    """Register the secrets of a mapping before it is validated, so the redactor masks them in
+    anything printed later, even when validation fails and no ``SecretStr`` was made."""
+    if secrecy == "secret":
+        for leaf in _leaves(value):
+            register_secret(leaf)
+        return
+    if secrecy == "url":
+        if isinstance(value, str):
+            parsed = urlparse(value)
+            register_secret(parsed.password)
+            if parsed.username is not None and parsed.password is not None:
+                register_secret(f"{parsed.username}:{parsed.password}")
+        return
+    if not isinstance(value, dict):
+        return
+    for member in _members(annotation):
+        if not (isinstance(member, type) and issubclass(member, BaseModel)):
+            continue
+        for key, item in value.items():
+            info = _field_named(member, key)
+            if info is None:
+                continue
+            name = str(key)
+            if name in PROPERTY_MAPS:
+                # Only the entries whose names say secret: a client.id must not mask its words.
+                if isinstance(item, dict):
+                    for property_name, property_value in item.items():
+                        if is_secret_key(str(property_name)):
+                            _register_input_secrets(property_value, None, "secret")
+                continue
+            if name in _CREDENTIAL_KEYS:
+                continue  # a user name or a variable name: masking it would hide ordinary words
+            _register_input_secrets(item, info.annotation, _field_secrecy(name, info.annotation))
+        return
 
 
 def _closest_key(model: type[BaseModel], location: tuple[Any, ...]) -> str | None:

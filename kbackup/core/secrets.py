@@ -47,3 +47,25 @@ def redact(text: str) -> str:
 def redact_properties(properties: dict[str, str]) -> dict[str, str]:
     """A copy of client properties that is safe to show: secret values masked."""
     return {key: (REDACTED if is_secret_key(key) else value) for key, value in properties.items()}
+
+
+#: The user name and password of a URL (``s3://user:pass@bucket``, ``http://u:p@host``), up to
+#: the last ``@`` before the path: a password may hold an ``@`` of its own.
+_URL_USERINFO = re.compile(r"(?<=//)[^/?#\s]*@")
+#: Each value of a URL's query (``?access_key=...``): the keys are kept, they name what was meant.
+_URL_QUERY_VALUE = re.compile(r"(?<=[?&])([^=&#\s]*)=[^&#\s]*")
+
+
+def has_url_userinfo(text: str) -> bool:
+    """True when ``text`` holds a URL with a user name or password (``scheme://user:pass@host``)."""
+    return bool(_URL_USERINFO.search(text))
+
+
+def printable_url(url: str) -> str:
+    """``url`` safe to print: a user name and password, and every query value, replaced by ``***``."""
+    return _URL_QUERY_VALUE.sub(rf"\1={REDACTED}", _URL_USERINFO.sub(f"{REDACTED}@", url))
+
+
+def mask_url_userinfo(text: str) -> str:
+    """``text`` with the user name and password of every URL in it replaced by ``***``."""
+    return _URL_USERINFO.sub(f"{REDACTED}@", text)

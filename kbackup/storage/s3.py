@@ -84,6 +84,8 @@ class S3Storage(Storage):
         self.endpoint = settings.endpoint_url
         self.region = settings.region
         self.retry_timeout_secs = settings.retry_timeout_secs
+        #: The retries were shortened for a command a person waits on (the give-up says how to wait).
+        self.patience_shortened = settings.patience_shortened
         #: ``check``: each request tried once with this timeout, so a preflight answers in seconds.
         self.check_timeout_secs = check_timeout_secs
         credentials: dict[str, Any] = {}
@@ -250,6 +252,15 @@ class S3Storage(Storage):
                 return StorageError(
                     f"{error.message}; check tries once, with a {self.check_timeout_secs:g}s timeout",
                     hint=error.hint,
+                )
+            if self.patience_shortened:
+                return StorageError(
+                    f"{error.message} (still failing after {elapsed:.0f}s of retries; a command run by "
+                    f"hand tries for {self.retry_timeout_secs:g}s)",
+                    hint=f"{error.hint}; to wait longer, set storage.retry_timeout_secs"
+                    if error.hint
+                    else "to wait longer, set storage.retry_timeout_secs",
+                    retryable=True,
                 )
             return StorageError(
                 f"{error.message} (still failing after {elapsed:.0f}s of retries; "

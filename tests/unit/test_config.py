@@ -77,7 +77,7 @@ def test_wrong_type_names_key_and_expectation(tmp_path: Path) -> None:
         config_module.load(path)
     message = str(caught.value)
     assert f"{path}: backup.segment_max_bytes:" in message
-    assert "valid integer" in message
+    assert "must be a whole number (got 'lots')" in message
     assert "'lots'" in message
 
 

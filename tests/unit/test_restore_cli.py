@@ -88,7 +88,9 @@ def test_bad_cli_values_are_reported_against_the_command_line(
         ]
     )
     assert code == ConfigError.exit_code
-    assert "command line: time_window_start" in capsys.readouterr().err
+    assert "kafka-backup: error: --time-window-start soon: expected epoch milliseconds" in (
+        capsys.readouterr().err
+    )
     assert run(["restore", "--topic-mapping", "no-equals-sign"]) == UsageError.exit_code
 
 
