@@ -33,6 +33,7 @@ from pydantic import (
 
 from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import (
+    REDACTED,
     has_url_userinfo,
     is_secret_key,
     mask_url_userinfo,
@@ -685,8 +686,8 @@ PROPERTY_MAPS = frozenset({"properties", "producer_properties", "spark_conf", "k
 #: Credentials not held as ``SecretStr``, and ``key_env``, where the key itself is pasted by
 #: mistake for its variable's name: their values are never echoed either.
 _CREDENTIAL_KEYS = frozenset({"sasl_username", "key_env"})
-#: Keys whose value is a URL, which may carry a user name and password.
-_URL_KEYS = frozenset({"url", "endpoint_url", "kms_endpoint_url", "spark_master"})
+#: Keys whose value is a URL or a server, which may carry a user name and password (``user:pw@``).
+_URL_KEYS = frozenset({"url", "endpoint_url", "kms_endpoint_url", "spark_master", "bootstrap_servers"})
 
 #: How much of a value may be shown: all of it, all but a URL's credentials, or only its type.
 Secrecy = Literal["plain", "url", "secret"]
@@ -830,7 +831,7 @@ def _message(group: list[_Problem], model: type[BaseModel]) -> str:
     error = sentences[0].error
     message = _sentence(error)
     if where.secrecy != "plain":
-        message = _masked(message, error.get("input"))
+        message = _masked(message, error.get("input"), where.secrecy)
     elif has_input and isinstance(value, str | int | float) and not isinstance(value, bool):
         shown = repr(value)
         if len(shown) <= 60 and shown not in message and str(value) not in message:
@@ -909,11 +910,16 @@ def _found(value: Any, *, echo: bool) -> str:
     return f"a {type(value).__name__}"
 
 
-def _masked(message: str, value: Any) -> str:
-    """A validator's message about a key that can hold a secret, without any part of its value."""
+def _masked(message: str, value: Any, secrecy: Secrecy) -> str:
+    """A validator's message about a key that can hold a secret: without any part of its value
+    (``secret``), or without the user name and password of any URL or server in it (``url``)."""
     for leaf in sorted(_leaves(value), key=len, reverse=True):
-        if len(leaf) >= 3:
-            message = message.replace(leaf, "***")
+        if secrecy == "secret" and len(leaf) >= 3:
+            message = message.replace(leaf, REDACTED)
+        elif "@" in leaf:
+            userinfo = leaf.rpartition("@")[0].rpartition("//")[2]
+            if userinfo:
+                message = message.replace(f"{userinfo}@", f"{REDACTED}@")
     return mask_url_userinfo(message)
 
 
@@ -1038,11 +1044,11 @@ def _register_input_secrets(value: Any, annotation: Any, secrecy: Secrecy = "pla
             register_secret(leaf)
         return
     if secrecy == "url":
-        if isinstance(value, str):
-            parsed = urlparse(value)
-            register_secret(parsed.password)
-            if parsed.username is not None and parsed.password is not None:
-                register_secret(f"{parsed.username}:{parsed.password}")
+        for leaf in _leaves(value):
+            userinfo = leaf.rpartition("@")[0].rpartition("//")[2]
+            if userinfo:
+                register_secret(userinfo)
+                register_secret(userinfo.partition(":")[2])
         return
     if not isinstance(value, dict):
         return
