@@ -14,7 +14,7 @@ import os
 import re
 import types
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 from urllib.parse import parse_qsl, urlparse, urlunparse
@@ -226,13 +226,14 @@ class EncryptionSettings(StrictModel):
 def encryption_from_spec(spec: str, source: str) -> EncryptionSettings:
     """``--encryption-key``: ``file:PATH``, ``env:NAME`` or ``kms:KEY_ID``."""
     kind, separator, value = spec.partition(":")
-    field = {"file": "key_file", "env": "key_env", "kms": "kms_key_id"}.get(kind)
-    if not separator or field is None or not value:
+    key = {"file": "key_file", "env": "key_env", "kms": "kms_key_id"}.get(kind)
+    if not separator or key is None or not value:
+        # Not echoed: what stands here by mistake is most often the key itself.
         raise ConfigError(
-            f"{source}: {spec!r} is not a key source",
-            hint="write file:PATH, env:VARIABLE or kms:KEY_ID (an id, ARN or alias/NAME)",
+            f"{source}: not a key source",
+            hint="write file:PATH, env:VARIABLE or kms:KEY_ID (an id, ARN or alias/NAME), not the key",
         )
-    return validate_config({field: value}, EncryptionSettings, source)
+    return validate_config({key: value}, EncryptionSettings, source, flags={key: source})
 
 
 class StorageSettings(StrictModel):
@@ -366,6 +367,14 @@ class StorageSettings(StrictModel):
         # 'htp://minio:9000' as one it cannot resolve; both are typos, found here before any call.
         return None if endpoint is None else checked_endpoint(endpoint)
 
+    @field_validator("bucket")
+    @classmethod
+    def _check_bucket(cls, bucket: str | None) -> str | None:
+        if bucket is not None and not _BUCKET_NAME.match(bucket):
+            # Not echoed: a bucket written as user:password@bucket would show its password.
+            raise ValueError(f"is not a bucket name ({_BUCKET_CHARACTERS})")
+        return bucket
+
     @field_validator("url")
     @classmethod
     def _check_scheme(cls, url: str | None) -> str | None:
@@ -396,6 +405,9 @@ class StorageSettings(StrictModel):
             )
         if scheme == "s3" and not parsed.netloc:
             raise ValueError(f"{shown!r}: expected s3://bucket[/prefix]")
+        if scheme == "s3" and not _BUCKET_NAME.match(parsed.netloc):
+            # Found here, not as botocore's "Invalid bucket name" and its regexes on the first request.
+            raise ValueError(f"{shown}: {parsed.netloc!r} is not a bucket name ({_BUCKET_CHARACTERS})")
         if scheme and parsed.fragment:
             raise ValueError(f"{shown}: a storage URL has no #fragment")
         if scheme == "file" and parsed.query:
@@ -442,6 +454,12 @@ DEFAULT_STORAGE_PATH = "./kafka-backups"
 #: connection then fails the command in a few seconds, not the two minutes a backup waits.
 INTERACTIVE_MAX_ATTEMPTS = 3
 INTERACTIVE_RETRY_TIMEOUT_SECS = 3.0
+
+#: What botocore takes for a bucket name (S3 itself is stricter; its answer names the bucket).
+_BUCKET_NAME = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
+_BUCKET_CHARACTERS = (
+    "letters, digits, '.', '-' and '_'; an endpoint's host and port go in storage.endpoint_url"
+)
 
 #: The query parameters an S3 storage URL may carry, and the storage key each one sets.
 _URL_QUERY_KEYS = {"region": "region", "endpoint": "endpoint_url", "endpoint_url": "endpoint_url"}
@@ -686,8 +704,11 @@ PROPERTY_MAPS = frozenset({"properties", "producer_properties", "spark_conf", "k
 #: Credentials not held as ``SecretStr``, and ``key_env``, where the key itself is pasted by
 #: mistake for its variable's name: their values are never echoed either.
 _CREDENTIAL_KEYS = frozenset({"sasl_username", "key_env"})
-#: Keys whose value is a URL or a server, which may carry a user name and password (``user:pw@``).
-_URL_KEYS = frozenset({"url", "endpoint_url", "kms_endpoint_url", "spark_master", "bootstrap_servers"})
+#: Keys whose value is a URL, a server or a bucket, which may carry a user name and password
+#: (``user:pw@``).
+_URL_KEYS = frozenset(
+    {"url", "endpoint_url", "kms_endpoint_url", "spark_master", "bootstrap_servers", "bucket"}
+)
 
 #: How much of a value may be shown: all of it, all but a URL's credentials, or only its type.
 Secrecy = Literal["plain", "url", "secret"]
@@ -729,7 +750,7 @@ class _Where:
     #: The error is about a mapping's key (pydantic's ``[key]``), not its value.
     about_key: bool
     #: The paths at which a union's member was tried (to keep only the member the value fits best).
-    union_points: tuple[tuple[str | int, ...], ...] = field(default=())
+    union_points: tuple[tuple[str | int, ...], ...] = ()
 
 
 @dataclass

@@ -268,6 +268,11 @@ def test_the_query_endpoint_is_the_one_talked_to(
         ("s3://bucket/x?endpoint=minio:9000", "--path: expected http(s)://host[:port], got 'minio:9000'"),
         ("file:///data?region=a", "--path: file:///data?region=***: a file:// URL takes no ?query"),
         ("s3://bucket/x#backups", "--path: s3://bucket/x#backups: a storage URL has no #fragment"),
+        (
+            "s3://minio:9000/x",
+            "--path: s3://minio:9000/x: 'minio:9000' is not a bucket name (letters, digits, '.', '-' and "
+            "'_'; an endpoint's host and port go in storage.endpoint_url)",
+        ),
     ],
 )
 def test_other_queries_are_refused_in_one_line(

@@ -146,6 +146,7 @@ URL_CASES: dict[str, Callable[[str], dict[str, Any]]] = {
         "target": {"bootstrap_servers": ["a:1", f"u:{m}@kafka:9092"]}
     },
     "spark_master userinfo": lambda m: {"mapping": {"spark_master": f"spark://user:{m}@spark:7077"}},
+    "bucket userinfo": lambda m: {"storage": {"backend": "s3", "bucket": f"user:{m}@bucket"}},
 }
 
 #: YAML a password may be written in that YAML itself cannot read.
@@ -322,3 +323,16 @@ def test_credentials_in_path_are_refused_unprinted(
         err = assert_never_shown(marker, args, tmp_path, capfd)
         first = err.strip().splitlines()[0]
         assert first.startswith("kafka-backup: error: --path: "), err
+
+
+@pytest.mark.parametrize("spec", ["{m}", "{m}+/9Qw==", "env:{m} x", "env:{m}=", "nope:{m}", "kms:"])
+@pytest.mark.parametrize("command", PATH_COMMANDS, ids=[" ".join(command) for command in PATH_COMMANDS])
+def test_a_key_pasted_for_its_source_is_never_printed(
+    command: list[str], spec: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # --encryption-key takes where the key is (file:, env:, kms:); the key itself is pasted by mistake.
+    marker = new_marker()
+    args = [*command, "-p", str(tmp_path), "--encryption-key", spec.format(m=marker)]
+    for attempt in (args, [*args, "--json"]):
+        err = assert_never_shown(marker, attempt, tmp_path, capfd)
+        assert err.startswith("kafka-backup: error: --encryption-key: "), err
