@@ -1,78 +1,83 @@
-"""``check`` (preflight of a config) and ``sandbox`` (throwaway local clusters)."""
+"""``check`` (preflight of a config, offline or reaching every part) and ``sandbox`` (throwaway
+local clusters)."""
 
 from __future__ import annotations
 
 import signal
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from kbackup.app.overrides import with_bootstrap_servers
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.app.preflight import PartResult, check_config, clusters_of, first_failure, flag_cluster_base
+from kbackup.cli.common import ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import UsageError
-from kbackup.core.kafka import check_client_properties, open_admin
-from kbackup.storage import open_storage
+from kbackup.core.secrets import redact
 
-#: How long ``check`` waits for each storage request: a preflight answers in seconds, where a run
-#: retries a failing request for storage.retry_timeout_secs.
-CHECK_STORAGE_TIMEOUT_SECS = 5.0
+CheckBootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-servers",
+        "-b",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="Check this cluster instead of the config's source and target (with the security "
+        "settings of its source, else its target).",
+    ),
+]
 
 
 def check(
     config: ConfigOption = None,
-    bootstrap_servers: BootstrapOption = None,
+    bootstrap_servers: CheckBootstrapOption = None,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline",
+            help="Check every section without reaching Kafka, the storage or Spark: librdkafka "
+            "settings, files, and rules across sections.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Validate a config file, then reach every cluster and the storage it names. Changes nothing.
+    """Validate a config, then reach every cluster, the storage and the Spark master. Changes nothing.
+
+    Each part (source, target, storage, spark, a rule across sections) is tried and reported
+    with its role, whatever another found; the exit code is the first failure's (source,
+    target, storage, spark, rules: in that order), 0 when all pass.
 
     \b
     Example:
       kafka-backup check -c backup.yaml
+      kafka-backup check --offline -c backup.yaml
     """
     json_mode(as_json)
     cfg = load_config(config)
-    clusters: dict[str, KafkaConnection] = {}
-    flag_cluster = with_bootstrap_servers(None, bootstrap_servers, KafkaConnection)
-    if flag_cluster is not None:
-        clusters["cluster"] = flag_cluster
-    if cfg.source is not None:
-        clusters["source"] = cfg.source
-    if cfg.target is not None:
-        clusters["target"] = cfg.target
-    if not clusters:
-        raise UsageError(
-            "nothing to check: give --config with a source or target section, or --bootstrap-servers"
-        )
-    # Offline checks of every connection first, so a typo fails before any network call.
-    for connection in clusters.values():
-        check_client_properties(connection)
-    report: dict[str, Any] = {}
-    for role, connection in clusters.items():
-        info = open_admin(connection).metadata()
-        report[role] = {
-            "bootstrap_servers": connection.bootstrap_servers,
-            "cluster_id": info.cluster_id,
-            "brokers": len(info.brokers),
-            "topics": len(info.topics),
-        }
-    storage = open_storage(cfg.storage, check_timeout_secs=CHECK_STORAGE_TIMEOUT_SECS)
-    exists = storage.location_exists()
-    objects = sum(1 for _ in storage.list("")) if exists else 0
-    report["storage"] = {"url": storage.url, "exists": exists, "objects": objects}
+    flag_cluster = (
+        with_bootstrap_servers(flag_cluster_base(cfg), bootstrap_servers, KafkaConnection)
+        if bootstrap_servers
+        else None
+    )
+    results = check_config(cfg, clusters_of(cfg, flag_cluster), offline=offline)
+    failure = first_failure(results)
     if as_json:
-        print_json(report)
+        print_json({"ok": failure is None, "offline": offline, "parts": [item.to_dict() for item in results]})
+        if failure is not None:
+            raise typer.Exit(failure.exit_code)
         return
-    for role, item in report.items():
-        if role == "storage":
-            found = "reachable" if item["exists"] else "no such folder yet (a backup creates it)"
-            typer.echo(f"{role:<8} {item['url']}: {found}, {item['objects']} object(s)")
-        else:
-            typer.echo(
-                f"{role:<8} {','.join(item['bootstrap_servers'])}: cluster id {item['cluster_id']}, "
-                f"{item['brokers']} broker(s), {item['topics']} topic(s)"
-            )
+    for item in results:
+        typer.echo(redact(_line(item)))
+    if failure is not None:
+        raise failure
+
+
+def _line(item: PartResult) -> str:
+    if item.error is None:
+        return f"{item.role:<8} {item.subject}: {item.found}"
+    failed = f"failed (exit {item.error.exit_code}): {item.error.message.removeprefix(f'{item.role}: ')}"
+    if item.subject == "rule":
+        return f"{item.role:<8} {failed}"
+    return f"{item.role:<8} {item.subject}: {failed}"
 
 
 def sandbox(

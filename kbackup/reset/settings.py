@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kbackup.core.config import StrictModel
 
@@ -90,3 +90,19 @@ class OffsetResetSettings(StrictModel):
         default="offset-snapshots",
         description="Where execute writes rollback snapshots of the offsets it replaces.",
     )
+
+    @model_validator(mode="after")
+    def _strategy_inputs(self) -> OffsetResetSettings:
+        # Checked when the file is read: the planner would otherwise find out only at plan time,
+        # in three-phase-restore after the whole restore phase.
+        if self.strategy == "offset" and self.offset is None:
+            raise ValueError("strategy: offset needs offset (the offset every partition moves to)")
+        if self.offset is not None and self.strategy != "offset":
+            raise ValueError(f"offset is read only with strategy: offset, and strategy is {self.strategy}")
+        if self.timestamp is not None and self.strategy != "timestamp":
+            raise ValueError(
+                f"timestamp is read only with strategy: timestamp, and strategy is {self.strategy}"
+            )
+        if self.live_source_cluster_id is not None and self.source_offsets != "live":
+            raise ValueError("live_source_cluster_id is read only with source_offsets: live")
+        return self

@@ -16,6 +16,9 @@ DEFAULT_PROGRESS_TOPIC = "kafka-backup.restore-progress"
 #: What a restore does with target topics that use LogAppendTime (``restore.log_append_time``).
 LogAppendTimePolicy = Literal["keep-original", "switch-after", "rewrite"]
 
+#: Producer properties the restore sets itself: its transactions and delivery guarantees need them.
+RESTORE_PRODUCER_KEYS = frozenset({"transactional.id", "enable.idempotence", "acks"})
+
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
