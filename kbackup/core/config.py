@@ -855,9 +855,14 @@ def _message(group: list[_Problem], model: type[BaseModel]) -> str:
         message = _masked(message, error.get("input"), where.secrecy)
     elif has_input and isinstance(value, str | int | float) and not isinstance(value, bool):
         shown = repr(value)
-        if len(shown) <= 60 and shown not in message and str(value) not in message:
+        if len(shown) <= 60 and not _mentions(message, shown) and not _mentions(message, str(value)):
             message += f" (got {shown})"
     return message
+
+
+def _mentions(message: str, text: str) -> bool:
+    """``text`` stands in ``message`` on its own (the 0 of "got 0", not the 0 of "above 0.5")."""
+    return bool(re.search(rf"(?<![\w.]){re.escape(text)}(?![\w.])", message))
 
 
 def _is_type_error(error: Any) -> bool:
