@@ -20,7 +20,8 @@ from kbackup.cli import (
     restore_cmds,
     tools_cmds,
 )
-from kbackup.core.logs import configure_logging
+from kbackup.core.errors import ConfigError
+from kbackup.core.logs import LOG_FORMATS, configure_logging
 from kbackup.core.progress import disable_progress
 
 app = typer.Typer(
@@ -67,6 +68,9 @@ def global_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
+    if log_format not in LOG_FORMATS:
+        # A wrong value of an option, exit 3 as every other (docs/exit-codes.md).
+        raise ConfigError(f"--log-format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
     configure_logging(verbose, debug, log_format)
     if no_progress:
         disable_progress()

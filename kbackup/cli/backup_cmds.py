@@ -27,12 +27,14 @@ from kbackup.cli.common import (
     MetricsPortOption,
     MetricsTextfileOption,
     SparkMasterOption,
+    duration_flag,
     json_mode,
     load_config,
     print_json,
+    storage_path_option,
 )
 from kbackup.cli.signals import stop_on_signals
-from kbackup.core.durations import format_duration, parse_duration
+from kbackup.core.durations import format_duration
 from kbackup.core.errors import (
     BackupIntegrityError,
     ConfigError,
@@ -48,14 +50,41 @@ from kbackup.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     from kbackup.backup.status import UnreadableBackup
+    from kbackup.core.config import StorageSettings
 
 PathOption = Annotated[
-    str | None,
-    typer.Option(
-        "--path", "-p", metavar="URL", help="Storage URL: a folder, file:///folder or s3://bucket/prefix."
-    ),
+    str | None, storage_path_option("Storage URL: a folder, file:///folder or s3://bucket/prefix.")
 ]
 BackupIdOption = Annotated[str | None, typer.Option("--backup-id", metavar="ID", help="Name of the backup.")]
+#: Both spellings name the origin cluster: backup's --source-cluster-id (backup.source_cluster_id)
+#: and show-offset-mapping's older --source-cluster.
+SourceClusterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--source-cluster-id",
+        "--source-cluster",
+        metavar="NAME",
+        help="Origin cluster name stamped on every record (x-kafka-backup-cluster).",
+    ),
+]
+
+
+def existing_store(storage: Storage) -> Storage:
+    """``storage``, refused when it is a folder that is not there: most often a mistyped path, and
+    the same mistake on every command that reads backups (exit 9, docs/exit-codes.md)."""
+    if not storage.location_exists():
+        raise NotFoundError(
+            f"there is no folder {storage.url}",
+            hint="check --path (relative to the current folder) or storage.url (relative to the config "
+            "file's folder)",
+        )
+    return storage
+
+
+def check_store_exists(settings: StorageSettings) -> None:
+    """:func:`existing_store` for a command that opens the storage later itself: the location only,
+    without its key (a KMS is asked once, by the command)."""
+    existing_store(open_storage(settings.model_copy(update={"encryption": None})))
 
 
 def open_backup_storage(config_path: Any, path: str | None, encryption_key: str | None = None) -> Storage:
@@ -74,12 +103,7 @@ def backup(
     ] = None,
     path: PathOption = None,
     backup_id: BackupIdOption = None,
-    source_cluster_id: Annotated[
-        str | None,
-        typer.Option(
-            "--source-cluster-id", metavar="NAME", help="Origin cluster name stamped on every record."
-        ),
-    ] = None,
+    source_cluster_id: SourceClusterOption = None,
     follow: Annotated[bool, typer.Option("--follow", help="Keep copying until SIGINT/SIGTERM.")] = False,
     engine: EngineOption = None,
     spark_master: SparkMasterOption = None,
@@ -207,13 +231,7 @@ def list_backups(
     from kbackup.backup.inspect import list_backups as list_rows
 
     json_mode(as_json)
-    storage = open_backup_storage(config, path, encryption_key)
-    if not storage.location_exists():
-        raise NotFoundError(
-            f"there is no folder {storage.url}",
-            hint="check --path (relative to the current folder) or storage.url (relative to the config "
-            "file's folder)",
-        )
+    storage = existing_store(open_backup_storage(config, path, encryption_key))
     rows = list_rows(storage)
     if as_json:
         print_json({"storage": storage.url, "backups": rows})
@@ -258,8 +276,9 @@ def describe(
 
     json_mode(as_json)
     cfg = with_encryption_key(load_config(config), encryption_key)
-    storage = open_storage(storage_settings(cfg, path))
-    info = describe_backup(storage, backup_id_of(cfg, backup_id))
+    chosen = backup_id_of(cfg, backup_id)
+    storage = existing_store(open_storage(storage_settings(cfg, path)))
+    info = describe_backup(storage, chosen)
     if as_json:
         print_json(info)
         return
@@ -324,8 +343,9 @@ def validate(
 
     json_mode(as_json)
     cfg = with_encryption_key(load_config(config), encryption_key)
-    storage = open_storage(storage_settings(cfg, path))
-    report = validate_backup(storage, backup_id_of(cfg, backup_id), deep=deep)
+    chosen = backup_id_of(cfg, backup_id)
+    storage = existing_store(open_storage(storage_settings(cfg, path)))
+    report = validate_backup(storage, chosen, deep=deep)
     if as_json:
         print_json(report.to_dict())
         if not report.ok:
@@ -422,14 +442,9 @@ def status(
     from kbackup.backup.status import UnreadableBackup, collect_status, find_breaches
 
     json_mode(as_json)
-    max_age_secs = None
-    if max_age is not None:
-        try:
-            max_age_secs = parse_duration(max_age)
-        except ValueError as exc:
-            raise UsageError(f"--max-age {exc}") from None
+    max_age_secs = None if max_age is None else duration_flag("--max-age", max_age)
     cfg = with_encryption_key(load_config(config), encryption_key)
-    storage = open_storage(storage_settings(cfg, path))
+    storage = existing_store(open_storage(storage_settings(cfg, path)))
     # No id at all means every backup there; an empty --backup-id is a mistake, refused as elsewhere.
     chosen = backup_id_of(cfg, backup_id) if backup_id is not None or cfg.backup_id else None
     source = with_bootstrap_servers(cfg.source, bootstrap_servers, SourceSettings)

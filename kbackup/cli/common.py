@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from kbackup.app import config as config_module
+from kbackup.core.errors import ConfigError
 from kbackup.core.progress import disable_progress
 from kbackup.core.secrets import redact
 
@@ -25,15 +26,85 @@ ConfigOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (progress bars off).")
 ]
+#: The bootstrap flag as its errors name it: -b and Kafka's --bootstrap-server are the same option.
+BOOTSTRAP_FLAG = "--bootstrap-servers"
+#: The ports a broker can listen on.
+PORTS = range(1, 65536)
+
+
+def checked_bootstrap_servers(ctx: typer.Context, value: str | None) -> str | None:
+    """``--bootstrap-servers`` refused at once when it cannot name brokers: empty, not host:port,
+    a port outside 1-65535 (else a command waits its connect timeout on a cluster that cannot be).
+
+    OSO kafka-backup's ``-b`` is the backup id: a value that is no host:port says what ``-b`` is
+    here, and points to ``--backup-id`` where the command has one.
+    """
+    if value is None:
+        return None
+    servers = [part.strip() for part in value.split(",") if part.strip()]
+    if not servers:
+        raise ConfigError(
+            f"{BOOTSTRAP_FLAG} is empty: give host:port[,host:port...] of the cluster's brokers, or leave "
+            "the option out to use the config file's"
+        )
+    for server in servers:
+        if "@" in server:
+            continue  # refused by the connection's own check, without echoing the credentials
+        host, colon, port = server.rpartition(":")
+        if "://" in server:
+            problem = "write host:port, not a URL"
+        elif not colon or not host:
+            raise _not_brokers(ctx, server)
+        elif any(char.isspace() for char in server) or "/" in server:
+            problem = "expected host:port"
+        elif not port.isdigit():
+            problem = f"the port {port!r} is not a number"
+        elif int(port) not in PORTS:
+            problem = f"port {int(port)} is not between 1 and 65535"
+        else:
+            continue
+        raise ConfigError(f"{BOOTSTRAP_FLAG} {server!r}: {problem}")
+    return value
+
+
+def _not_brokers(ctx: typer.Context, server: str) -> ConfigError:
+    takes_backup_id = any(param.name == "backup_id" for param in ctx.command.params)
+    return ConfigError(
+        f"{BOOTSTRAP_FLAG} {server!r}: expected host:port; -b here is the cluster's bootstrap servers "
+        "(Kafka's --bootstrap-server), not a backup id as in OSO kafka-backup",
+        hint=f"name the backup with --backup-id {server}"
+        if takes_backup_id
+        else "give host:port, e.g. kafka:9092",
+    )
+
+
 BootstrapOption = Annotated[
     str | None,
     typer.Option(
-        "--bootstrap-servers",
+        BOOTSTRAP_FLAG,
+        "--bootstrap-server",
         "-b",
         metavar="HOST:PORT[,HOST:PORT...]",
         help="host:port[,host:port...] of the cluster; overrides the config.",
+        callback=checked_bootstrap_servers,
     ),
 ]
+
+
+def checked_path(value: str | None) -> str | None:
+    """An empty ``--path`` is a mistake (a variable that was not set), not the config's storage."""
+    if value is not None and not value.strip():
+        raise ConfigError(
+            "--path is empty: give a folder, file:///folder or s3://bucket/prefix, or leave the option "
+            "out to use storage.url"
+        )
+    return value
+
+
+def storage_path_option(help_text: str) -> Any:
+    """``--path``/``-p``, the storage URL over ``storage.url``."""
+    return typer.Option("--path", "-p", metavar="URL", help=help_text, callback=checked_path)
+
 
 # The metrics options of the commands that run long (docs/observability.md); they go over the
 # config's metrics section.
@@ -45,12 +116,23 @@ EncryptionKeyOption = Annotated[
         help="Key of an encrypted backup: file:PATH, env:VARIABLE or kms:KEY_ID; config: storage.encryption.",
     ),
 ]
+ENGINES = ("local", "spark")
+
+
+def checked_engine(value: str | None) -> str | None:
+    """``--engine`` other than local or spark: a wrong value, refused before the config is read."""
+    if value is not None and value not in ENGINES:
+        raise ConfigError(f"--engine {value}: choose local or spark")
+    return value
+
+
 EngineOption = Annotated[
     str | None,
     typer.Option(
         "--engine",
         metavar="local|spark",
         help="Copy records in this process (local, the default) or in Spark tasks (spark); config: engine.",
+        callback=checked_engine,
     ),
 ]
 SparkMasterOption = Annotated[
@@ -104,13 +186,23 @@ def json_mode(enabled: bool) -> bool:
 
 
 def pairs(values: list[str] | None, option: str, *, empty_values: bool = False) -> dict[str, str]:
-    """Repeated ``NAME=VALUE`` options as a mapping (a later name wins)."""
-    from kbackup.core.errors import UsageError
-
+    """Repeated ``NAME=VALUE`` options as a mapping (a later name wins); a value of another shape
+    is a wrong value (exit 3), as any option's."""
     found: dict[str, str] = {}
     for value in values or []:
         name, sep, other = value.partition("=")
         if not sep or not name or not (other or empty_values):
-            raise UsageError(f"{option} {value!r}: expected NAME=VALUE")
+            raise ConfigError(f"{option} {value!r}: expected NAME=VALUE")
         found[name] = other
     return found
+
+
+def duration_flag(flag: str, value: str) -> float:
+    """Seconds of a duration option. A value that is none is a wrong value (exit 3), in the words
+    a config-validated duration option gets (prune's ``--older-than 3x: '3x' is not a duration``)."""
+    from kbackup.core.durations import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {value}: {exc}") from None

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from kbackup.cli.backup_cmds import check_store_exists
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -21,6 +22,7 @@ from kbackup.cli.common import (
     json_mode,
     load_config,
     print_json,
+    storage_path_option,
 )
 from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import UsageError, VerificationError
@@ -30,9 +32,7 @@ from kbackup.core.progress import Progress
 def three_phase_restore(
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,
-    path: Annotated[
-        str | None, typer.Option("--path", "-p", metavar="URL", help="Storage URL of the backup.")
-    ] = None,
+    path: Annotated[str | None, storage_path_option("Storage URL of the backup.")] = None,
     backup_id: Annotated[
         str | None, typer.Option("--backup-id", metavar="ID", help="Backup to restore.")
     ] = None,
@@ -103,6 +103,7 @@ def three_phase_restore(
         state_dir=str(state_dir) if state_dir is not None else None,
         accept_gap=accept_gap,
     )
+    check_store_exists(cfg.storage)
     if dry_run:
         preview = three_phase_dry_run(cfg)
         if as_json:
@@ -180,6 +181,13 @@ def drill(
 
     if not local and config is None:
         raise UsageError("drill needs --config (source, target, storage), or --local")
+    if local and config is not None:
+        # The local drill makes its own clusters, storage and groups: a file would be ignored.
+        raise UsageError(
+            "give --local or --config, not both: --local drills two throwaway local clusters and reads "
+            "no config file",
+            hint="drop --config to drill locally, or --local to drill the clusters the file names",
+        )
     cfg = with_encryption_key(
         with_engine(load_config(None if local else config), engine, spark_master), encryption_key
     )

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kbackup.app.overrides import storage_settings, with_encryption_key
-from kbackup.cli.backup_cmds import PathOption
+from kbackup.cli.backup_cmds import PathOption, existing_store
 from kbackup.cli.common import (
     ConfigOption,
     EncryptionKeyOption,
@@ -93,7 +93,7 @@ def rekey(
     json_mode(as_json)
     cfg = with_encryption_key(load_config(config), encryption_key)
     settings = storage_settings(cfg, path)
-    storage = open_storage(settings)
+    storage = existing_store(open_storage(settings))
     new_key = open_key(encryption_from_spec(new_encryption_key, "--new-encryption-key"), settings)
     plan = plan_rekey(storage, new_key, backup_id or None)
     written = execute_rekey(storage, plan, new_key) if execute else []
@@ -161,10 +161,10 @@ def parquet_key(
     from kbackup.format.encryption import spark_properties, unlock
 
     cfg = with_encryption_key(load_config(config), encryption_key)
+    chosen = backup_id_of(cfg, backup_id)
     # Before the key is unlocked (a KMS call): a file that cannot be written is refused first.
     check_writable(output, "parquet-key --output", never_overwrite=PARQUET_KEY_REFUSAL)
-    storage = open_storage(storage_settings(cfg, path))
-    chosen = backup_id_of(cfg, backup_id)
+    storage = existing_store(open_storage(storage_settings(cfg, path)))
     keys = unlock(storage, chosen)
     if keys is None:
         raise PreconditionError(

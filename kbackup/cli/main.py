@@ -12,7 +12,7 @@ import json
 import sys
 import traceback
 
-from kbackup.core.errors import InterruptedByUser, KBackupError
+from kbackup.core.errors import ConfigError, InterruptedByUser, KBackupError, UsageError
 from kbackup.core.secrets import redact
 
 PROG = "kafka-backup"
@@ -50,6 +50,46 @@ def _click_exception_types() -> tuple[tuple[type[BaseException], ...], ...]:
 
 def _wants(flag: str, argv: list[str]) -> bool:
     return flag in argv
+
+
+def _command_path(args: list[str]) -> str:
+    """``kafka-backup`` and the (sub)command words found in ``args``, for the help to point to."""
+    import typer
+
+    from kbackup.cli.app import app
+
+    command: object = typer.main.get_command(app)
+    words = [PROG]
+    for arg in args:
+        commands = getattr(command, "commands", None)
+        if not isinstance(commands, dict):
+            break
+        if arg in commands:
+            words.append(arg)
+            command = commands[arg]
+    return " ".join(words)
+
+
+def click_error(exc: BaseException, args: list[str]) -> KBackupError | None:
+    """click's own refusal as the project's error, so it is reported like every other one (one
+    line, a next step, the JSON error under --json); None for the help that a command without
+    arguments prints, which is no error to report.
+
+    The rule of docs/exit-codes.md: an option's value that click cannot take (not a number, out
+    of its range) is a wrong value, exit 3 like any other; an unknown option, a missing option or
+    value, or a stray argument is how the command was called, exit 2.
+    """
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        return None
+    message = exc.format_message().rstrip(".") if hasattr(exc, "format_message") else str(exc)
+    context = getattr(exc, "ctx", None)
+    command = getattr(context, "command_path", None) or _command_path(args)
+    hint = f"'{command} --help' lists its " + ("options" if command != PROG else "commands and options")
+    kinds = {cls.__name__ for cls in type(exc).__mro__}
+    bad_value = "BadParameter" in kinds and "MissingParameter" not in kinds
+    if bad_value:
+        return ConfigError(message, hint=hint)
+    return UsageError(message, hint=hint)
 
 
 def report_error(error: KBackupError, *, as_json: bool) -> None:
@@ -90,8 +130,12 @@ def run(argv: list[str] | None = None) -> int:
     except exit_types as exc:
         return int(getattr(exc, "exit_code", 0))
     except click_error_types as exc:
-        exc.show(file=sys.stderr)  # type: ignore[attr-defined]
-        return int(getattr(exc, "exit_code", 2))
+        error = click_error(exc, args)
+        if error is None:
+            exc.show(file=sys.stderr)  # type: ignore[attr-defined]
+            return int(getattr(exc, "exit_code", 2))
+        report_error(error, as_json=as_json)
+        return error.exit_code
     except interrupt_types:
         report_error(InterruptedByUser("interrupted"), as_json=as_json)
         return InterruptedByUser.exit_code

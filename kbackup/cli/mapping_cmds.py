@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import typer
@@ -16,17 +17,36 @@ from kbackup.cli.common import (
     pairs,
     print_json,
 )
-from kbackup.core.errors import UsageError
+from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.progress import Progress
 from kbackup.format.mapping_file import parse_format, render, write_mapping
 from kbackup.mapping import build_offset_mapping
+
+#: What a Kafka topic name is made of: anything else in a --topic is a regex or a typo.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _exact_topic(name: str) -> None:
+    """A --topic that no topic can be named: refused, as restore's -t (a regex) might suggest it."""
+    if not _TOPIC_NAME.fullmatch(name):
+        raise ConfigError(
+            f"--topic {name!r} is not a topic name: show-offset-mapping scans topics by their exact name "
+            "(letters, digits, '.', '_', '-'), it takes no regex as restore's --topic does",
+            hint="give each restored topic with its own -t, or --all-topics",
+        )
 
 
 def show_offset_mapping(
     bootstrap_servers: BootstrapOption = None,
     topic: Annotated[
         list[str] | None,
-        typer.Option("--topic", "-t", metavar="TOPIC", help="Restored (target) topic to scan (repeatable)."),
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC",
+            help="Restored (target) topic to scan, by its exact name, not a regex as restore's -t "
+            "(repeatable).",
+        ),
     ] = None,
     all_topics: Annotated[
         bool, typer.Option("--all-topics", help="Scan every topic whose name does not start with '__'.")
@@ -34,9 +54,11 @@ def show_offset_mapping(
     source_cluster: Annotated[
         str | None,
         typer.Option(
+            "--source-cluster-id",
             "--source-cluster",
             metavar="NAME",
-            help="Origin cluster id to keep records of (x-kafka-backup-cluster).",
+            help="Origin cluster id to keep records of (x-kafka-backup-cluster), as backup's "
+            "--source-cluster-id stamped it.",
         ),
     ] = None,
     output: Annotated[
@@ -100,6 +122,8 @@ def show_offset_mapping(
       kafka-backup show-offset-mapping -c dr.yaml -t orders -o mapping.json
     """
     json_mode(as_json)
+    for name in topic or []:
+        _exact_topic(name)
     chosen_format = parse_format(output_format, output)
     if chosen_format == "parquet" and output is None:
         raise UsageError("the parquet format is binary: give --output FILE")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from kbackup.app.overrides import storage_settings, with_encryption_key
-from kbackup.cli.backup_cmds import BackupIdOption, PathOption, size_text
+from kbackup.cli.backup_cmds import BackupIdOption, PathOption, existing_store, size_text
 from kbackup.cli.common import (
     ConfigOption,
     EncryptionKeyOption,
@@ -18,7 +18,7 @@ from kbackup.cli.common import (
     print_json,
 )
 from kbackup.core.config import validate_config
-from kbackup.core.errors import NotFoundError, PreconditionError, UsageError
+from kbackup.core.errors import PreconditionError, UsageError
 from kbackup.core.progress import Progress
 from kbackup.prune.plan import BackupPlan, PrunePlan
 from kbackup.prune.settings import RetentionSettings
@@ -114,6 +114,8 @@ def prune(
       kafka-backup prune -c backup.yaml --older-than 30d --execute
     """
     json_mode(as_json)
+    if all_backups and backup_id:
+        raise UsageError("give --backup-id or --all, not both")
     cfg = with_encryption_key(load_config(config), encryption_key)
     flags: dict[str, Any] = {
         "keep_last": keep_last,
@@ -127,6 +129,8 @@ def prune(
         "max_total_bytes": max_total_bytes,
     }
     rules = {key: value for key, value in flags.items() if value is not None}
+    #: Each rule option as typed, so a wrong value names it (``--older-than 3x``), as status's do.
+    typed = {key: f"--{key.replace('_', '-')} {value}" for key, value in rules.items()}
     base = cfg.backup.retention
     if rules:
         data: dict[str, Any] = dict(rules)
@@ -138,23 +142,22 @@ def prune(
         data, source = {}, "the prune options"
     if orphan_grace is not None:
         data["orphan_grace"] = orphan_grace
+        typed["orphan_grace"] = f"--orphan-grace {orphan_grace}"
     if force:
         data["force"] = True
-    policy = validate_config(data, RetentionSettings, source)
+    policy = validate_config(data, RetentionSettings, source, flags=typed)
     if policy.empty and orphan_grace is None:
         raise UsageError(
             "no retention rule: give --keep-last/--keep-within/--keep-hourly/daily/weekly/monthly, "
             "--older-than/--before or --max-total-bytes (or set backup.retention in the config); "
             "--orphan-grace alone removes only objects no manifest lists"
         )
-    if all_backups and backup_id:
-        raise UsageError("give --backup-id or --all, not both")
     chosen = None if all_backups else [backup_id or cfg.backup_id or ""]
     if chosen == [""]:
-        raise UsageError("no backup to prune: give --backup-id, --all, or a config file with a backup_id")
-    storage = open_storage(storage_settings(cfg, path))
-    if not storage.location_exists():
-        raise NotFoundError(f"there is no folder {storage.url}", hint="check --path or storage.url")
+        raise UsageError(
+            "no backup id: give --backup-id or set backup_id in the config file (or --all for every backup)"
+        )
+    storage = existing_store(open_storage(storage_settings(cfg, path)))
 
     from kbackup.prune.execute import execute_prune
     from kbackup.prune.plan import plan_prune
@@ -163,13 +166,18 @@ def prune(
     refused = [item.needs_force for item in plan.backups if item.needs_force]
     kept = [item for item in plan.backups if item.action not in ("remove", "finish-removal", "skip")]
     # Skipped (unreadable) backups are neither kept nor removed: a policy that removes none is no
-    # "remove everything", whatever it would do to backups that are not there.
+    # "remove everything", whatever it would do to backups that are not there; and --force is
+    # taught only for a plan that deletes something.
     removed = [item for item in plan.backups if item.action == "remove"]
+    skipped = [item for item in plan.backups if item.action == "skip"]
     if policy.across_backups and not kept and removed and not policy.force:
+        unread = f"; {len(skipped)} not read stay" if skipped else ""
         refused.append(
-            f"the policy would remove every backup in {storage.url} ({len(removed)}); "
+            f"the policy would remove every backup it read in {storage.url} ({len(removed)}{unread}); "
             "give --force to allow it"
         )
+    if plan.deletes == 0:
+        refused = []
     if not execute:
         _show(plan, as_json, executed=None)
         if refused:

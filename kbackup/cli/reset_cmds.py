@@ -10,7 +10,8 @@ from typing import Annotated
 import typer
 
 from kbackup.app.config import KBackupConfig
-from kbackup.app.overrides import target_connection
+from kbackup.app.overrides import backup_id_of, storage_settings, target_connection
+from kbackup.cli.backup_cmds import PathOption, check_store_exists
 from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
 from kbackup.core.config import read_text_file
 from kbackup.core.errors import ConfigError, UsageError
@@ -65,7 +66,7 @@ def _make_plan(config: KBackupConfig, groups: list[str] | None) -> ResetPlan:
         return plan_reset(config, groups=groups, progress=progress)
 
 
-def _emit_plan(plan: ResetPlan, output: Path | None, config: Path, as_json: bool, what: str) -> None:
+def _emit_plan(plan: ResetPlan, output: Path | None, connect: str, as_json: bool, what: str) -> None:
     if output is not None:
         write_file(output, plan.to_json_bytes(), what)
     if as_json:
@@ -73,12 +74,9 @@ def _emit_plan(plan: ResetPlan, output: Path | None, config: Path, as_json: bool
     else:
         typer.echo(render_plan_table(plan))
         if output is not None:
-            # The plan holds the target's servers but no credentials (a plan file carries no secret),
-            # so execute connects as the config says: the command names it.
             typer.echo(
                 f"plan written to {output}; review it, then: "
-                f"kafka-backup offset-reset execute --plan {shlex.quote(str(output))} "
-                f"-c {shlex.quote(str(config))}"
+                f"kafka-backup offset-reset execute --plan {shlex.quote(str(output))} {connect}"
             )
 
 
@@ -105,34 +103,68 @@ def _emit_result(result: ExecuteResult, as_json: bool) -> None:
 @offset_reset_app.command("plan")
 def plan(
     config: ConfigOption = None,
+    bootstrap_servers: BootstrapOption = None,
+    path: PathOption = None,
+    backup_id: Annotated[
+        str | None,
+        typer.Option("--backup-id", metavar="ID", help="Backup whose group offsets are moved (backup_id)."),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the plan (JSON) here.")
     ] = None,
     groups: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--groups",
+            "-g",
             metavar="GROUP[,GROUP...]",
-            help="Comma-separated groups (default: offset_reset.groups, else all).",
+            help="Groups to plan, comma-separated or repeated (default: offset_reset.groups, else all).",
         ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Work out each group's new offsets on the target, and show them for review. Changes nothing.
 
+    The target (-b), the storage (-p) and the backup (--backup-id) come from the flags or the
+    config file; the rest of the planning (strategy, mapping) from the file's offset_reset section.
+
     \b
     Example:
       kafka-backup offset-reset plan -c dr.yaml --output plan.json
     """
     json_mode(as_json)
-    if config is None:
-        raise UsageError("offset-reset plan needs --config (target, storage, backup_id, offset_reset)")
-    cfg = load_config(config)
+    cfg = _reset_config(load_config(config), bootstrap_servers, path, backup_id)
     if output is not None:
         # Planning can take minutes: a plan file that cannot be written is refused before it.
         check_writable(output, PLAN_OUTPUT)
-    chosen = [group.strip() for group in groups.split(",") if group.strip()] if groups else None
-    _emit_plan(_make_plan(cfg, chosen), output, config, as_json, PLAN_OUTPUT)
+    chosen = [group.strip() for value in groups or [] for group in value.split(",") if group.strip()]
+    reviewed = _make_plan(cfg, chosen or None)
+    # The plan holds the target's servers but no credentials (a plan file carries no secret), so
+    # execute connects as the config says, or, without one, to the servers given here.
+    assert cfg.target is not None  # _reset_config checked it
+    connect = (
+        f"-c {shlex.quote(str(config))}"
+        if config is not None
+        else f"-b {shlex.quote(','.join(cfg.target.bootstrap_servers))}"
+    )
+    _emit_plan(reviewed, output, connect, as_json, PLAN_OUTPUT)
+
+
+def _reset_config(
+    config: KBackupConfig, bootstrap_servers: str | None, path: str | None, backup_id: str | None
+) -> KBackupConfig:
+    """The config the planning reads, with -b over its target, -p over its storage and --backup-id
+    over its backup id; what the planning needs and neither gives is refused first (exit 2)."""
+    target = target_connection(config, bootstrap_servers)
+    chosen = backup_id or config.backup_id
+    if config.offset_reset.source_offsets != "live" or backup_id:
+        # The groups' offsets come from the backup: it is named, and its folder exists.
+        chosen = backup_id_of(config, backup_id)
+        storage = storage_settings(config, path, run=True)
+        check_store_exists(storage)
+    else:
+        storage = storage_settings(config, path, run=True)
+    return config.model_copy(update={"target": target, "storage": storage, "backup_id": chosen})
 
 
 @offset_reset_app.command("execute")
@@ -262,6 +294,10 @@ def offset_rollback(
       kafka-backup offset-rollback -c dr.yaml --snapshot 20261122T053424Z-cee8d1
     """
     json_mode(as_json)
+    if list_only and snapshot is not None:
+        raise UsageError(
+            "give --list or --snapshot, not both: --list only lists the snapshots, --snapshot rolls back"
+        )
     cfg = load_config(config)
     folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)
     if list_only or snapshot is None:

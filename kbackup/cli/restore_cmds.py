@@ -8,12 +8,14 @@ import typer
 
 from kbackup.app.overrides import (
     RestoreFlags,
+    backup_id_of,
     metrics_settings,
     restore_inputs,
     spark_engine,
     with_encryption_key,
     with_engine,
 )
+from kbackup.cli.backup_cmds import check_store_exists
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -28,9 +30,10 @@ from kbackup.cli.common import (
     load_config,
     pairs,
     print_json,
+    storage_path_option,
 )
 from kbackup.cli.signals import stop_on_signals
-from kbackup.core.errors import UsageError
+from kbackup.core.errors import ConfigError
 from kbackup.core.progress import Progress
 from kbackup.restore import service
 
@@ -42,11 +45,11 @@ def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, in
         topic, _, partition = topic.rpartition(":")
         start, sep, end = rest.partition("-")
         if not topic or not partition.isdigit() or not sep or not (start.isdigit() or not start):
-            raise UsageError(
+            raise ConfigError(
                 f"--offset-range {value!r}: expected TOPIC:PARTITION:START-END (either side empty)"
             )
         if end and not end.isdigit():
-            raise UsageError(f"--offset-range {value!r}: END must be a number")
+            raise ConfigError(f"--offset-range {value!r}: END must be a number")
         ranges.setdefault(topic, {})[partition] = {
             "start": int(start) if start else None,
             "end": int(end) if end else None,
@@ -57,9 +60,7 @@ def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, in
 def restore(
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,
-    path: Annotated[
-        str | None, typer.Option("--path", "-p", metavar="URL", help="Storage URL of the backup.")
-    ] = None,
+    path: Annotated[str | None, storage_path_option("Storage URL of the backup.")] = None,
     backup_id: Annotated[
         str | None, typer.Option("--backup-id", metavar="ID", help="Backup to restore.")
     ] = None,
@@ -171,26 +172,30 @@ def restore(
 
     json_mode(as_json)
     cfg = with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key)
+    # The options' values first, then what is missing: a wrong value is named even without a backup id.
+    flags = RestoreFlags(
+        topics=topics or [],
+        topic_mapping=pairs(topic_mapping, "--topic-mapping"),
+        repartition=repartition,
+        target_partitions=pairs(target_partitions, "--target-partitions"),
+        time_window_start=time_window_start,
+        time_window_end=time_window_end,
+        offset_ranges=_offset_ranges(offset_ranges),
+        exactly_once=exactly_once,
+        origin_headers=origin_headers,
+        create_topics=create_topics,
+        skip_checksums=skip_checksums,
+        log_append_time=log_append_time,
+    )
     inputs = restore_inputs(
         cfg,
         bootstrap_servers=bootstrap_servers,
         path=path,
         backup_id=backup_id,
-        flags=RestoreFlags(
-            topics=topics or [],
-            topic_mapping=pairs(topic_mapping, "--topic-mapping"),
-            repartition=repartition,
-            target_partitions=pairs(target_partitions, "--target-partitions"),
-            time_window_start=time_window_start,
-            time_window_end=time_window_end,
-            offset_ranges=_offset_ranges(offset_ranges),
-            exactly_once=exactly_once,
-            origin_headers=origin_headers,
-            create_topics=create_topics,
-            skip_checksums=skip_checksums,
-            log_append_time=log_append_time,
-        ),
+        flags=flags,
     )
+    backup_id_of(cfg, backup_id)  # in the words and with the exit code of every command that needs one
+    check_store_exists(inputs.storage)
     if dry_run:
         job = service.prepare(
             backup_id=inputs.backup_id, storage=inputs.storage, target=inputs.target, settings=inputs.settings

@@ -156,17 +156,35 @@ def test_offset_reset_plan_checks_its_output_before_planning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], planning: list[list[str] | None], as_json: bool
 ) -> None:
     config = tmp_path / "dr.yaml"
-    config.write_text("backup_id: nightly\n")
+    config.write_text(f"backup_id: nightly\nstorage:\n  url: {tmp_path}\n")  # a folder that exists
     json_flag = ["--json"] if as_json else []
     good = tmp_path / "plan.json"
     code, _out, err = cli(
-        capsys, "offset-reset", "plan", "-c", str(config), "--output", str(good), *json_flag
+        capsys,
+        "offset-reset",
+        "plan",
+        "-c",
+        str(config),
+        "-b",
+        "kafka:9092",
+        "--output",
+        str(good),
+        *json_flag,
     )
     assert (code, len(planning)) == (0, 1), err  # the control: planned and written
     assert json.loads(good.read_text())["groups"][0]["group_id"] == "g"
     for output, reason in bad_outputs(tmp_path):
         code, out, err = cli(
-            capsys, "offset-reset", "plan", "-c", str(config), "--output", str(output), *json_flag
+            capsys,
+            "offset-reset",
+            "plan",
+            "-c",
+            str(config),
+            "-b",
+            "kafka:9092",
+            "--output",
+            str(output),
+            *json_flag,
         )
         assert_refused(
             code,
@@ -189,8 +207,10 @@ def test_a_plan_whose_write_fails_after_the_planning_is_an_error_not_a_bug(
     if not full.exists():
         pytest.skip("no /dev/full here")
     config = tmp_path / "dr.yaml"
-    config.write_text("backup_id: nightly\n")
-    code, out, err = cli(capsys, "offset-reset", "plan", "-c", str(config), "--output", str(full))
+    config.write_text(f"backup_id: nightly\nstorage:\n  url: {tmp_path}\n")  # a folder that exists
+    code, out, err = cli(
+        capsys, "offset-reset", "plan", "-c", str(config), "-b", "kafka:9092", "--output", str(full)
+    )
     assert len(planning) == 1
     assert_refused(
         code,

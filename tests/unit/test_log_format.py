@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from kbackup.cli.main import run
-from kbackup.core.errors import UsageError
+from kbackup.core.errors import ConfigError
 from kbackup.core.logs import LOGGER_NAME, configure_logging, get_logger
 from kbackup.core.secrets import register_secret
 
@@ -97,5 +97,5 @@ def test_the_global_option_picks_the_format(capsys: pytest.CaptureFixture[str]) 
     assert run(["--log-format", "json", "-v", "list", "-p", "/nonexistent/kbackup-status-test"]) != 0
     assert logging.getLogger(LOGGER_NAME).handlers[0].formatter.__class__.__name__ == "JsonFormatter"
     capsys.readouterr()
-    assert run(["--log-format", "yaml", "list"]) == UsageError.exit_code
+    assert run(["--log-format", "yaml", "list"]) == ConfigError.exit_code  # a wrong value
     assert "--log-format 'yaml'" in capsys.readouterr().err

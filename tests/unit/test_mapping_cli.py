@@ -124,7 +124,7 @@ def test_kafka_options_from_the_command_line_go_over_the_config() -> None:
     assert inputs.settings.min_partitions == 4
     assert inputs.connection.connect_timeout_secs == 9
     argv = ["show-offset-mapping", "-b", NOWHERE, "-t", "a", "--source-cluster", "c", "--kafka-option", "x"]
-    assert run(argv) == UsageError.exit_code
+    assert run(argv) == ConfigError.exit_code  # a wrong value of an option
 
 
 def test_spark_submit_script_reports_errors_as_one_line(capsys: pytest.CaptureFixture[str]) -> None:

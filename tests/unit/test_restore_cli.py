@@ -34,13 +34,14 @@ def test_offset_range_option_parsing() -> None:
         "my.topic": {"3": {"start": None, "end": 5}},
     }
     for bad in ["orders:0", "orders:x:1-2", "orders:0:1-x", ":0:1-2"]:
-        with pytest.raises(UsageError):
+        with pytest.raises(ConfigError):  # a wrong value of an option (docs/exit-codes.md)
             _offset_ranges([bad])
 
 
-def test_missing_backup_id_is_a_config_error(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["restore", "-p", str(store), "-b", NO_BROKER]) == ConfigError.exit_code
-    assert "backup_id: required" in capsys.readouterr().err
+def test_missing_backup_id_is_a_usage_error(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given neither by a flag nor by the config: the same code and words as every command's.
+    assert run(["restore", "-p", str(store), "-b", NO_BROKER]) == UsageError.exit_code
+    assert "no backup id: give --backup-id" in capsys.readouterr().err
 
 
 def test_unknown_backup_is_not_found(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,7 +92,7 @@ def test_bad_cli_values_are_reported_against_the_command_line(
     assert "kafka-backup: error: --time-window-start soon: expected epoch milliseconds" in (
         capsys.readouterr().err
     )
-    assert run(["restore", "--topic-mapping", "no-equals-sign"]) == UsageError.exit_code
+    assert run(["restore", "--topic-mapping", "no-equals-sign"]) == ConfigError.exit_code
 
 
 def test_config_file_and_flags_combine(

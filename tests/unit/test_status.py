@@ -13,7 +13,13 @@ import pytest
 from kbackup.backup.status import BackupStatus, PartitionStatus, backup_status, find_breaches, parse_iso
 from kbackup.cli.main import run
 from kbackup.core.durations import format_duration, parse_duration
-from kbackup.core.errors import KafkaUnreachableError, PreconditionError, RecoveryPointAlert, UsageError
+from kbackup.core.errors import (
+    ConfigError,
+    KafkaUnreachableError,
+    PreconditionError,
+    RecoveryPointAlert,
+    UsageError,
+)
 from kbackup.format.catalog import BackupCatalog
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord
@@ -192,9 +198,10 @@ def test_a_backup_older_than_max_age_exits_with_the_alert_code(
     assert alert.startswith("kafka-backup: alert: backup nightly: last increment 1 was committed ")
 
 
-def test_bad_limits_are_usage_errors(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["status", "-p", str(store), "--max-age", "soon"]) == UsageError.exit_code
-    assert "--max-age 'soon' is not a duration" in capsys.readouterr().err
+def test_bad_limits_are_refused(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A wrong value is exit 3 and a limit that needs what was not given exit 2 (docs/exit-codes.md).
+    assert run(["status", "-p", str(store), "--max-age", "soon"]) == ConfigError.exit_code
+    assert "--max-age soon: 'soon' is not a duration" in capsys.readouterr().err
     assert run(["status", "-p", str(store), "--max-lag", "10"]) == UsageError.exit_code
     assert "--max-lag reads the source" in capsys.readouterr().err
 

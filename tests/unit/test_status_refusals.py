@@ -159,7 +159,7 @@ def test_a_store_with_no_backup_exits_9(
     empty = tmp_path / "empty"
     empty.mkdir()
     assert_refused(capsys, empty, [], NotFoundError.exit_code, f"no backup in {empty}")
-    assert_refused(capsys, tmp_path / "absent", [], NotFoundError.exit_code, "no backup in")
+    assert_refused(capsys, tmp_path / "absent", [], NotFoundError.exit_code, "there is no folder")
     assert not (tmp_path / "absent").exists()  # status created nothing
 
     # Objects, but no backup: a stray file, and the segments of a run that died before its first
