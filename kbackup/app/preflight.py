@@ -87,7 +87,11 @@ def clusters_of(config: KBackupConfig, flag_cluster: KafkaConnection | None) -> 
 def flag_cluster_base(config: KBackupConfig) -> KafkaConnection | None:
     """The section whose security settings a ``--bootstrap-servers`` cluster is reached with: the
     source, else the target (like a Kafka tool's ``--command-config``)."""
-    return config.source or config.target
+    base = config.source or config.target
+    if base is None:
+        return None
+    # The connection only: a source section's topic selection is no part of reaching a cluster.
+    return KafkaConnection.model_validate(base.model_dump(include=set(KafkaConnection.model_fields)))
 
 
 def check_config(config: KBackupConfig, clusters: list[Cluster], *, offline: bool) -> list[PartResult]:
@@ -138,7 +142,8 @@ def _cluster(cluster: Cluster, *, offline: bool) -> PartResult:
         named.message = f"{cluster.role}: {error.message}"
         named.args = (named.message,)
         if error.hint is not None:
-            named.hint = error.hint.replace("bootstrap_servers", f"{cluster.role}.bootstrap_servers")
+            key = "--bootstrap-servers" if cluster.role == "cluster" else f"{cluster.role}.bootstrap_servers"
+            named.hint = error.hint.replace("bootstrap_servers", key)
         return PartResult(result.role, result.subject, error=named)
     return result
 

@@ -11,18 +11,28 @@ import typer
 
 from kbackup.app.overrides import with_bootstrap_servers
 from kbackup.app.preflight import PartResult, check_config, clusters_of, first_failure, flag_cluster_base
-from kbackup.cli.common import ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.common import (
+    BOOTSTRAP_FLAG,
+    ConfigOption,
+    JsonOption,
+    checked_bootstrap_servers,
+    json_mode,
+    load_config,
+    print_json,
+)
 from kbackup.core.config import KafkaConnection
 from kbackup.core.secrets import redact
 
 CheckBootstrapOption = Annotated[
     str | None,
     typer.Option(
-        "--bootstrap-servers",
+        BOOTSTRAP_FLAG,
+        "--bootstrap-server",
         "-b",
         metavar="HOST:PORT[,HOST:PORT...]",
         help="Check this cluster instead of the config's source and target (with the security "
         "settings of its source, else its target).",
+        callback=checked_bootstrap_servers,
     ),
 ]
 

@@ -141,7 +141,9 @@ def test_every_documented_config_passes_the_offline_check(
 # -- rules that used to fail late ------------------------------------------------------------------
 
 
-def check_offline(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], list[str]]:
+def check_offline(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[str], list[str]]:
     config = tmp_path / "c.yaml"
     config.write_text(text)
     code = run(["check", "--offline", "-c", str(config)])
@@ -162,7 +164,9 @@ def test_strategy_offset_without_an_offset_fails_when_the_file_is_read(
     ]
 
 
-def test_an_offset_another_strategy_ignores_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_offset_another_strategy_ignores_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = check_offline(tmp_path, "offset_reset:\n  strategy: latest\n  offset: 5\n", capsys)
     assert code == ConfigError.exit_code
     assert err[0].endswith("offset_reset: offset is read only with strategy: offset, and strategy is latest")
@@ -193,7 +197,8 @@ def test_an_offset_another_strategy_ignores_is_refused(tmp_path: Path, capsys: p
         ),
         (
             "mode: three-phase-restore\nrestore:\n  include_original_offset_header: false\n",
-            "restore  failed (exit 3): mode: three-phase-restore needs x-kafka-backup-* origin headers on the "
+            "restore  failed (exit 3): mode: three-phase-restore needs x-kafka-backup-* origin headers "
+            "on the "
             "restored records, but restore.include_original_offset_header is false",
         ),
         (
@@ -212,11 +217,13 @@ def test_an_offset_another_strategy_ignores_is_refused(tmp_path: Path, capsys: p
         ),
         (
             "storage:\n  backend: s3\n",
-            "storage  (storage section): failed (exit 3): storage.bucket: required when storage.backend is s3",
+            "storage  (storage section): failed (exit 3): "
+            "storage.bucket: required when storage.backend is s3",
         ),
         (
             "storage:\n  url: /x\n  encryption: {key_env: KBACKUP_TEST_NO_SUCH_VARIABLE}\n",
-            "storage  /x: failed (exit 18): the environment variable KBACKUP_TEST_NO_SUCH_VARIABLE is not set "
+            "storage  /x: failed (exit 18): "
+            "the environment variable KBACKUP_TEST_NO_SUCH_VARIABLE is not set "
             "(storage.encryption.key_env names it)",
         ),
     ],
@@ -248,7 +255,8 @@ def test_offline_reports_every_failing_part_and_exits_with_the_first(
 ) -> None:
     text = (
         "source:\n  bootstrap_servers: a:1\n  properties: {fetch.max.byte: 1}\n"
-        "target:\n  bootstrap_servers: b:1\n  security: {security_protocol: SSL, ssl_ca_location: no-ca.pem}\n"
+        "target:\n  bootstrap_servers: b:1\n"
+        "  security: {security_protocol: SSL, ssl_ca_location: no-ca.pem}\n"
         "storage:\n  url: /x\n  encryption: {key_file: no.key}\n"
         "engine: spark\nbackup:\n  continuous: true\n"
     )
@@ -260,8 +268,8 @@ def test_offline_reports_every_failing_part_and_exits_with_the_first(
         f"target   b:1: failed (exit 3): target.security.ssl_ca_location: {tmp_path}/no-ca.pem: no such file",
         "storage  /x: failed (exit 18): the key file no.key does not exist",  # relative to the current folder
         "spark    local[2]: settings valid (not reached: --offline)",
-        "backup   failed (exit 3): backup.continuous: true runs on the local engine only, and engine is spark "
-        "(engine: spark copies one increment per run)",
+        "backup   failed (exit 3): backup.continuous: true runs on the local engine only, "
+        "and engine is spark (engine: spark copies one increment per run)",
     ]
     assert err[0] == (
         "kafka-backup: error: source.properties.fetch.max.byte: librdkafka has no such property "
@@ -282,7 +290,7 @@ def listener() -> Iterator[socket.socket]:
 def test_offline_opens_no_connection(
     listener: socket.socket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    address = "127.0.0.1:%d" % listener.getsockname()[1]
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
     text = (
         f"source:\n  bootstrap_servers: {address}\ntarget:\n  bootstrap_servers: {address}\n"
         f"storage:\n  url: s3://bucket/prefix\n  endpoint_url: http://{address}\n"
@@ -302,7 +310,9 @@ def test_offline_opens_no_connection(
 
 def test_offline_json_lists_every_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "c.yaml"
-    config.write_text("source:\n  bootstrap_servers: a:1\noffset_reset:\n  source_offsets: live\n  groups: [g]\n")
+    config.write_text(
+        "source:\n  bootstrap_servers: a:1\noffset_reset:\n  source_offsets: live\n  groups: [g]\n"
+    )
     assert run(["check", "--offline", "-c", str(config), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is True
