@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -47,6 +47,9 @@ class PartResult:
     #: What was found when it passed.
     found: str = ""
     error: KBackupError | None = None
+    #: What was found, as ``--json`` gives it under the role (a cluster's id and counts, the
+    #: storage's objects): the fields ``check --json`` has always had.
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -56,6 +59,7 @@ class PartResult:
         result: dict[str, Any] = {"role": self.role, "subject": self.subject, "ok": self.ok}
         if self.error is None:
             result["found"] = self.found
+            result.update(self.facts)
         else:
             result["error"] = {
                 "kind": self.error.kind,
@@ -116,9 +120,11 @@ def first_failure(results: list[PartResult]) -> KBackupError | None:
 # -- the parts -------------------------------------------------------------------------------------
 
 
-def _attempt(role: str, subject: str, work: Callable[[], str]) -> PartResult:
+def _attempt(
+    role: str, subject: str, work: Callable[[], str], facts: dict[str, Any] | None = None
+) -> PartResult:
     try:
-        return PartResult(role, subject, found=work())
+        return PartResult(role, subject, found=work(), facts=facts if facts is not None else {})
     except KBackupError as error:
         return PartResult(role, subject, error=error)
 
@@ -132,9 +138,16 @@ def _cluster(cluster: Cluster, *, offline: bool) -> PartResult:
         if offline:
             return "settings valid (not reached: --offline)"
         info = open_admin(connection).metadata()
+        facts.update(
+            bootstrap_servers=connection.bootstrap_servers,
+            cluster_id=info.cluster_id,
+            brokers=len(info.brokers),
+            topics=len(info.topics),
+        )
         return f"cluster id {info.cluster_id}, {len(info.brokers)} broker(s), {len(info.topics)} topic(s)"
 
-    result = _attempt(cluster.role, ",".join(connection.bootstrap_servers), work)
+    facts: dict[str, Any] = {}
+    result = _attempt(cluster.role, ",".join(connection.bootstrap_servers), work, facts)
     error = result.error
     if error is not None and not error.message.startswith(f"{cluster.role}."):
         # A broker's answer names the servers, not which cluster of the config they are.
@@ -163,15 +176,19 @@ def _storage(config: KBackupConfig, *, offline: bool) -> PartResult:
                 open_key(encryption, settings)
             return "settings valid (not reached: --offline)"
         storage = open_storage(settings, check_timeout_secs=CHECK_TIMEOUT_SECS)
-        if not storage.location_exists():
+        exists = storage.location_exists()
+        objects = sum(1 for _ in storage.list("")) if exists else 0
+        facts.update(url=storage.url, exists=exists, objects=objects)
+        if not exists:
             return "no such folder yet (a backup creates it), 0 object(s)"
-        return f"reachable, {sum(1 for _ in storage.list(''))} object(s)"
+        return f"reachable, {objects} object(s)"
 
     try:
         subject = settings.resolved_url()
     except KBackupError as error:
         return PartResult("storage", "(storage section)", error=error)
-    return _attempt("storage", subject, work)
+    facts: dict[str, Any] = {}
+    return _attempt("storage", subject, work, facts)
 
 
 def spark_in_use(config: KBackupConfig) -> bool:

@@ -71,7 +71,10 @@ def check(
     results = check_config(cfg, clusters_of(cfg, flag_cluster), offline=offline)
     failure = first_failure(results)
     if as_json:
-        print_json({"ok": failure is None, "offline": offline, "parts": [item.to_dict() for item in results]})
+        parts = [item.to_dict() for item in results]
+        # Each cluster and the storage also under its role, as check --json has always given them.
+        by_role = {part["role"]: part for part in parts if part["subject"] != "rule"}
+        print_json({**by_role, "ok": failure is None, "offline": offline, "parts": parts})
         if failure is not None:
             raise typer.Exit(failure.exit_code)
         return
