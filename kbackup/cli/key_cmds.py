@@ -18,7 +18,7 @@ from kbackup.cli.common import (
     print_json,
 )
 from kbackup.core.config import encryption_from_spec
-from kbackup.core.errors import PreconditionError
+from kbackup.core.errors import NotFoundError, PreconditionError
 from kbackup.core.files import check_writable, write_file
 from kbackup.storage import open_key, open_storage
 from kbackup.storage.keys import LocalKey, decode_key, new_key_text
@@ -158,6 +158,7 @@ def parquet_key(
       kafka-backup parquet-key -c backup.yaml --output nightly-spark.properties
     """
     from kbackup.app.overrides import backup_id_of
+    from kbackup.format.catalog import BackupCatalog
     from kbackup.format.encryption import spark_properties, unlock
 
     cfg = with_encryption_key(load_config(config), encryption_key)
@@ -165,6 +166,12 @@ def parquet_key(
     # Before the key is unlocked (a KMS call): a file that cannot be written is refused first.
     check_writable(output, "parquet-key --output", never_overwrite=PARQUET_KEY_REFUSAL)
     storage = existing_store(open_storage(storage_settings(cfg, path)))
+    if chosen not in BackupCatalog(storage).stored_ids():
+        # Else it would pass for a backup that is not encrypted (no keyring either).
+        raise NotFoundError(
+            f"no backup {chosen!r} in {storage.url}",
+            hint="'kafka-backup list --path URL' shows the backups there",
+        )
     keys = unlock(storage, chosen)
     if keys is None:
         raise PreconditionError(

@@ -31,14 +31,17 @@ class KBackupError(Exception):
 
 
 class UsageError(KBackupError):
-    """Command-line arguments that do not fit together."""
+    """The command was called wrong: options that do not fit together, or an input it needs given
+    neither by an option nor by the config file. A wrong value is a ``ConfigError``, wherever it was
+    written (docs/exit-codes.md, "One code per kind of mistake")."""
 
     exit_code = 2
     kind = "usage"
 
 
 class ConfigError(KBackupError):
-    """A config file or setting that is missing, malformed or of the wrong type."""
+    """A value that is wrong: a config file or setting that is missing, malformed or of the wrong
+    type, or an option's value (named as typed)."""
 
     exit_code = 3
     kind = "config"
@@ -177,11 +180,15 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     1: ("internal", "An unexpected error (a bug): run again with --debug for the traceback and report it."),
     UsageError.exit_code: (
         UsageError.kind,
-        "Wrong command-line usage: an unknown option, a missing argument.",
+        "The command was called wrong: an unknown command or option, an option without its value, a "
+        "missing required option, options that cannot go together, or an input the command needs that "
+        "neither an option nor the config file gives (a backup id, a cluster).",
     ),
     ConfigError.exit_code: (
         ConfigError.kind,
-        "A config file or key is invalid; the message names file and key. Also a file named on the "
+        "A value is wrong, wherever it was written: a config file or key (the message names file and "
+        "key), or an option's value (the message names the option as typed). A config file that is "
+        "missing or cannot be read is 3 as well. Also a file named on the "
         "command line that cannot be written (an --output in a folder that does not exist, through a "
         "regular file, without permission, on a full disk): the message names the file and the reason, "
         "and a plan's --output is checked before the planning starts. And a metrics setting this "
@@ -203,7 +210,10 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "status over several backups shows and checks the readable ones first, names each unreadable "
         "one in a line, and exits 8 when no alert fires (docs/status.md).",
     ),
-    NotFoundError.exit_code: (NotFoundError.kind, "A backup id, topic, group or snapshot does not exist."),
+    NotFoundError.exit_code: (
+        NotFoundError.kind,
+        "A backup id, topic, group or snapshot does not exist, or the storage folder itself does not.",
+    ),
     PreconditionError.exit_code: (
         PreconditionError.kind,
         "The cluster or storage is not in the needed state (active group, stale plan, id conflict).",

@@ -18,7 +18,7 @@ import pytest
 
 from kbackup.cli import reset_cmds
 from kbackup.cli.main import run
-from kbackup.core.errors import ConfigError, PreconditionError
+from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
 from kbackup.format.reset_plan import (
     GroupReset,
     PartitionOffsets,
@@ -97,13 +97,13 @@ def test_keygen_to_a_file_that_cannot_be_written(
 def test_parquet_key_refuses_its_output_before_it_opens_the_backup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The store holds no encrypted backup: reaching it is refused otherwise (exit 10), so exit 3
+    """The store holds no backup nightly: reaching it is refused otherwise (exit 9), so exit 3
     proves that the output was checked first."""
     store = tmp_path / "store"
     store.mkdir()
     args = ["parquet-key", "-p", str(store), "--backup-id", "nightly"]
     code, _out, err = cli(capsys, *args, "--output", str(tmp_path / "spark.properties"))
-    assert code == PreconditionError.exit_code, err  # the control: the store is what fails
+    assert code == NotFoundError.exit_code, err  # the control: the store is what fails
     for output, reason in bad_outputs(tmp_path):
         if output == tmp_path:
             continue
