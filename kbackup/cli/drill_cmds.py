@@ -103,8 +103,8 @@ def three_phase_restore(
         state_dir=str(state_dir) if state_dir is not None else None,
         accept_gap=accept_gap,
     )
-    check_store_exists(cfg.storage)
     if dry_run:
+        check_store_exists(cfg.storage)
         preview = three_phase_dry_run(cfg)
         if as_json:
             print_json(preview.to_dict())
@@ -120,6 +120,8 @@ def three_phase_restore(
         stop_on_signals("stopping at the next safe point; run again to continue") as stop,
         Progress() as progress,
     ):
+        # Once the metrics settings are taken (a wrong one is named first), before any work.
+        check_store_exists(cfg.storage)
         summary = run_three_phase(cfg, progress=progress, stop=stop, metrics=metrics)
         metrics.phase("done")
     if as_json:

@@ -195,8 +195,8 @@ def restore(
         flags=flags,
     )
     backup_id_of(cfg, backup_id)  # in the words and with the exit code of every command that needs one
-    check_store_exists(inputs.storage)
     if dry_run:
+        check_store_exists(inputs.storage)
         job = service.prepare(
             backup_id=inputs.backup_id, storage=inputs.storage, target=inputs.target, settings=inputs.settings
         )
@@ -216,6 +216,8 @@ def restore(
         exported(metrics, observed),
         stop_on_signals("committing what was produced, then stopping") as stop,
     ):
+        # Once the metrics settings are taken (a wrong one is named first), before any work.
+        check_store_exists(inputs.storage)
         metrics.phase("restore")
         job = service.prepare(
             backup_id=inputs.backup_id,

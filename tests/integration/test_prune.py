@@ -248,7 +248,11 @@ def test_bad_input_fails_with_one_line_and_removes_nothing(
     before = sorted(info.key for info in storage.list(""))
     path = str(tmp_path / "store")
     cases = [
-        (["--backup-id", "b", "--older-than", "3 fortnights"], ConfigError.exit_code, "older_than"),
+        (
+            ["--backup-id", "b", "--older-than", "3 fortnights"],
+            ConfigError.exit_code,
+            "--older-than 3 fortnights",
+        ),
         (
             ["--backup-id", "b", "--older-than", "1d", "--before", "2024-01-01"],
             ConfigError.exit_code,
