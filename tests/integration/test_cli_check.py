@@ -95,12 +95,16 @@ def test_a_reachable_source_does_not_hide_an_unreachable_target(
 def test_a_bootstrap_server_without_a_port_is_one_line_naming_the_flag(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``check -b localhost`` used to end in pydantic's traceback summary and exit 1."""
+    """``check -b localhost`` used to end in pydantic's traceback summary and exit 1; the line says
+    what -b means here (OSO kafka-backup's -b is a backup id), and neither command has --backup-id
+    to point to."""
     code = run([*command, "-b", "localhost"])
     captured = capsys.readouterr()
     assert code == ConfigError.exit_code
     assert captured.err.splitlines() == [
-        "kafka-backup: error: --bootstrap-servers: bootstrap_servers: expected host:port, got 'localhost'"
+        "kafka-backup: error: --bootstrap-servers 'localhost': expected host:port; -b here is the cluster's "
+        "bootstrap servers (Kafka's --bootstrap-server), not a backup id as in OSO kafka-backup",
+        "kafka-backup: next step: give host:port, e.g. kafka:9092",
     ]
     assert captured.out == ""
 

@@ -87,6 +87,7 @@ BOOTSTRAP_COMMANDS: list[tuple[tuple[str, ...], tuple[str, ...], bool]] = [
     (("offset-reset", "execute"), ("--plan", "plan.json"), False),
     (("offset-rollback",), (), False),
     (("three-phase-restore",), (), True),
+    (("check",), (), False),
 ]
 #: Commands that read backups from a storage location, with what they need to get to it.
 STORE_COMMANDS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
