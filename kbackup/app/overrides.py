@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
@@ -100,6 +101,11 @@ def _storage_at(storage: StorageSettings, path: str) -> StorageSettings:
         named_by_query = {}  # refused below, by the same check, with the flag named
     for name in named_by_query:
         data.pop(name, None)
+    if urlparse(path).scheme != "s3":
+        # A folder given for a file written for S3 (list -c prod.yaml -p ./copy): the S3 settings
+        # are the file's bucket's, not the folder's; kept, the folder would be refused for them.
+        for name in storage.s3_only_keys():
+            data.pop(name, None)
     data["url"] = path
     return validate_config(data, StorageSettings, "--path", flags={"url": "--path"})
 

@@ -127,6 +127,9 @@ class KafkaConnection(StrictModel):
             host, _, port = server.rpartition(":")
             if not host or not port.isdigit():
                 raise ValueError(f"expected host:port, got {server!r}")
+            if not 1 <= int(port) <= 65535:
+                # Else a command waits its connect timeout on a broker that cannot exist.
+                raise ValueError(f"{server!r}: port {int(port)} is not between 1 and 65535")
         return servers
 
     @field_validator("properties", mode="before")
@@ -241,7 +244,9 @@ class StorageSettings(StrictModel):
 
     ``url`` picks the backend (``/path``, ``file:///path`` or ``s3://bucket/prefix``).
     The seed tool's ``backend`` + ``path`` / ``bucket`` + ``prefix`` keys are
-    accepted as well and turned into a URL.
+    accepted as well and turned into a URL, but not beside ``url``. The S3 keys
+    (``bucket``, ``prefix``, ``sse``, ``sse_kms_key_id``; ``endpoint_url``, ``region`` and the
+    credentials unless ``encryption.kms_key_id`` reads them) are refused on a folder.
     """
 
     url: str | None = Field(
@@ -353,9 +358,7 @@ class StorageSettings(StrictModel):
         """The storage URL, built from ``backend``/``path``/``bucket``/``prefix`` when ``url`` is not set."""
         if self.url:
             return self.url
-        if self.backend == "s3" or (self.backend is None and self.bucket):
-            if not self.bucket:
-                raise ConfigError("storage.bucket: required when storage.backend is s3")
+        if self.bucket:  # a bucket is S3's (backend s3 has one, backend filesystem none: _one_location)
             prefix = (self.prefix or "").strip("/")
             return f"s3://{self.bucket}/{prefix}" if prefix else f"s3://{self.bucket}"
         return self.path or DEFAULT_STORAGE_PATH
@@ -445,6 +448,53 @@ class StorageSettings(StrictModel):
         self.url = urlunparse(parsed._replace(query=""))
         return self
 
+    @model_validator(mode="after")
+    def _one_location(self) -> StorageSettings:
+        # Keys that say where backups are, or that only an S3 store reads, are refused where they
+        # would be ignored: url beside the seed tool's keys, a bucket-less s3 backend, S3 settings
+        # on a folder. Each was dropped silently before, and backups went somewhere else.
+        given = [name for name in _SEED_LOCATION_KEYS if getattr(self, name) is not None]
+        if self.url is not None and given:
+            raise ValueError(
+                f"{_and(['url', *given])} each say where backups are: keep url alone, or remove it "
+                f"and keep {_and(given)}"
+            )
+        if self.backend == "s3" and not self.bucket:
+            raise ValueError(
+                "backend s3 needs a bucket: set bucket (and prefix), or write url: s3://bucket/prefix"
+            )
+        if self.backend == "s3" and self.path is not None:
+            raise ValueError(
+                "path is the folder of backend filesystem; an s3 backend takes bucket and prefix"
+            )
+        folder = self.explicit_folder()
+        if folder is not None:
+            unread = [name for name in self.s3_only_keys() if getattr(self, name) is not None]
+            if unread:
+                one = len(unread) == 1
+                raise ValueError(
+                    f"{_and(unread)} {'is' if one else 'are'} for an S3 store, and {folder} is a folder: "
+                    f"remove {'it' if one else 'them'}, or write url: s3://bucket/prefix"
+                )
+        return self
+
+    def explicit_folder(self) -> str | None:
+        """How the file says the store is a folder (``url /data``, ``backend filesystem``), if it does."""
+        if self.url is not None:
+            return None if urlparse(self.url).scheme == "s3" else f"url {printable_url(self.url)}"
+        if self.backend == "filesystem":
+            return "backend filesystem"
+        if self.backend is None and self.bucket is None and self.path is not None:
+            return f"path {self.path}"
+        return None
+
+    def s3_only_keys(self) -> tuple[str, ...]:
+        """The keys only an S3 store reads; a KMS key-encryption key reads the endpoint, region and
+        credentials too (``storage.encryption.kms_key_id``), so they are not S3's alone then."""
+        if self.encryption is not None and self.encryption.kms_key_id:
+            return _S3_STORE_KEYS
+        return _S3_STORE_KEYS + _S3_AND_KMS_KEYS
+
 
 #: The embedded default: a folder beside the config file, or beside where the command runs without one.
 DEFAULT_STORAGE_PATH = "./kafka-backups"
@@ -460,6 +510,18 @@ _BUCKET_NAME = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 _BUCKET_CHARACTERS = (
     "letters, digits, '.', '-' and '_'; an endpoint's host and port go in storage.endpoint_url"
 )
+
+#: The seed tool's keys of where backups are, which ``url`` replaces.
+_SEED_LOCATION_KEYS = ("backend", "path", "bucket", "prefix")
+#: Storage keys only the S3 store reads.
+_S3_STORE_KEYS = ("bucket", "prefix", "sse", "sse_kms_key_id")
+#: Storage keys the S3 store reads, and a KMS key-encryption key as well.
+_S3_AND_KMS_KEYS = ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token")
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
 
 #: The query parameters an S3 storage URL may carry, and the storage key each one sets.
 _URL_QUERY_KEYS = {"region": "region", "endpoint": "endpoint_url", "endpoint_url": "endpoint_url"}

@@ -216,11 +216,6 @@ def test_an_offset_another_strategy_ignores_is_refused(
             "spark    local[2]: failed (exit 3): mapping.spark_jars: {tmp}/missing.jar: no such file",
         ),
         (
-            "storage:\n  backend: s3\n",
-            "storage  (storage section): failed (exit 3): "
-            "storage.bucket: required when storage.backend is s3",
-        ),
-        (
             "storage:\n  url: /x\n  encryption: {key_env: KBACKUP_TEST_NO_SUCH_VARIABLE}\n",
             "storage  /x: failed (exit 18): "
             "the environment variable KBACKUP_TEST_NO_SUCH_VARIABLE is not set "
@@ -236,7 +231,6 @@ def test_an_offset_another_strategy_ignores_is_refused(
         "drill-without-target",
         "spark-jaas",
         "spark-jar",
-        "s3-without-bucket",
         "key-variable-unset",
     ],
 )
