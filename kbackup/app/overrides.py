@@ -30,7 +30,7 @@ from kbackup.core.config import (
     url_query_settings,
     validate_config,
 )
-from kbackup.core.errors import UsageError
+from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.metrics import MetricsSettings
 from kbackup.core.spark import SparkEngine, engine_master
 from kbackup.mapping.settings import MappingSettings
@@ -41,6 +41,10 @@ Connection = TypeVar("Connection", bound=KafkaConnection)
 Settings = TypeVar("Settings", bound=BaseModel)
 
 BOOTSTRAP_FLAG = "--bootstrap-servers"
+#: A cluster given neither by an option nor by the config file: the command was called wrong (exit 2).
+NO_TARGET_CLUSTER = "no target cluster: give --bootstrap-servers or set a target section in the config file"
+NO_SOURCE_CLUSTER = "no source cluster: give --bootstrap-servers or set a source section in the config file"
+NO_BACKUP_ID = "no backup id: give --backup-id or set backup_id in the config file"
 
 
 def _over(
@@ -75,7 +79,7 @@ def target_connection(config: KBackupConfig, bootstrap_servers: str | None) -> K
     """The cluster groups move on: the config's ``target`` with ``--bootstrap-servers`` over it."""
     connection = with_bootstrap_servers(config.target, bootstrap_servers, KafkaConnection)
     if connection is None:
-        raise UsageError("give --bootstrap-servers (or a config file with a 'target' section)")
+        raise UsageError(NO_TARGET_CLUSTER)
     return connection
 
 
@@ -113,7 +117,7 @@ def _storage_at(storage: StorageSettings, path: str) -> StorageSettings:
 def backup_id_of(config: KBackupConfig, backup_id: str | None) -> str:
     chosen = backup_id or config.backup_id
     if not chosen:
-        raise UsageError("no backup id: give --backup-id or set backup_id in the config file")
+        raise UsageError(NO_BACKUP_ID)
     return chosen
 
 
@@ -131,7 +135,7 @@ def backup_job(
     """What one ``backup`` run needs: the file's source, storage and backup sections, flags over them."""
     source = with_bootstrap_servers(config.source, bootstrap_servers, SourceSettings)
     if source is None:
-        raise UsageError("no source cluster: give --bootstrap-servers or a config file with a source section")
+        raise UsageError(NO_SOURCE_CLUSTER)
     topics: dict[str, Any] = {}
     if include:
         topics["include"] = include
@@ -298,7 +302,7 @@ def mapping_inputs(
     ``target`` and ``mapping`` sections; the origin cluster from the flag, else the config."""
     connection = with_bootstrap_servers(config.target, bootstrap_servers, KafkaConnection)
     if connection is None:
-        raise UsageError("give the target cluster: --bootstrap-servers, or a config with a target section")
+        raise UsageError(NO_TARGET_CLUSTER)
     if connect_timeout_secs is not None:
         connection = _over(
             connection,
@@ -337,7 +341,7 @@ def with_engine(config: KBackupConfig, engine: str | None, spark_master: str | N
     updates: dict[str, Any] = {}
     if engine is not None:
         if engine not in ("local", "spark"):
-            raise UsageError(f"--engine {engine}: choose local or spark")
+            raise ConfigError(f"--engine {engine}: choose local or spark")
         updates["engine"] = engine
     if spark_master:
         updates["mapping"] = _over(

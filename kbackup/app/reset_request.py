@@ -13,7 +13,7 @@ from pathlib import Path
 from kbackup.app.config import KBackupConfig
 from kbackup.app.three_phase_run import mapping_files_of_backup, run_files
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import ConfigError
+from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.kafka import open_admin
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
@@ -27,7 +27,11 @@ from kbackup.storage import Storage, open_storage
 
 def load_backup(config: KBackupConfig) -> tuple[Storage, Backup]:
     if not config.backup_id:
-        raise ConfigError("backup_id is required to read the groups' offsets from a backup")
+        # Given nowhere (offset-reset-bulk has no --backup-id): the command was called wrong.
+        raise UsageError(
+            "no backup id: set backup_id in the config file (the groups' offsets are read from that backup)",
+            hint="set backup_id, or read the offsets from the live source: offset_reset.source_offsets: live",
+        )
     storage = open_storage(config.storage)
     return storage, BackupCatalog(storage).load(config.backup_id)
 
@@ -171,5 +175,7 @@ def plan_reset(
 
 def require_target(config: KBackupConfig) -> KafkaConnection:
     if config.target is None:
-        raise ConfigError("a 'target' section (the cluster the groups move to) is required")
+        raise UsageError(
+            "no target cluster: set a target section in the config file (the cluster the groups move to)"
+        )
     return config.target

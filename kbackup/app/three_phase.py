@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.app.config import KBackupConfig
-from kbackup.app.overrides import spark_engine
+from kbackup.app.overrides import NO_BACKUP_ID, NO_TARGET_CLUSTER, spark_engine
 from kbackup.app.position_check import check_positions
 from kbackup.app.reset_request import plan_reset, restored_source_topics, source_offsets_for
 from kbackup.app.three_phase_run import RunFiles, run_files
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import ConfigError
+from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.faults import crash_point
 from kbackup.core.kafka import open_admin
 from kbackup.core.metrics import RestoreMetrics
@@ -111,19 +111,17 @@ def require_origin_headers(
 
 
 def checked_backup_id(config: KBackupConfig) -> str:
-    """The backup a three-phase restore restores; a ConfigError when none is named."""
+    """The backup a three-phase restore restores; a UsageError when none is named."""
     if not config.backup_id:
-        raise ConfigError("three-phase-restore needs backup_id (in the config file, or --backup-id)")
+        raise UsageError(NO_BACKUP_ID)
     return config.backup_id
 
 
 def checked_inputs(config: KBackupConfig) -> tuple[KBackupConfig, KafkaConnection, str]:
-    """The config with origin headers on, its target and backup id; a ConfigError, before anything is
-    read or written, for a missing one or a restore without origin headers."""
+    """The config with origin headers on, its target and backup id, before anything is read or
+    written: a UsageError for one given nowhere, a ConfigError for a restore without origin headers."""
     if config.target is None:
-        raise ConfigError(
-            "three-phase-restore needs the target cluster: a 'target' section, or --bootstrap-servers"
-        )
+        raise UsageError(NO_TARGET_CLUSTER)
     target, backup_id = config.target, checked_backup_id(config)
     config = require_origin_headers(config, "three-phase-restore", lambda: job_backup(config).offset_headers)
     return config, target, backup_id

@@ -13,7 +13,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from kbackup.core.errors import UsageError
+from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import redact
 
 LOGGER_NAME = "kbackup"
@@ -81,7 +81,7 @@ def configure_logging(verbosity: int = 0, debug: bool = False, log_format: str =
     client retrying a broker logs every attempt.
     """
     if log_format not in LOG_FORMATS:
-        raise UsageError(f"--log-format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
+        raise ConfigError(f"--log-format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
     level = logging.DEBUG if debug or verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
     root = logging.getLogger(LOGGER_NAME)
     for handler in list(root.handlers):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.core.config import KafkaConnection, StorageSettings
-from kbackup.core.errors import ConfigError
+from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.kafka import KafkaClients, check_client_properties
 from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
@@ -56,8 +56,8 @@ def prepare(
     hears how the requests to the storage and the target go."""
     backup_id = required_backup_id(backup_id)
     if target is None:
-        raise ConfigError(
-            "target: required: the cluster to restore into (a target section, or --bootstrap-servers)"
+        raise UsageError(
+            "no target cluster: give --bootstrap-servers or set a target section in the config file"
         )
     opened = open_storage(storage)
     opened.observer = metrics
@@ -81,9 +81,9 @@ def prepare(
 
 
 def required_backup_id(backup_id: str | None) -> str:
-    """The backup to restore, checked; a ConfigError when none is named."""
+    """The backup to restore, checked; a UsageError when none is named (the command was called wrong)."""
     if not backup_id:
-        raise ConfigError("backup_id: required (in the config file, or --backup-id)")
+        raise UsageError("no backup id: give --backup-id or set backup_id in the config file")
     check_backup_id(backup_id)
     return backup_id
 

@@ -103,6 +103,8 @@ STORE_COMMANDS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
     (("offset-reset", "plan"), ("--backup-id", "nightly", "-b", NO_BROKER)),
 ]
 NO_BACKUP_ID = "no backup id: give --backup-id or set backup_id in the config file"
+NO_TARGET = "no target cluster: give --bootstrap-servers or set a target section in the config file"
+NO_SOURCE = "no source cluster: give --bootstrap-servers or set a source section in the config file"
 
 
 def cases() -> list[Case]:
@@ -148,6 +150,36 @@ def cases() -> list[Case]:
             (("three-phase-restore",), ("-b", NO_BROKER, "-p", STORE)),
             (("offset-reset", "plan"), ("-b", NO_BROKER, "-p", STORE)),
         ]
+    ]
+    found += [
+        Case("no-backup-id", command, ("-c", "no-backup-id.yaml", *needs), NO_BACKUP_ID)
+        for command, needs in [(("restore",), ()), (("three-phase-restore",), ())]
+    ]
+    found += [
+        Case(
+            "no-backup-id",
+            ("offset-reset-bulk",),
+            ("-c", "no-backup-id.yaml", "--groups-file", "groups.txt"),
+            "no backup id: set backup_id in the config file (the groups' offsets are read from that backup)",
+        )
+    ]
+    found += [
+        Case("no-cluster", command, ("-c", "no-cluster.yaml", *needs), NO_TARGET)
+        for command, needs in [
+            (("restore",), ()),
+            (("three-phase-restore",), ()),
+            (("offset-reset", "plan"), ()),
+            (("show-offset-mapping",), ("--source-cluster-id", "prod", "-t", "orders")),
+        ]
+    ]
+    found += [
+        Case("no-cluster", ("backup",), ("-c", "no-cluster.yaml"), NO_SOURCE),
+        Case(
+            "no-cluster",
+            ("offset-reset-bulk",),
+            ("-c", "no-cluster.yaml", "--groups-file", "groups.txt"),
+            "no target cluster: set a target section in the config file (the cluster the groups move to)",
+        ),
     ]
     found += [
         Case("not-a-number", command, args, f"Invalid value for '{option}'")
@@ -283,6 +315,11 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / STORE).mkdir()
     (tmp_path / "groups.txt").write_text("g\n")
     (tmp_path / "dr.yaml").write_text("backup_id: nightly\n")
+    # A config that names everything but the backup, and one that names everything but the clusters.
+    (tmp_path / "no-backup-id.yaml").write_text(
+        f"target:\n  bootstrap_servers: {NO_BROKER}\nstorage:\n  url: {STORE}\n"
+    )
+    (tmp_path / "no-cluster.yaml").write_text(f"backup_id: nightly\nstorage:\n  url: {STORE}\n")
     return tmp_path
 
 
@@ -436,3 +473,45 @@ def test_prune_that_removes_every_backup_it_read_says_the_unread_ones_stay(
         f"kafka-backup: error: the policy would remove every backup it read in {root} (1; 1 not read "
         "stay); give --force to allow it"
     )
+
+
+# The same kinds where no command line reaches them first: a library call gets the same class.
+
+
+def test_an_engine_put_over_a_config_is_a_wrong_value() -> None:
+    from kbackup.app.config import KBackupConfig
+    from kbackup.app.overrides import with_engine
+    from kbackup.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--engine fast: choose local or spark$"):
+        with_engine(KBackupConfig(), "fast", None)
+
+
+def test_a_log_format_other_than_text_or_json_is_a_wrong_value() -> None:
+    from kbackup.core.errors import ConfigError
+    from kbackup.core.logs import configure_logging
+
+    with pytest.raises(ConfigError, match=r"^--log-format 'xml': expected one of text, json$"):
+        configure_logging(log_format="xml")
+
+
+def test_a_restore_without_a_backup_id_is_called_wrong(tmp_path: Path) -> None:
+    from kbackup.core.config import KafkaConnection, StorageSettings
+    from kbackup.core.errors import UsageError
+    from kbackup.restore import service
+    from kbackup.restore.settings import RestoreSettings
+
+    with pytest.raises(UsageError, match=f"^{NO_BACKUP_ID}$"):
+        service.prepare(
+            backup_id=None,
+            storage=StorageSettings(url=str(tmp_path)),
+            target=KafkaConnection(bootstrap_servers=[NO_BROKER]),
+            settings=RestoreSettings(),
+        )
+    with pytest.raises(UsageError, match=f"^{NO_TARGET}$"):
+        service.prepare(
+            backup_id="nightly",
+            storage=StorageSettings(url=str(tmp_path)),
+            target=None,
+            settings=RestoreSettings(),
+        )
