@@ -88,9 +88,11 @@ def storage_settings(config: KBackupConfig, path: str | None, *, run: bool = Fal
 
     A query in ``--path`` (``?region=R&endpoint=URL``) replaces the keys it names too. Without
     ``run`` the settings are for a command a person waits on (``list``, ``describe``, ``status``,
-    ``validate``, ``prune``, the key commands): a store that refuses connections fails it in
+    ``validate``, a plan of ``prune`` or ``rekey``): a store that refuses connections fails it in
     seconds, unless the file sets ``storage.max_attempts`` or ``storage.retry_timeout_secs``.
-    ``run`` (backup, restore, three-phase restore): the file's patience, to ride out a restart.
+    ``run`` (backup, restore, three-phase restore, and what works unattended for minutes:
+    ``prune --execute``, ``rekey --execute``, ``validate --deep``): the file's patience, to ride
+    out a restart.
     """
     settings = config.storage if path is None else _storage_at(config.storage, path)
     return settings if run else settings.for_interactive_command()

@@ -344,7 +344,8 @@ def validate(
     json_mode(as_json)
     cfg = with_encryption_key(load_config(config), encryption_key)
     chosen = backup_id_of(cfg, backup_id)
-    storage = existing_store(open_storage(storage_settings(cfg, path)))
+    # --deep re-reads every segment, minutes unattended: a run's patience, not a glance's.
+    storage = existing_store(open_storage(storage_settings(cfg, path, run=deep)))
     report = validate_backup(storage, chosen, deep=deep)
     if as_json:
         print_json(report.to_dict())

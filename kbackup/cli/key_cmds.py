@@ -92,7 +92,8 @@ def rekey(
 
     json_mode(as_json)
     cfg = with_encryption_key(load_config(config), encryption_key)
-    settings = storage_settings(cfg, path)
+    # --execute writes keyrings backup after backup: it rides out a store's restart as a run does.
+    settings = storage_settings(cfg, path, run=execute)
     storage = existing_store(open_storage(settings))
     new_key = open_key(encryption_from_spec(new_encryption_key, "--new-encryption-key"), settings)
     plan = plan_rekey(storage, new_key, backup_id or None)

@@ -157,7 +157,9 @@ def prune(
         raise UsageError(
             "no backup id: give --backup-id or set backup_id in the config file (or --all for every backup)"
         )
-    storage = existing_store(open_storage(storage_settings(cfg, path)))
+    # --execute deletes, most often from cron with no one watching: a run's patience, so a store
+    # restarting midway does not stop it between its generation commit and its deletes.
+    storage = existing_store(open_storage(storage_settings(cfg, path, run=execute)))
 
     from kbackup.prune.execute import execute_prune
     from kbackup.prune.plan import plan_prune

@@ -303,8 +303,9 @@ class StorageSettings(StrictModel):
         le=50,
         description=(
             "Attempts per S3 request inside botocore (its standard retry mode), with exponential backoff. "
-            "Unset: 8 for backup, restore and three-phase-restore, 3 for the commands run by hand "
-            "(`list`, `describe`, `status`, `validate`, `prune`, the key commands)."
+            "Unset: 8 for backup, restore, three-phase-restore, `prune --execute`, `rekey --execute` and "
+            "`validate --deep`, 3 for the commands run by hand (`list`, `describe`, `status`, `validate`, "
+            "a plan of `prune` or `rekey`, `parquet-key`)."
         ),
     )
     # botocore's own retries for a connection error span a few seconds at most; this outer
@@ -315,9 +316,9 @@ class StorageSettings(StrictModel):
         le=3600,
         description=(
             "How long a failing S3 request (connection refused or reset, 5xx, throttling) is tried "
-            "again before the run fails with a storage error; 0 turns it off. Unset: 120 for backup, "
-            "restore and three-phase-restore, 3 for the commands run by hand, so a store that refuses "
-            "connections fails `list` or `status` in seconds."
+            "again before the run fails with a storage error; 0 turns it off. Unset: 120 for the "
+            "commands that run unattended (as for max_attempts), 3 for the commands run by hand, so a "
+            "store that refuses connections fails `list` or `status` in seconds."
         ),
     )
 
