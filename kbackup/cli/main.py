@@ -141,7 +141,9 @@ def run(argv: list[str] | None = None) -> int:
         return InterruptedByUser.exit_code
     except KBackupError as exc:
         if debug:
-            traceback.print_exc()
+            # The error's message ends the traceback; a secret a lower layer put there is masked here
+            # as in the one line report_error prints.
+            print(redact(traceback.format_exc()), file=sys.stderr, end="")
         report_error(exc, as_json=as_json)
         return exc.exit_code
     except Exception as exc:
