@@ -18,7 +18,13 @@ from typing import Literal
 from kbackup import __version__
 from kbackup.app.config import KBackupConfig
 from kbackup.app.drill_proof import Verification, verify_positions
-from kbackup.app.drill_report import ClusterInfo, DrillReport, config_digest, write_report
+from kbackup.app.drill_report import (
+    ClusterInfo,
+    DrillReport,
+    check_report_writable,
+    config_digest,
+    write_report,
+)
 from kbackup.app.overrides import spark_engine
 from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.app.three_phase import (
@@ -104,6 +110,7 @@ def run_drill(
     config = require_origin_headers(config, "drill", lambda: backed_up_with_headers)
     if config.source is None or config.target is None:
         raise ConfigError("a drill needs 'source' and 'target' sections")
+    check_report_writable(report_path)  # not lost after the drill's minutes
     from kbackup.backup.runner import BackupJob, run_backup
 
     backup_id = config.backup_id or backup_id or drill_backup_id(config)
@@ -229,6 +236,7 @@ def run_local_drill(
     from kbackup.app.drill_data import fill_source
     from kbackup.sandbox.kafka import local_clusters
 
+    check_report_writable(report_path)  # before two clusters are started and filled
     with (
         tempfile.TemporaryDirectory(prefix="kbackup-drill-") as scratch,
         local_clusters(["source", "target"], Path(scratch) / "clusters") as (source, target),

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from kbackup import __version__
+from kbackup.core.files import cannot_write, check_writable, write_file
 
 #: The version of the JSON report's layout (docs/runbook.md, "The drill report").
 REPORT_VERSION = 1
@@ -275,10 +276,33 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+#: How the report's errors name it: `drill --report`, or the config's `drill.report_path`.
+REPORT_OUTPUT = "drill report (--report, drill.report_path)"
+
+
+def _report_folder(path: Path) -> None:
+    """The report's folder, made as the report has always made it (``reports/drill.json``); one
+    that cannot be made (a path through a file, no permission) is the user's to fix."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if path.parent.exists() and not path.parent.is_dir():
+            exc = NotADirectoryError(exc.errno, exc.strerror)  # named as the file in the way
+        raise cannot_write(path, REPORT_OUTPUT, exc) from None
+
+
+def check_report_writable(path: Path) -> None:
+    """Refuse now a report that :func:`write_report` could not write after the drill's minutes:
+    the JSON file and the HTML beside it."""
+    _report_folder(path)
+    check_writable(path, REPORT_OUTPUT)
+    check_writable(path.with_suffix(".html"), REPORT_OUTPUT)
+
+
 def write_report(report: DrillReport, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-    path.with_suffix(".html").write_text(render_html(report))
+    _report_folder(path)
+    write_file(path, json.dumps(report.to_dict(), indent=2, default=str) + "\n", REPORT_OUTPUT)
+    write_file(path.with_suffix(".html"), render_html(report), REPORT_OUTPUT)
 
 
 def text_width(text: str, font_px: int = FONT_PX) -> float:

@@ -33,6 +33,7 @@ from kbackup.app.three_phase_run import RunFiles, run_files
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.faults import crash_point
+from kbackup.core.files import cannot_write, check_writable, write_file
 from kbackup.core.kafka import open_admin
 from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
@@ -127,6 +128,36 @@ def checked_inputs(config: KBackupConfig) -> tuple[KBackupConfig, KafkaConnectio
     return config, target, backup_id
 
 
+#: How the run's own files are named in their errors: the folder the user chose holds them.
+STATE_FILES = "three-phase-restore state file (three_phase.state_dir, --state-dir)"
+STATE_FOLDER_HINT = "set three_phase.state_dir (or --state-dir) to a folder this user can write"
+
+
+def _state_folder(path: Path) -> None:
+    """The folder of a state file, made as the state file has always made it; one that cannot be
+    made (a path through a file, no permission) is the user's to fix."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if isinstance(exc, FileExistsError):
+            exc = NotADirectoryError(exc.errno, exc.strerror)  # named as the file in the way
+        error = cannot_write(path, STATE_FILES, exc)
+        error.hint = STATE_FOLDER_HINT
+        raise error from None
+
+
+def check_state_files(files: RunFiles) -> None:
+    """Refuse now a state folder whose files (the phases' record, the reset plan, the mapping) could
+    not be written after the restore's minutes: the run would stop with its work unrecorded."""
+    _state_folder(files.state)
+    for path in (files.state, files.reset_plan, files.mapping):
+        try:
+            check_writable(path, STATE_FILES)
+        except ConfigError as error:
+            error.hint = STATE_FOLDER_HINT
+            raise
+
+
 def three_phase_restore(
     config: KBackupConfig,
     *,
@@ -143,6 +174,7 @@ def three_phase_restore(
 
     cluster_id = open_admin(target).cluster_id()
     files = run_files(config, cluster_id)
+    check_state_files(files)
     state = StateFile(files.state, files.run_key)
     summary = ThreePhaseSummary(
         run_key=files.run_key, backup_id=backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
@@ -230,7 +262,7 @@ def three_phase_restore(
             progress=progress,
             search_repartitioned=audit,
         )
-        plan_path.write_bytes(plan.to_json_bytes())
+        write_file(plan_path, plan.to_json_bytes(), STATE_FILES)
         crash_point("three-phase:after-plan")
         result = execute_plan(plan, target, snapshot_dir=Path(config.offset_reset.snapshot_dir))
         totals = plan.totals()
@@ -520,8 +552,8 @@ def build_mapping_phase(
         progress=progress,
     )
     crash_point("three-phase:mapping-scanned")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    size = write_mapping(mapping, path, "json")
+    _state_folder(path)
+    size = write_mapping(mapping, path, "json", what=STATE_FILES)
     return {
         "built": True,
         "file": str(path),

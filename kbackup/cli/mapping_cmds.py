@@ -19,7 +19,7 @@ from kbackup.cli.common import (
 )
 from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.progress import Progress
-from kbackup.format.mapping_file import parse_format, render, write_mapping
+from kbackup.format.mapping_file import check_writable_mapping, parse_format, render, write_mapping
 from kbackup.mapping import build_offset_mapping
 
 #: What a Kafka topic name is made of: anything else in a --topic is a regex or a typo.
@@ -137,6 +137,8 @@ def show_offset_mapping(
         max_records_per_partition=max_records_per_partition,
         connect_timeout_secs=connect_timeout,
     )
+    if output is not None:
+        check_writable_mapping(output)  # a Spark job's result is not lost at its last step
     source = inputs.source_cluster
     with Progress() as progress:
         mapping = build_offset_mapping(

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
+from kbackup.core.files import check_writable, write_file
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.documents import parse_json, validate
 from kbackup.offsets.ranges import (
@@ -319,16 +320,33 @@ def _arrow_table(mapping: OffsetMapping) -> Any:
     return table.replace_schema_metadata({PARQUET_METADATA_KEY: json.dumps(mapping.header()).encode()})
 
 
-def write_mapping(mapping: OffsetMapping, path: str | Path, output_format: MappingFormat) -> int:
-    """Write the mapping to a file; returns its size in bytes."""
-    target = Path(path)
+#: How a mapping file's errors name it.
+MAPPING_OUTPUT = "show-offset-mapping --output"
+
+
+def write_mapping(
+    mapping: OffsetMapping, path: str | Path, output_format: MappingFormat, *, what: str = MAPPING_OUTPUT
+) -> int:
+    """Write the mapping to a file; returns its size in bytes. A file that cannot be written is a
+    ConfigError naming it as ``what`` (``kbackup.core.files``), as :func:`check_writable_mapping`
+    said before the scan."""
     if output_format == "parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pq.write_table(_arrow_table(mapping), target, compression="zstd")
+        # Built in memory, then written as every named file is: a failing write is one line.
+        sink = pa.BufferOutputStream()
+        pq.write_table(_arrow_table(mapping), sink, compression="zstd")
+        data = sink.getvalue().to_pybytes()
     else:
-        target.write_text(render(mapping, output_format), encoding="utf-8")
-    return target.stat().st_size
+        data = render(mapping, output_format).encode("utf-8")
+    write_file(Path(path), data, what)
+    return len(data)
+
+
+def check_writable_mapping(path: str | Path) -> None:
+    """Refuse a mapping file that could not be written, before the scan that takes minutes."""
+    check_writable(Path(path), MAPPING_OUTPUT)
 
 
 def render(mapping: OffsetMapping, output_format: MappingFormat) -> str:
