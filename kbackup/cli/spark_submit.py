@@ -4,7 +4,7 @@
       --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0 \\
       "$(python -c 'import kbackup.cli.spark_submit as m; print(m.__file__)')" \\
       --bootstrap-servers target-kafka:9092 --all-topics \\
-      --source-cluster prod-us-east-1 --output mapping.json
+      --source-cluster-id prod-us-east-1 --output mapping.json
 
 It takes exactly the options of ``kafka-backup show-offset-mapping`` (``--config`` for a target
 behind SASL or TLS, secrets from the file and the environment, never the command line), goes
