@@ -42,7 +42,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
-from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
+from kbackup.core.errors import (
+    BackupIntegrityError,
+    ConfigError,
+    NotFoundError,
+    PreconditionError,
+    UsageError,
+)
 from kbackup.core.files import check_writable, write_file
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.documents import parse_json, validate
@@ -366,7 +372,8 @@ def parse_format(value: str | None, output: str | None) -> MappingFormat:
         for known in FORMATS:
             if lowered == known:
                 return known
-        raise UsageError(f"unknown format {value!r}: expected one of {', '.join(FORMATS)}")
+        # A wrong value after an option: exit 3, as --engine's (docs/exit-codes.md).
+        raise ConfigError(f"--format {value}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if output is not None:
         suffix = Path(output).suffix.lower().lstrip(".")
         for known in FORMATS:

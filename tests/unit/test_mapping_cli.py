@@ -19,7 +19,6 @@ NOWHERE = "127.0.0.1:9"  # discard port: a usage check must fail before any conn
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--topic", "t", "--source-cluster", "c", "--format", "xml"], "unknown format 'xml'"),
         (["--topic", "t", "--source-cluster", "c", "--format", "parquet"], "give --output FILE"),
         (["--topic", "t"], "give --source-cluster"),
         (["--source-cluster", "c"], "either --topic (one or more) or --all-topics"),
@@ -31,6 +30,16 @@ def test_usage_errors_exit_2_with_the_reason(
 ) -> None:
     assert run(["show-offset-mapping", "-b", NOWHERE, *argv]) == UsageError.exit_code
     assert message in capsys.readouterr().err
+
+
+def test_a_format_other_than_the_four_is_a_wrong_value(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(
+        ["show-offset-mapping", "-b", NOWHERE, "-t", "t", "--source-cluster-id", "c", "--format", "xml"]
+    )
+    assert code == ConfigError.exit_code
+    assert capsys.readouterr().err.splitlines() == [
+        "kafka-backup: error: --format xml: choose text, json, csv or parquet"
+    ]
 
 
 def test_no_target_cluster_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kbackup.core.errors import BackupIntegrityError, NotFoundError, PreconditionError, UsageError
+from kbackup.core.errors import (
+    BackupIntegrityError,
+    ConfigError,
+    NotFoundError,
+    PreconditionError,
+    UsageError,
+)
 from kbackup.format.mapping_file import (
     OffsetMapping,
     ScannedPartition,
@@ -99,7 +105,7 @@ def test_empty_mapping_round_trips(tmp_path: Path) -> None:
 def test_parquet_needs_a_file_and_formats_are_checked() -> None:
     with pytest.raises(UsageError):
         render(sample_mapping(), "parquet")
-    with pytest.raises(UsageError, match="unknown format 'xml'"):
+    with pytest.raises(ConfigError, match=r"^--format xml: choose text, json, csv or parquet$"):
         parse_format("xml", None)
     assert parse_format(None, None) == "text"
     assert parse_format(None, "out.parquet") == "parquet"
