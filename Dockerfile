@@ -4,7 +4,8 @@
 # Checked without a Docker engine by tests/unit/test_dockerfile.py.
 FROM python:3.11-slim-bookworm
 
-# Java 17 for PySpark (phase 2, show-offset-mapping); nothing else from apt.
+# Java 17 for PySpark (the mapping and audit phases of three-phase-restore, show-offset-mapping);
+# nothing else from apt.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
  && rm -rf /var/lib/apt/lists/*
@@ -17,6 +18,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /opt/kafka-backup
 COPY pyproject.toml README.md ./
 COPY kbackup ./kbackup
+# kbackup/docs links to docs/: the package carries these pages (kafka-backup docs TOPIC).
+COPY docs/*.md ./docs/
 RUN pip install --no-cache-dir . && rm -rf /root/.cache
 
 # Never run as root; uid 10001 is what examples/k8s-backup-cronjob.yaml expects.

@@ -45,9 +45,9 @@ class RunFiles:
     run_key: str
     #: Each finished phase and its result (kbackup.format.three_phase_state).
     state: Path
-    #: The offset mapping phase 2 writes (when it builds one).
+    #: The offset mapping the mapping phase writes (when it builds one).
     mapping: Path
-    #: The reset plan phase 3 writes and executes.
+    #: The reset plan the reset phase writes and executes.
     reset_plan: Path
 
 

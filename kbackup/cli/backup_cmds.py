@@ -118,7 +118,7 @@ def backup(
     A first run copies every selected partition up to the end offsets it reads at start;
     running again with the same backup id adds an increment from where the last one ended.
     With --follow it keeps copying and commits an increment every checkpoint_interval_secs.
-    With --engine spark the increment is copied by Spark tasks (docs/scaling.md).
+    With --engine spark the increment is copied by Spark tasks (kafka-backup docs scaling).
 
     \b
     Example:
@@ -240,8 +240,8 @@ def list_backups(
         typer.echo(f"no backups in {storage.url}")
         return
     typer.echo(
-        f"{'backup id':<24} {'last run (UTC)':<24} {'incr':>4} {'topics':>6} {'records':>14} {'size':>10}  "
-        "restorable from (UTC)"
+        f"{'backup id':<24} {'last run':<24} {'incr':>4} {'topics':>6} {'records':>14} {'size':>10}  "
+        "restorable from"
     )
     for row in rows:
         if "error" in row:
@@ -253,7 +253,7 @@ def list_backups(
         typer.echo(
             f"{row['backup_id']:<24} {row['last_finished_at']:<24} {row['increments']:>4} "
             f"{len(row['topics']):>6} {row['records']:>14,} {size_text(row['bytes']):>10}  "
-            f"{_utc(row['restorable_from_timestamp'])}"
+            f"{_time(row['restorable_from_timestamp'])}"
             + (f" (pruned, generation {row['retention_generation']})" if row["retention_generation"] else "")
             + (" (encrypted)" if row["encrypted"] else "")
         )
@@ -300,15 +300,15 @@ def describe(
     for row in info["increments"]:
         groups = "-" if row["consumer_groups"] is None else row["consumer_groups"]
         typer.echo(
-            f"  {row['increment']:>4}  {row['started_at']} .. {row['finished_at']}  {row['mode'] or '':<8} "
+            f"  {row['increment']:>4}  {row['started_at']} to {row['finished_at']}  {row['mode'] or '':<8} "
             f"{row['records']:>12,} records {size_text(row['bytes']):>10}  groups {groups}"
         )
     typer.echo("partitions:")
     for row in info["partitions"]:
         typer.echo(
-            f"  {row['topic']}/{row['partition']}: offsets {row['start_offset']}..{row['end_offset']} "
+            f"  {row['topic']}/{row['partition']}: {offsets_text(row['start_offset'], row['end_offset'])} "
             f"(log start {row['log_start_offset']}), {row['records']:,} records, "
-            f"time {_time(row['min_timestamp'])} .. {_time(row['max_timestamp'])}, "
+            f"time {_time(row['min_timestamp'])} to {_time(row['max_timestamp'])}, "
             f"{row['segments']} segment(s)"
         )
     groups_info = info["consumer_groups"]
@@ -371,10 +371,12 @@ def validate(
     )
 
 
-def _utc(timestamp_ms: int | None) -> str:
-    if timestamp_ms is None:
-        return "-"
-    return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+def offsets_text(start: int, end: int) -> str:
+    """A partition's offsets from ``start`` up to ``end`` (exclusive) as every output says them: the
+    first and the last offset, both included (docs/status.md, "Offsets and times")."""
+    if end <= start:
+        return f"no offsets (next {end})"
+    return f"offsets {start} to {end - 1}"
 
 
 def size_text(count: int) -> str:
@@ -401,7 +403,8 @@ def status(
         typer.Option(
             "--backup-id",
             metavar="ID",
-            help="Name of the backup (default: the config's backup_id, else every backup there).",
+            help="Name of the backup.",
+            show_default="backup_id, else every backup there",
         ),
     ] = None,
     config: ConfigOption = None,
@@ -411,7 +414,7 @@ def status(
         typer.Option(
             "--max-age",
             metavar="DURATION",
-            help="Alert when a backup's last increment is older than this (15m, 2h, 1d, 1h30m).",
+            help="Alert when a backup's last increment is older than this, e.g. 15m, 2h, 1d or 1h30m.",
         ),
     ] = None,
     max_lag: Annotated[
@@ -431,9 +434,9 @@ def status(
     per partition and, with the source reachable, how many records it is behind.
 
     With --max-age and/or --max-lag it is an alerting check for cron or any monitoring system:
-    one line per breach on stderr and exit code 16 (docs/exit-codes.md). A backup that cannot be
+    one line per breach on stderr and exit code 16 (kafka-backup docs exit-codes). A backup that cannot be
     read is named in one line and does not stop the others' check: exit 16 if an alert fires,
-    else its own code (8 damaged, 18 no key; docs/status.md).
+    else its own code (8 damaged, 18 no key; kafka-backup docs status).
 
     \b
     Example:
@@ -510,8 +513,8 @@ def _print_status(item: Any, storage_url: str) -> None:
         window = (
             "no records"
             if row.first_offset is None
-            else f"offsets {row.first_offset}..{row.last_offset}, "
-            f"time {_time(row.first_timestamp)} .. {_time(row.last_timestamp)}"
+            else f"{offsets_text(row.first_offset, row.last_offset + 1)}, "
+            f"time {_time(row.first_timestamp)} to {_time(row.last_timestamp)}"
         )
         behind = "" if row.lag is None else f", behind {row.lag:,}"
         typer.echo(f"  {row.topic}/{row.partition}: {window}, {row.records:,} records{behind}")

@@ -19,7 +19,7 @@ ConfigOption = Annotated[
         "--config",
         "-c",
         metavar="FILE",
-        help="YAML config file (see docs/configuration.md).",
+        help="YAML config file (its keys: kafka-backup docs configuration).",
         show_default=False,
     ),
 ]
@@ -113,7 +113,8 @@ EncryptionKeyOption = Annotated[
     typer.Option(
         "--encryption-key",
         metavar="SOURCE",
-        help="Key of an encrypted backup: file:PATH, env:VARIABLE or kms:KEY_ID; config: storage.encryption.",
+        help="Key of an encrypted backup: file:PATH, env:VARIABLE or kms:KEY_ID.",
+        show_default="storage.encryption",
     ),
 ]
 ENGINES = ("local", "spark")
@@ -131,7 +132,8 @@ EngineOption = Annotated[
     typer.Option(
         "--engine",
         metavar="local|spark",
-        help="Copy records in this process (local, the default) or in Spark tasks (spark); config: engine.",
+        help="Copy records in this process (local) or in Spark tasks (spark).",
+        show_default="engine, else local",
         callback=checked_engine,
     ),
 ]
@@ -140,7 +142,8 @@ SparkMasterOption = Annotated[
     typer.Option(
         "--spark-master",
         metavar="URL",
-        help="Spark master for --engine spark and the mapping (default: mapping.spark_master).",
+        help="Spark master for --engine spark and the mapping.",
+        show_default="mapping.spark_master",
     ),
 ]
 MetricsPortOption = Annotated[
@@ -154,7 +157,10 @@ MetricsPortOption = Annotated[
 MetricsBindOption = Annotated[
     str | None,
     typer.Option(
-        "--metrics-bind", metavar="ADDRESS", help="Address the metrics server listens on (0.0.0.0)."
+        "--metrics-bind",
+        metavar="ADDRESS",
+        help="Address the metrics server listens on.",
+        show_default="metrics.bind, else 0.0.0.0",
     ),
 ]
 MetricsTextfileOption = Annotated[

@@ -42,8 +42,8 @@ def three_phase_restore(
             "--topic",
             "-t",
             metavar="REGEX",
-            help="Source topic (full-match regex) to restore, and whose groups' offsets to move; "
-            "repeatable. Default: restore.topics, else all.",
+            help="Source topic (full-match regex) to restore, and whose groups' offsets to move; repeatable.",
+            show_default="restore.topics, else all",
         ),
     ] = None,
     state_dir: Annotated[
@@ -54,9 +54,7 @@ def three_phase_restore(
     ] = None,
     dry_run: Annotated[
         bool,
-        typer.Option(
-            "--dry-run", help="Print each phase's plan (restore, mapping, reset); create or write nothing."
-        ),
+        typer.Option("--dry-run", help="Print each phase's plan; create or write nothing."),
     ] = False,
     accept_gap: Annotated[
         bool,
@@ -75,13 +73,14 @@ def three_phase_restore(
 ) -> None:
     """Restore data, move every consumer group to its exact place, and audit it, in one resumable run.
 
-    Phase 1 restores the backup with origin headers, phase 2 plans and executes
-    the groups' new offsets (found from the origin headers) and verifies each
-    against the records around it on the target (exit 11 wrong, 12 recovery gap,
-    13 unverifiable), phase 3 scans the restored topics into exact offset ranges
-    (Spark) and audits every committed position (exit 15 if it disagrees); a
-    repartitioned topic is mapped before its groups move. Run the same command
-    again after an interruption: finished phases are skipped.
+    The phases, in order: restore, reset, verify, mapping, audit. The restore writes the
+    backup's records with origin headers; the reset plans and commits each group's new
+    offsets, found from the origin headers; verify judges each moved group from the records
+    around it on the target (exit 11 wrong, 12 recovery gap, 13 unverifiable); the mapping
+    scans the restored topics into exact offset ranges (Spark), and the audit recounts every
+    committed position from it (exit 15 if it disagrees). With three_phase.build_mapping
+    always or when-needed, the mapping runs before the reset instead and there is no audit.
+    Run the same command again after an interruption: finished phases are skipped.
     Flags replace what they name in the config, as for restore.
 
     \b
@@ -168,9 +167,12 @@ def drill(
     encryption_key: EncryptionKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Disaster-recovery drill: back up, restore under a prefix, map, reset copies of the groups, then prove
-    that no group skips a record. Exits 11 if any would. With --engine spark the backup and the
-    restore run as Spark tasks (docs/scaling.md).
+    """Disaster-recovery drill: a three-phase restore of a fresh backup, then a proof.
+
+    It backs up, restores under a prefix (restore, reset and verify copies of the groups,
+    mapping, audit), then proves by consuming that no group skips a record; exit 11 if one
+    would. With --engine spark the backup and the restore run as Spark tasks (kafka-backup
+    docs scaling).
 
     \b
     Example:

@@ -144,7 +144,7 @@ def parquet_key(
         typer.Option(
             "--kms-client-class",
             metavar="CLASS",
-            help="parquet-java KmsClient class serving the key list (default: parquet-hadoop's InMemoryKMS).",
+            help="parquet-java KmsClient class serving the key list.",
         ),
     ] = KEY_LIST_KMS_CLIENT,
 ) -> None:
@@ -178,7 +178,7 @@ def parquet_key(
         raise PreconditionError(
             f"backup {chosen} in {storage.url} is not encrypted: Spark reads its segments without a key"
         )
-    lines = [f"# Spark settings to read backup {chosen}'s segments (docs/security.md). A secret."]
+    lines = [f"# Spark settings to read backup {chosen}'s segments (kafka-backup docs security). A secret."]
     lines += [f"{name}={value}" for name, value in spark_properties(keys, kms_client_class).items()]
     write_file(output, "\n".join(lines) + "\n", "parquet-key --output", never_overwrite=PARQUET_KEY_REFUSAL)
     typer.echo(

@@ -29,7 +29,13 @@ def _option_row(param: Any) -> str | None:
     names = ", ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
     help_text = (getattr(param, "help", None) or "").replace("|", "\\|").replace("\n", " ")
     default = param.default
-    shown = "" if getattr(param, "is_flag", False) or default in (None, (), [], False) else f"`{default}`"
+    described = getattr(param, "show_default", None)
+    if isinstance(described, str):  # a default the config decides, as --help shows it
+        shown = described
+    elif described is False or getattr(param, "is_flag", False) or default in (None, (), [], False):
+        shown = ""
+    else:
+        shown = f"`{default}`"
     required = "yes" if param.required else ""
     return f"| {names} | {help_text} | {shown} | {required} |"
 
@@ -44,7 +50,7 @@ def render_cli_reference() -> str:
         "Generated from the CLI by `python -m kbackup.cli.reference`; do not edit by hand",
         "(`tests/unit/test_cli_reference.py` fails when this file is stale).",
         "",
-        "Global options (before the command): "
+        "Global options (before or after the command): "
         + ", ".join(f"`{opt}`" for param in root.params for opt in getattr(param, "opts", []))
         + ".",
         "",

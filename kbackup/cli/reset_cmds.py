@@ -35,7 +35,8 @@ SnapshotDirOption = Annotated[
     typer.Option(
         "--snapshot-dir",
         metavar="DIR",
-        help="Folder of rollback snapshots (default: offset_reset.snapshot_dir).",
+        help="Folder of rollback snapshots.",
+        show_default="offset_reset.snapshot_dir",
     ),
 ]
 
@@ -118,7 +119,8 @@ def plan(
             "--groups",
             "-g",
             metavar="GROUP[,GROUP...]",
-            help="Groups to plan, comma-separated or repeated (default: offset_reset.groups, else all).",
+            help="Groups to plan, comma-separated or repeated.",
+            show_default="offset_reset.groups, else all",
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -227,7 +229,8 @@ def offset_reset_bulk(
             min=1,
             max=256,
             metavar="N",
-            help="Groups at once [default: offset_reset.parallel_consumers].",
+            help="Groups at once.",
+            show_default="offset_reset.parallel_consumers",
         ),
     ] = None,
     output: Annotated[

@@ -70,7 +70,8 @@ def restore(
             "--topic",
             "-t",
             metavar="REGEX",
-            help="Source topic (full-match regex) to restore; repeatable. Default: all.",
+            help="Source topic (full-match regex) to restore; repeatable.",
+            show_default="all",
         ),
     ] = None,
     topic_mapping: Annotated[
@@ -117,17 +118,16 @@ def restore(
         bool | None,
         typer.Option(
             "--exactly-once/--idempotent",
-            help="Transactions with stored progress (default when the target supports them), or not.",
-            show_default=False,
+            help="Transactions with stored progress, or not.",
+            show_default="--exactly-once where the target supports transactions",
         ),
     ] = None,
     origin_headers: Annotated[
         bool | None,
         typer.Option(
             "--origin-headers/--no-origin-headers",
-            help="Stamp x-kafka-backup-* origin headers, or not (default: as the backup's "
-            "backup.include_offset_headers says).",
-            show_default=False,
+            help="Stamp x-kafka-backup-* origin headers, or not.",
+            show_default="as the backup's backup.include_offset_headers",
         ),
     ] = None,
     create_topics: Annotated[
@@ -145,8 +145,8 @@ def restore(
             metavar="keep-original|switch-after|rewrite",
             help="Target topics that would use LogAppendTime: keep-original (created as CreateTime, "
             "existing ones refused), switch-after (the same, then switched to LogAppendTime), rewrite "
-            "(the broker stamps the restore time). Default: restore.log_append_time, keep-original.",
-            show_default=False,
+            "(the broker stamps the restore time).",
+            show_default="restore.log_append_time, else keep-original",
         ),
     ] = None,
     dry_run: Annotated[
@@ -162,7 +162,7 @@ def restore(
 ) -> None:
     """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers.
 
-    With --engine spark each source partition is restored by a Spark task (docs/scaling.md).
+    With --engine spark each source partition is restored by a Spark task (kafka-backup docs scaling).
 
     \b
     Example:

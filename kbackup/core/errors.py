@@ -177,7 +177,12 @@ class InterruptedByUser(KBackupError):
 #: Exit code -> (kind, meaning). Source of truth for docs/exit-codes.md.
 EXIT_CODES: dict[int, tuple[str, str]] = {
     0: ("ok", "The command did what it was asked."),
-    1: ("internal", "An unexpected error (a bug): run again with --debug for the traceback and report it."),
+    1: (
+        "internal",
+        "An unexpected error (a bug): run the same command again with --debug (before or after the "
+        "command) for the traceback, and report it with the traceback, `kafka-backup --version` and the "
+        'command to the maintainers of your copy (README.md, "Reporting a problem").',
+    ),
     UsageError.exit_code: (
         UsageError.kind,
         "The command was called wrong: an unknown command or option, an option without its value, a "
