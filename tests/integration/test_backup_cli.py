@@ -95,7 +95,7 @@ def test_describe_shows_ranges_and_groups(
 
     code, out, _ = cli(capsys, "describe", "--path", str(store), "--backup-id", "nightly")
     assert code == 0
-    assert f"{topic}/1: offsets 0..{ends[1]}" in out
+    assert f"{topic}/1: offsets 0 to {ends[1] - 1}" in out
     assert f"{topic}-g" in out
 
 

@@ -82,7 +82,7 @@ def test_a_fresh_backup_passes_and_shows_its_recovery_point(
     code, out, err = status(capsys, *args)
     assert code == 0, err
     assert alerts(err) == []
-    assert f"{unique_name}/1: offsets 0..9, time 2023-11-14T22:13:20.001Z .. 2023-11-14T22:13:20.019Z" in out
+    assert f"{unique_name}/1: offsets 0 to 9, time 2023-11-14T22:13:20.001Z to 2023-11-14T22:13:20.019Z" in out
     assert f"behind the source ({servers}): 0 record(s)" in out
 
 
@@ -145,7 +145,7 @@ def test_a_lagging_backup_breaches_max_lag(
         "kafka-backup: alert: backup nightly: 11 record(s) behind the source, 6 over --max-lag 5; "
         f"most behind: {unique_name}/1 by 7"
     ]
-    assert f"{unique_name}/1: offsets 0..9, " in out
+    assert f"{unique_name}/1: offsets 0 to 9, " in out
     assert f"{unique_name}/2: no records, 0 records, behind 4" in out
     # The limit itself is not a breach; a backup that caught up passes.
     assert status(capsys, *args, "--max-lag", "11")[0] == 0
