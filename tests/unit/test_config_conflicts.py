@@ -97,7 +97,8 @@ def test_a_folder_with_a_kms_key_keeps_the_endpoint_region_and_credentials_kms_r
 ) -> None:
     Path("c.yaml").write_text(
         "storage:\n  url: ./a\n  endpoint_url: http://localstack:4566\n  region: eu-west-1\n"
-        "  access_key_id: test\n  secret_access_key: test\n  encryption: {kms_key_id: alias/backups}\n"
+        "  access_key_id: AKIA-CONFLICTS-KEY\n  secret_access_key: conflicts-secret-value\n"
+        "  encryption: {kms_key_id: alias/backups}\n"
     )
     assert run(["check", "--offline", "-c", "c.yaml"]) == 0, capsys.readouterr().err
 
@@ -156,7 +157,7 @@ def test_a_folder_given_to_path_drops_the_files_s3_settings(
     Path("copy").mkdir()
     Path("c.yaml").write_text(
         "storage:\n  url: s3://b/prod\n  endpoint_url: http://minio:9000\n  region: eu-west-1\n"
-        "  access_key_id: test\n  secret_access_key: test\n  sse: AES256\n"
+        "  access_key_id: AKIA-CONFLICTS-KEY\n  secret_access_key: conflicts-secret-value\n  sse: AES256\n"
     )
     assert run(["list", "-c", "c.yaml", "-p", "copy"]) == 0, capsys.readouterr().err
 
