@@ -23,6 +23,22 @@ os.environ.setdefault("KBACKUP_NO_PROGRESS", "1")
 TEST_BUCKET = "kbackup-test"
 
 
+@pytest.fixture(autouse=True)
+def _forget_registered_secrets() -> Iterator[None]:
+    """Each test starts with the secrets registered before it (none of another test's).
+
+    The redactor is process-wide: a test whose config holds the password ``test`` would otherwise
+    mask every later path under /tmp/pytest-of-root/ on the same worker, as ``/tmp/py***-of-root``.
+    """
+    from kbackup.core import secrets
+
+    before = set(secrets._registered)
+    yield
+    with secrets._lock:
+        secrets._registered.clear()
+        secrets._registered.update(before)
+
+
 @pytest.fixture(scope="session")
 def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalKafkaCluster]]:
     """Two independent single-node KRaft clusters, with different cluster ids."""
