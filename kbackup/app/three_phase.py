@@ -42,8 +42,6 @@ from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.sources import SourceOffsets
 
-PHASES = ("restore", "mapping", "reset", "verify")
-
 
 @dataclass
 class PhaseResult:

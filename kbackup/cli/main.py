@@ -152,7 +152,10 @@ def run(argv: list[str] | None = None) -> int:
         else:
             print(redact(f"{PROG}: internal error: {type(exc).__name__}: {exc}"), file=sys.stderr)
             print(
-                f"{PROG}: next step: run again with --debug for the traceback, and report it", file=sys.stderr
+                f"{PROG}: next step: run the same command again with --debug for the traceback, and report "
+                f"it with `{PROG} --version` to the maintainers of your copy (README.md, "
+                '"Reporting a problem")',
+                file=sys.stderr,
             )
         return 1
 

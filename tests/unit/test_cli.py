@@ -90,6 +90,10 @@ def test_internal_errors_hide_traceback_unless_debug(
     assert run(["check", "-b", "127.0.0.1:9"]) == 1
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: boom with ***" in err
+    # The next step says what to include and where the README says to report it.
+    assert "--debug" in err
+    assert "kafka-backup --version" in err
+    assert '"Reporting a problem"' in err
     assert "Traceback" not in err
     assert "topsecret-password-1" not in err
 

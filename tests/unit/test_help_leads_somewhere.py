@@ -66,7 +66,7 @@ def test_the_debug_hint_works_as_printed(
     monkeypatch.setattr("kbackup.backup.inspect.list_backups", broken)
     assert run(["list", "-p", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert "run again with --debug" in err
+    assert "run the same command again with --debug" in err
     # Followed as a reader does, with --debug added at the end of the same command line.
     assert run(["list", "-p", str(tmp_path), "--debug"]) == 1
     err = capsys.readouterr().err
