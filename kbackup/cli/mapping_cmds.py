@@ -69,14 +69,17 @@ def show_offset_mapping(
         typer.Option(
             "--format",
             metavar="text|json|csv|parquet",
-            help="text, json, csv or parquet (default: the --output file's extension, else text).",
-            show_default=False,
+            help="text, json, csv or parquet.",
+            show_default="the --output file's extension, else text",
         ),
     ] = None,
     spark_master: Annotated[
         str | None,
         typer.Option(
-            "--spark-master", metavar="URL", help="Spark master URL (default: mapping.spark_master)."
+            "--spark-master",
+            metavar="URL",
+            help="Spark master URL.",
+            show_default="mapping.spark_master",
         ),
     ] = None,
     kafka_options: Annotated[

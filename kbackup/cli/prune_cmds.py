@@ -40,7 +40,7 @@ def prune(
         typer.Option(
             "--keep-within",
             metavar="DURATION",
-            help="Keep backups committed within DURATION of the newest (30d).",
+            help="Keep backups committed within DURATION of the newest, e.g. 30d.",
         ),
     ] = None,
     keep_hourly: Annotated[
@@ -64,7 +64,7 @@ def prune(
         typer.Option(
             "--older-than",
             metavar="DURATION",
-            help="Inside each backup: remove segments whose records are all older than DURATION (7d).",
+            help="Inside each backup: remove segments whose records are all older than DURATION, e.g. 7d.",
         ),
     ] = None,
     before: Annotated[
@@ -80,7 +80,7 @@ def prune(
         typer.Option(
             "--max-total-bytes",
             metavar="SIZE",
-            help="Inside each backup: remove the oldest segments until it stores at most SIZE (50GiB).",
+            help="Inside each backup: remove the oldest segments until it stores at most SIZE, e.g. 50GiB.",
         ),
     ] = None,
     orphan_grace: Annotated[
@@ -88,7 +88,8 @@ def prune(
         typer.Option(
             "--orphan-grace",
             metavar="DURATION",
-            help="Remove objects no manifest lists once older than DURATION (default 1h).",
+            help="Remove objects no manifest lists once older than DURATION.",
+            show_default="1h",
         ),
     ] = None,
     execute: Annotated[

@@ -146,6 +146,10 @@ def test_examples_say_e_g_and_defaults_are_shown_as_click_shows_them() -> None:
     )
     # A default written by hand in the help, beside click's own: one of the two is enough.
     assert "(default: parquet-hadoop" not in helps["kafka-backup parquet-key"]
+    # In no command: a default written by hand, or an example in parentheses that reads like one.
+    by_hand = re.compile(r"\(default[:\s]|\((\d+(\.\d+)?[a-zA-Z]+)\)\.")
+    written = {path: found.group(0) for path, text in helps.items() if (found := by_hand.search(text))}
+    assert written == {}, written
 
 
 @pytest.mark.parametrize("width", [60, 80, 120])
