@@ -172,16 +172,17 @@ def three_phase_restore(
 
     cluster_id = open_admin(target).cluster_id()
     files = run_files(config, cluster_id)
-    check_state_files(files)
-    state = StateFile(files.state, files.run_key)
+    state = StateFile(files.state, files.run_key)  # an earlier run's record, read only
     summary = ThreePhaseSummary(
         run_key=files.run_key, backup_id=backup_id, target_cluster_id=cluster_id, state_file=str(state.path)
     )
 
     if state.done("reset") is None:
         # The groups' source offsets are found (or refused: a backup without a group snapshot, a
-        # live source that is not the origin) before the restore writes anything.
+        # live source that is not the origin) before the restore writes anything, the state
+        # folder included.
         source_offsets_for(config, config.offset_reset.groups)
+    check_state_files(files)
 
     def phase_done(name: str) -> bool:
         if metrics is not None:

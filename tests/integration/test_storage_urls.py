@@ -46,7 +46,7 @@ def test_a_url_with_its_colon_missing_is_refused_and_nothing_is_written(
     assert backup_to(source_cluster, topic, typed) == ConfigError.exit_code
     err = capsys.readouterr().err.splitlines()
     assert err[0] == (
-        f"kafka-backup: error: --path: url: {typed!r} looks like {meant} with the "
+        f"kafka-backup: error: --path: {typed!r} looks like {meant} with the "
         f"colon missing (a folder really named so: ./{typed})"
     )
     assert list(tmp_path.iterdir()) == []
@@ -67,7 +67,7 @@ def test_a_file_url_naming_a_host_is_refused_and_says_where_a_relative_folder_re
     assert backup_to(source_cluster, topic, f"file://backups{absolute}") == ConfigError.exit_code
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(
-        f"kafka-backup: error: --path: url: 'file://backups{absolute}' names the host 'backups' and the "
+        f"kafka-backup: error: --path: 'file://backups{absolute}' names the host 'backups' and the "
         f"folder {absolute}: a file:// URL holds an absolute path (file:///data/backups); for a relative "
         f"folder write backups{absolute} (in a config file relative to the file's folder, on the command "
         "line to the current folder)"
