@@ -78,16 +78,20 @@ def _not_brokers(ctx: typer.Context, server: str) -> ConfigError:
     )
 
 
-BootstrapOption = Annotated[
-    str | None,
-    typer.Option(
+def bootstrap_option(help_text: str) -> Any:
+    """``-b``/``--bootstrap-servers``/``--bootstrap-server`` with its value check, for every command."""
+    return typer.Option(
         BOOTSTRAP_FLAG,
         "--bootstrap-server",
         "-b",
         metavar="HOST:PORT[,HOST:PORT...]",
-        help="host:port[,host:port...] of the cluster; overrides the config.",
+        help=help_text,
         callback=checked_bootstrap_servers,
-    ),
+    )
+
+
+BootstrapOption = Annotated[
+    str | None, bootstrap_option("host:port[,host:port...] of the cluster; overrides the config.")
 ]
 
 

@@ -12,10 +12,9 @@ import typer
 from kbackup.app.overrides import with_bootstrap_servers
 from kbackup.app.preflight import PartResult, check_config, clusters_of, first_failure, flag_cluster_base
 from kbackup.cli.common import (
-    BOOTSTRAP_FLAG,
     ConfigOption,
     JsonOption,
-    checked_bootstrap_servers,
+    bootstrap_option,
     json_mode,
     load_config,
     print_json,
@@ -25,14 +24,9 @@ from kbackup.core.secrets import redact
 
 CheckBootstrapOption = Annotated[
     str | None,
-    typer.Option(
-        BOOTSTRAP_FLAG,
-        "--bootstrap-server",
-        "-b",
-        metavar="HOST:PORT[,HOST:PORT...]",
-        help="Check this cluster instead of the config's source and target (with the security "
-        "settings of its source, else its target).",
-        callback=checked_bootstrap_servers,
+    bootstrap_option(
+        "Check this cluster instead of the config's source and target (with the security "
+        "settings of its source, else its target)."
     ),
 ]
 
