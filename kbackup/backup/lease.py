@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from kbackup.core.errors import KBackupError
 from kbackup.core.logs import get_logger
-from kbackup.format.retention import Lease, lease_key, utc_iso
+from kbackup.format.generations import Lease, lease_key, utc_iso
 from kbackup.storage import Storage
 
 log = get_logger("backup")

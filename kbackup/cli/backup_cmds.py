@@ -124,7 +124,7 @@ def backup(
     Example:
       kafka-backup backup -c backup.yaml --follow
     """
-    from kbackup.app.retention import retention_after_commit
+    from kbackup.app.retention_hook import retention_after_commit
     from kbackup.backup.runner import run_backup
     from kbackup.core.metrics import BackupMetrics, exported
 

@@ -1,7 +1,7 @@
 """Reading what backups a storage holds, and committing a new increment's manifest.
 
 A backup is the chain of its increments' manifests, read through its newest
-retention generation (kbackup.format.retention) if a prune wrote one. Only
+retention generation (kbackup.format.generations) if a prune wrote one. Only
 manifests make data visible: segments that no manifest lists (left by a crashed
 run, or below the window a prune moved) do not exist for any reader.
 """
@@ -29,6 +29,15 @@ from kbackup.format.encryption import (
     seal_manifest,
     unlock,
 )
+from kbackup.format.generations import (
+    RETENTION_FOLDER,
+    RetentionGeneration,
+    apply_retention,
+    effective_starts,
+    generation_of_key,
+    parse_generation,
+    retention_prefix,
+)
 from kbackup.format.layout import (
     MANIFESTS_FOLDER,
     check_backup_id,
@@ -43,15 +52,6 @@ from kbackup.format.manifest import (
     PartitionEntry,
     SegmentEntry,
     TopicEntry,
-)
-from kbackup.format.retention import (
-    RETENTION_FOLDER,
-    RetentionGeneration,
-    apply_retention,
-    effective_starts,
-    generation_of_key,
-    parse_generation,
-    retention_prefix,
 )
 from kbackup.storage import Storage
 

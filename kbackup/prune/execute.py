@@ -17,7 +17,7 @@ from typing import Any
 from kbackup.core.errors import BackupIntegrityError, PreconditionError, StorageError
 from kbackup.core.faults import crash_point
 from kbackup.core.logs import get_logger
-from kbackup.format.retention import leases_prefix, parse_lease, retention_key
+from kbackup.format.generations import leases_prefix, parse_lease, retention_key
 from kbackup.prune.plan import BackupPlan, PrunePlan
 from kbackup.storage import Storage
 

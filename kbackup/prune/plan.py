@@ -16,8 +16,7 @@ from kbackup.core.errors import BackupIntegrityError, NotFoundError, StorageErro
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog
-from kbackup.format.layout import DATA_FOLDER, increment_of_manifest, manifests_prefix, object_key
-from kbackup.format.retention import (
+from kbackup.format.generations import (
     Lease,
     PartitionWindow,
     RetentionGeneration,
@@ -26,6 +25,7 @@ from kbackup.format.retention import (
     retention_prefix,
     utc_iso,
 )
+from kbackup.format.layout import DATA_FOLDER, increment_of_manifest, manifests_prefix, object_key
 from kbackup.prune.policy import SegmentAge, kept_backups, window_cuts
 from kbackup.prune.settings import RetentionSettings
 from kbackup.storage import ObjectInfo, Storage

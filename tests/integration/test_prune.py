@@ -30,7 +30,7 @@ from kbackup.core.errors import (
     UsageError,
 )
 from kbackup.format.catalog import BackupCatalog
-from kbackup.format.retention import Lease, lease_key
+from kbackup.format.generations import Lease, lease_key
 from kbackup.prune import execute as prune_execute
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage

@@ -69,6 +69,12 @@ from kbackup.format.encryption import (
     unlock,
     wrap_context,
 )
+from kbackup.format.generations import (
+    Lease,
+    RetentionGeneration,
+    parse_generation,
+    parse_lease,
+)
 from kbackup.format.manifest import (
     Manifest,
     SegmentEntry,
@@ -95,12 +101,6 @@ from kbackup.format.reset_plan import (
     render_plan_table,
 )
 from kbackup.format.restore_progress import PartitionProgress, decode_progress, encode_progress
-from kbackup.format.retention import (
-    Lease,
-    RetentionGeneration,
-    parse_generation,
-    parse_lease,
-)
 from kbackup.format.rollback_snapshot import (
     GroupSnapshotEntry,
     OffsetSnapshot,

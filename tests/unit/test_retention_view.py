@@ -18,9 +18,9 @@ from kbackup.backup.inspect import validate_backup
 from kbackup.core.errors import BackupIntegrityError, NotFoundError
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog
+from kbackup.format.generations import PartitionWindow, RetentionGeneration, apply_retention, retention_key
 from kbackup.format.layout import manifest_key, object_key, segment_key
 from kbackup.format.manifest import Manifest, PartitionEntry, SegmentEntry, SourceInfo, TopicEntry
-from kbackup.format.retention import PartitionWindow, RetentionGeneration, apply_retention, retention_key
 from kbackup.format.segments import PartitionSegmentWriter, SegmentLimits
 from kbackup.storage import LocalStorage
 
