@@ -111,7 +111,7 @@ def run_drill(
     if config.source is None or config.target is None:
         raise ConfigError("a drill needs 'source' and 'target' sections")
     check_report_writable(report_path)  # not lost after the drill's minutes
-    from kbackup.backup.runner import BackupJob, run_backup
+    from kbackup.backup import BackupJob, run_backup
 
     backup_id = config.backup_id or backup_id or drill_backup_id(config)
     # The digest is of the config as given, without the backup id named for this run: one named after

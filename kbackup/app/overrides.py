@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel
 
 from kbackup.app.config import KBackupConfig
-from kbackup.backup.runner import BackupJob
+from kbackup.backup import BackupJob
 from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import (
     KafkaConnection,

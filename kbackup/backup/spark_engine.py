@@ -1,6 +1,6 @@
 """A backup increment copied by Spark tasks (``engine: spark``; docs/scaling.md).
 
-The driver (:class:`~kbackup.backup.runner.BackupRun`) does what must happen once and in order,
+The driver (:func:`~kbackup.backup.runner.run_backup`) does what must happen once and in order,
 exactly as on the local engine: the group snapshot before the end offsets, the increment's
 offset ranges, and after the copy the manifest, written last. What this module changes is the
 copy: the ranges are cut into slices (a large partition into several, small partitions packed
@@ -206,7 +206,7 @@ def merge_slices(
 
 
 class SparkCopier:
-    """The copier of :class:`~kbackup.backup.runner.BackupRun` on the Spark engine: an increment is
+    """The copier of :func:`~kbackup.backup.runner.run_backup` on the Spark engine: an increment is
     one Spark job, run on a thread so that the run still notices a stop between polls."""
 
     def __init__(

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from kbackup.backup import copier as copier_module
+from kbackup.backup import run_backup
 from kbackup.backup.inspect import validate_backup
-from kbackup.backup.runner import run_backup
 from kbackup.core.errors import KafkaUnreachableError, StorageError
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import BackupCatalog

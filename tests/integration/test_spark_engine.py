@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kbackup.backup.runner import run_backup
+from kbackup.backup import run_backup
 from kbackup.cli.main import run
 from kbackup.core.config import EncryptionSettings, StorageSettings
 from kbackup.core.spark import SparkEngine

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kbackup.backup.runner import BackupJob, BackupSummary, run_backup
+from kbackup.backup import BackupJob, BackupSummary, run_backup
 from kbackup.backup.settings import BackupSettings, SourceSettings
 from kbackup.core.config import StorageSettings
 from kbackup.format.catalog import BackupCatalog

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from kbackup.backup.runner import manifest_settings
+from kbackup.backup.commit import manifest_settings
 from kbackup.backup.settings import BackupSettings
 from kbackup.format.manifest import ConsumerGroupsSnapshot, GroupOffset, GroupSnapshot, SourceInfo, TopicEntry
 

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from kbackup.backup.commit import uncovered_group_offsets
 from kbackup.backup.plan import (
     check_missing_topics,
     check_same_source,
@@ -14,9 +15,8 @@ from kbackup.backup.plan import (
     resolve_source_cluster_id,
     select_topics,
 )
-from kbackup.backup.runner import BackupJob, BackupRun, uncovered_group_offsets
+from kbackup.backup.runner import TopicRules
 from kbackup.backup.settings import BackupSettings, SourceSettings, TopicSelection
-from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError
 from kbackup.core.kafka import ClusterMetadata, TopicMetadata, kafka_state_name
 from kbackup.format.catalog import Backup, PartitionCoverage
@@ -174,17 +174,11 @@ def test_group_states_are_named_as_kafka_names_them(name: str | None, expected: 
     assert kafka_state_name(name) == expected
 
 
-def _run_selecting(include: list[str]) -> BackupRun:
+def _run_selecting(include: list[str]) -> TopicRules:
     source = SourceSettings.model_validate(
         {"bootstrap_servers": "localhost:1", "topics": {"include": include}}
     )
-    job = BackupJob(
-        backup_id="b",
-        source=source,
-        storage=StorageSettings.model_validate({"path": "/nonexistent"}),
-        settings=BackupSettings(),
-    )
-    return BackupRun(job)
+    return TopicRules.of(source, BackupSettings())
 
 
 def test_a_selected_topic_whose_metadata_stays_in_error_fails_the_first_look() -> None:
@@ -194,8 +188,10 @@ def test_a_selected_topic_whose_metadata_stays_in_error_fails_the_first_look() -
         unavailable={"payments": "LEADER_NOT_AVAILABLE"},
     )
     with pytest.raises(KafkaOperationError, match="payments") as caught:
-        _run_selecting(["orders", "payments"])._select(metadata, "localhost:1", first=True)
+        _run_selecting(["orders", "payments"]).topics_to_copy(metadata, "localhost:1", first=True)
     assert caught.value.retryable
     # A later look of a follow run only warns, and an unselected broken topic never matters.
-    assert _run_selecting(["orders", "payments"])._select(metadata, "localhost:1", first=False) == ["orders"]
-    assert _run_selecting(["orders"])._select(metadata, "localhost:1", first=True) == ["orders"]
+    assert _run_selecting(["orders", "payments"]).topics_to_copy(metadata, "localhost:1", first=False) == [
+        "orders"
+    ]
+    assert _run_selecting(["orders"]).topics_to_copy(metadata, "localhost:1", first=True) == ["orders"]

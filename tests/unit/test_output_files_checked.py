@@ -126,7 +126,7 @@ def test_a_writable_mapping_output_is_written(
 @pytest.fixture
 def drills(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """What of a drill's long work started: the local clusters, the backup."""
-    from kbackup.backup import runner
+    import kbackup.backup as backup_stage
     from kbackup.sandbox import kafka
 
     started: list[str] = []
@@ -140,7 +140,7 @@ def drills(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         raise PreconditionError("stubbed: no backup here")
 
     monkeypatch.setattr(kafka, "local_clusters", local_clusters)
-    monkeypatch.setattr(runner, "run_backup", run_backup)
+    monkeypatch.setattr(backup_stage, "run_backup", run_backup)
     return started
 
 
