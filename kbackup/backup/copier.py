@@ -21,7 +21,7 @@ import logging
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,16 +231,7 @@ class Copier:
                 # Everything read so far existed before the end was read, so next_offset <= end;
                 # should a broker ever say otherwise, the end is what was read.
                 self._set_end(copy, max(plan.end_offset, copy.next_offset))
-        for key, copy in self.partitions.items():
-            if key not in planned and not copy.retiring:
-                log.warning(
-                    "%s/%d no longer exists on the source; its backup ends at offset %d",
-                    *key,
-                    copy.next_offset,
-                    extra={"backup_id": self.backup_id, "topic": key[0], "partition": key[1]},
-                )
-                copy.retiring = True
-                self._set_end(copy, copy.next_offset)
+        self._retire_unplanned(planned)
         self._share = max(
             64 * 1024,
             min(self.limits.row_group_bytes, self.buffer_memory_bytes // max(1, len(self.partitions))),
@@ -254,6 +245,19 @@ class Copier:
                 ) from None
         self._last_activity = time.monotonic()
         self.refresh_lag()
+
+    def _retire_unplanned(self, planned: Container[TopicPartitionKey]) -> None:
+        """A partition being copied that the increment no longer plans ends where it was read up to."""
+        for key, copy in self.partitions.items():
+            if key not in planned and not copy.retiring:
+                log.warning(
+                    "%s/%d no longer exists on the source; its backup ends at offset %d",
+                    *key,
+                    copy.next_offset,
+                    extra={"backup_id": self.backup_id, "topic": key[0], "partition": key[1]},
+                )
+                copy.retiring = True
+                self._set_end(copy, copy.next_offset)
 
     def _new_sink(self, copy: PartitionCopy, run_id: str) -> Sink:
         writer = PartitionSegmentWriter(

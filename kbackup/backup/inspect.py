@@ -16,7 +16,7 @@ from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage
 from kbackup.format.encryption import is_encrypted
 from kbackup.format.layout import DATA_FOLDER, object_key
-from kbackup.format.manifest import Manifest, SegmentEntry
+from kbackup.format.manifest import ConsumerGroupsSnapshot, Manifest, PartitionEntry, SegmentEntry
 from kbackup.format.segments import check_segment_contents, segment_checksum_problem
 from kbackup.storage import Storage
 
@@ -270,58 +270,74 @@ def check_manifests(backup: Backup, report: ValidationReport) -> None:
         for key in sorted(set(by_partition) - set(entries)):
             report.errors.append(f"{name}: segments of {key[0]}/{key[1]}, which the increment does not list")
         for key, entry in sorted(entries.items()):
-            where = f"{name}, {key[0]}/{key[1]}"
-            if entry.end_offset < entry.start_offset:
-                report.errors.append(
-                    f"{where}: end offset {entry.end_offset} below start {entry.start_offset}"
-                )
             previous_end = ends.get(key)
-            if previous_end is not None and entry.start_offset != previous_end:
-                report.errors.append(
-                    f"{where}: starts at {entry.start_offset}, "
-                    f"the previous increment ended at {previous_end} "
-                    f"({'records missing' if entry.start_offset > previous_end else 'ranges overlap'})"
-                )
             segments = sorted(by_partition.get(key, []), key=lambda s: s.first_offset)
-            count = sum(s.record_count for s in segments)
-            if count != entry.record_count:
-                report.errors.append(f"{where}: {entry.record_count} records, its segments hold {count}")
-            if count > entry.end_offset - entry.start_offset:
-                report.errors.append(
-                    f"{where}: {count} records cannot fit offsets {entry.start_offset}..{entry.end_offset}"
-                )
-            previous_last = entry.start_offset - 1
-            for segment in segments:
-                if segment.first_offset <= previous_last:
-                    report.errors.append(
-                        f"{where}: segment {segment.key} starts at {segment.first_offset}, "
-                        f"overlapping offsets up to {previous_last}"
-                    )
-                if segment.last_offset >= entry.end_offset:
-                    report.errors.append(
-                        f"{where}: segment {segment.key} reaches offset {segment.last_offset}, "
-                        f"past the increment's end {entry.end_offset}"
-                    )
-                previous_last = segment.last_offset
-            if segments and (entry.first_offset, entry.last_offset) != (
-                segments[0].first_offset,
-                segments[-1].last_offset,
-            ):
-                report.errors.append(
-                    f"{where}: offsets {entry.first_offset}..{entry.last_offset}, its segments hold "
-                    f"{segments[0].first_offset}..{segments[-1].last_offset}"
-                )
+            check_partition_entry(f"{name}, {key[0]}/{key[1]}", entry, segments, previous_end, report)
             ends[key] = max(entry.end_offset, previous_end or 0)
         if manifest.consumer_groups is not None:
-            for group in manifest.consumer_groups.groups:
-                for item in group.offsets:
-                    end = ends.get((item.topic, item.partition))
-                    if end is None or item.offset > end:
-                        report.warnings.append(
-                            f"{name}: group {group.group_id} committed {item.topic}/{item.partition} "
-                            f"offset {item.offset}, beyond the backup's end "
-                            f"({'none' if end is None else end}) for it"
-                        )
+            check_group_offsets(name, manifest.consumer_groups, ends, report)
+
+
+def check_partition_entry(
+    where: str,
+    entry: PartitionEntry,
+    segments: list[SegmentEntry],
+    previous_end: int | None,
+    report: ValidationReport,
+) -> None:
+    """One partition of an increment: its range, where the previous increment ended, and its
+    segments (``segments``, sorted by first offset) against the range and each other."""
+    if entry.end_offset < entry.start_offset:
+        report.errors.append(f"{where}: end offset {entry.end_offset} below start {entry.start_offset}")
+    if previous_end is not None and entry.start_offset != previous_end:
+        report.errors.append(
+            f"{where}: starts at {entry.start_offset}, "
+            f"the previous increment ended at {previous_end} "
+            f"({'records missing' if entry.start_offset > previous_end else 'ranges overlap'})"
+        )
+    count = sum(s.record_count for s in segments)
+    if count != entry.record_count:
+        report.errors.append(f"{where}: {entry.record_count} records, its segments hold {count}")
+    if count > entry.end_offset - entry.start_offset:
+        report.errors.append(
+            f"{where}: {count} records cannot fit offsets {entry.start_offset}..{entry.end_offset}"
+        )
+    previous_last = entry.start_offset - 1
+    for segment in segments:
+        if segment.first_offset <= previous_last:
+            report.errors.append(
+                f"{where}: segment {segment.key} starts at {segment.first_offset}, "
+                f"overlapping offsets up to {previous_last}"
+            )
+        if segment.last_offset >= entry.end_offset:
+            report.errors.append(
+                f"{where}: segment {segment.key} reaches offset {segment.last_offset}, "
+                f"past the increment's end {entry.end_offset}"
+            )
+        previous_last = segment.last_offset
+    if segments and (entry.first_offset, entry.last_offset) != (
+        segments[0].first_offset,
+        segments[-1].last_offset,
+    ):
+        report.errors.append(
+            f"{where}: offsets {entry.first_offset}..{entry.last_offset}, its segments hold "
+            f"{segments[0].first_offset}..{segments[-1].last_offset}"
+        )
+
+
+def check_group_offsets(
+    name: str, snapshot: ConsumerGroupsSnapshot, ends: dict[TopicPartitionKey, int], report: ValidationReport
+) -> None:
+    """A warning for each committed group offset beyond what the backup holds of its partition."""
+    for group in snapshot.groups:
+        for item in group.offsets:
+            end = ends.get((item.topic, item.partition))
+            if end is None or item.offset > end:
+                report.warnings.append(
+                    f"{name}: group {group.group_id} committed {item.topic}/{item.partition} "
+                    f"offset {item.offset}, beyond the backup's end "
+                    f"({'none' if end is None else end}) for it"
+                )
 
 
 def check_segment_entry(name: str, segment: SegmentEntry, report: ValidationReport) -> None:

@@ -320,21 +320,26 @@ def collect_status(
             # One timeout is enough: asking again for each backup would only multiply the wait.
             status.lag_unknown_reason = unreachable
             continue
-        try:
-            add_live_offsets(status, backup, source)
-        except KafkaUnreachableError as exc:
-            if lag_required:
-                raise
-            unreachable = status.lag_unknown_reason = exc.message
-            log.info("lag unknown: %s", exc.message, extra={"backup_id": backup_id})
-        except PreconditionError as exc:
-            if lag_required:
-                raise
-            status.lag_unknown_reason = exc.message
-            log.info("lag unknown: %s", exc.message, extra={"backup_id": backup_id})
+        unreachable = _add_lag(status, backup, source, lag_required=lag_required)
     if not statuses:
         raise _none_readable(unreadable, storage.url)
     return StatusReport(statuses=statuses, unreadable=unreadable)
+
+
+def _add_lag(
+    status: BackupStatus, backup: Backup, source: KafkaConnection, *, lag_required: bool
+) -> str | None:
+    """The source's offsets into ``status``, or (unless ``lag_required``) why its lag is unknown.
+    Returns that reason when the source is unreachable: the backups after this one do not ask again."""
+    try:
+        add_live_offsets(status, backup, source)
+    except (KafkaUnreachableError, PreconditionError) as exc:
+        if lag_required:
+            raise
+        status.lag_unknown_reason = exc.message
+        log.info("lag unknown: %s", exc.message, extra={"backup_id": backup.backup_id})
+        return exc.message if isinstance(exc, KafkaUnreachableError) else None
+    return None
 
 
 def _none_readable(unreadable: list[UnreadableBackup], storage_url: str) -> KBackupError:
