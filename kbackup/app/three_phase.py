@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbackup.app.config import KBackupConfig
 from kbackup.app.overrides import NO_BACKUP_ID, NO_TARGET_CLUSTER, spark_engine
@@ -41,6 +41,9 @@ from kbackup.format.reset_plan import read_plan, render_plan_table
 from kbackup.format.three_phase_state import StateFile
 from kbackup.reset.executor import execute_plan
 from kbackup.reset.sources import SourceOffsets
+
+if TYPE_CHECKING:
+    from kbackup.format.catalog import Backup
 
 
 @dataclass
@@ -515,7 +518,7 @@ def preview_reset(
     return PhasePreview("reset", lines, details)
 
 
-def job_backup(config: KBackupConfig) -> Any:
+def job_backup(config: KBackupConfig) -> Backup:
     from kbackup.format.catalog import BackupCatalog
     from kbackup.storage import open_storage
 
