@@ -524,9 +524,9 @@ def job_backup(config: KBackupConfig) -> Any:
 
 
 def selected_target_topics(config: KBackupConfig, backup: Any) -> list[str]:
-    from kbackup.restore.plan import select_topics
+    from kbackup.restore.plan import restored_topics
 
-    return sorted({item.target_topic for item in select_topics(backup, config.restore)})
+    return sorted({item.target_topic for item in restored_topics(backup, config.restore)})
 
 
 def build_mapping_phase(
