@@ -18,9 +18,17 @@ from kbackup.core.kafka import open_admin
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.reset_plan import ResetPlan
-from kbackup.reset.mapping_input import load_mapping_index
-from kbackup.reset.planner import MAPPING_HINT, MappingIndex, PlanRequest, plan_offset_reset
-from kbackup.reset.sources import SourceOffsets, from_backup, from_live_source, timestamps_from_backup
+from kbackup.reset import (
+    MAPPING_HINT,
+    MappingIndex,
+    PlanRequest,
+    SourceOffsets,
+    from_backup,
+    from_live_source,
+    load_mapping_index,
+    plan_offset_reset,
+    timestamps_from_backup,
+)
 from kbackup.restore.plan import restored_topics
 from kbackup.storage import Storage, open_storage
 
