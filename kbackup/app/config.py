@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field
 
-from kbackup.app.settings import DrillSettings, ThreePhaseSettings
+from kbackup.app.drill_settings import DrillSettings, ThreePhaseSettings
 from kbackup.backup.settings import BackupSettings, SourceSettings
 from kbackup.core.config import (
     DEFAULT_STORAGE_PATH,

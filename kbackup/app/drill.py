@@ -25,8 +25,8 @@ from kbackup.app.drill_report import (
     config_digest,
     write_report,
 )
+from kbackup.app.drill_settings import DrillSettings, ThreePhaseSettings
 from kbackup.app.overrides import spark_engine
-from kbackup.app.settings import DrillSettings, ThreePhaseSettings
 from kbackup.app.three_phase import (
     ThreePhaseSummary,
     job_backup,

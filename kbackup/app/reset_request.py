@@ -18,10 +18,18 @@ from kbackup.core.kafka import open_admin
 from kbackup.core.progress import Progress
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.reset_plan import ResetPlan
-from kbackup.reset.mapping_input import load_mapping_index
-from kbackup.reset.planner import MAPPING_HINT, MappingIndex, PlanRequest, plan_offset_reset
-from kbackup.reset.sources import SourceOffsets, from_backup, from_live_source, timestamps_from_backup
-from kbackup.restore.plan import select_topics
+from kbackup.reset import (
+    MAPPING_HINT,
+    MappingIndex,
+    PlanRequest,
+    SourceOffsets,
+    from_backup,
+    from_live_source,
+    load_mapping_index,
+    plan_offset_reset,
+    timestamps_from_backup,
+)
+from kbackup.restore.plan import restored_topics
 from kbackup.storage import Storage, open_storage
 
 
@@ -150,7 +158,7 @@ def restored_source_topics(config: KBackupConfig, backup: Backup | None) -> list
     restored records to move to. None (every topic) when it is unset, or without the backup."""
     if not config.restore.topics or backup is None:
         return None
-    return [item.entry.name for item in select_topics(backup, config.restore)]
+    return [item.entry.name for item in restored_topics(backup, config.restore)]
 
 
 def plan_reset(

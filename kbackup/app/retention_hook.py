@@ -6,8 +6,7 @@ from collections.abc import Callable
 
 from kbackup.core.errors import PreconditionError
 from kbackup.core.logs import get_logger
-from kbackup.prune.execute import execute_prune
-from kbackup.prune.plan import plan_prune
+from kbackup.prune import execute_prune, plan_prune
 from kbackup.prune.settings import RetentionSettings
 from kbackup.storage import Storage
 

@@ -39,8 +39,7 @@ from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import read_plan, render_plan_table
 from kbackup.format.three_phase_state import StateFile
-from kbackup.reset.executor import execute_plan
-from kbackup.reset.sources import SourceOffsets
+from kbackup.reset import SourceOffsets, execute_plan
 
 if TYPE_CHECKING:
     from kbackup.format.catalog import Backup
@@ -439,7 +438,7 @@ def preview_mapping(
              "finds each position by binary search over the origin headers"],
             details,
         )  # fmt: skip
-    from kbackup.mapping.build import plan_scan
+    from kbackup.mapping import plan_scan
 
     if mode == "audit":
         why = "three_phase.build_mapping: audit; after the groups move, as the audit of their positions"
@@ -527,9 +526,9 @@ def job_backup(config: KBackupConfig) -> Backup:
 
 
 def selected_target_topics(config: KBackupConfig, backup: Any) -> list[str]:
-    from kbackup.restore.plan import select_topics
+    from kbackup.restore.plan import restored_topics
 
-    return sorted({item.target_topic for item in select_topics(backup, config.restore)})
+    return sorted({item.target_topic for item in restored_topics(backup, config.restore)})
 
 
 def build_mapping_phase(

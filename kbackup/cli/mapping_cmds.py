@@ -17,9 +17,10 @@ from kbackup.cli.common import (
     pairs,
     print_json,
 )
+from kbackup.cli.mapping_text import parse_format, render, write_output
 from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.progress import Progress
-from kbackup.format.mapping_file import check_writable_mapping, parse_format, render, write_mapping
+from kbackup.format.mapping_file import check_writable_mapping
 from kbackup.mapping import build_offset_mapping
 
 #: What a Kafka topic name is made of: anything else in a --topic is a regex or a typo.
@@ -166,7 +167,7 @@ def show_offset_mapping(
     }
     if output is not None:
         summary.update(
-            output=output, format=chosen_format, bytes=write_mapping(mapping, output, chosen_format)
+            output=output, format=chosen_format, bytes=write_output(mapping, output, chosen_format)
         )
     if as_json:
         print_json(summary if output is not None else mapping.to_document())

@@ -20,7 +20,7 @@ from kbackup.cli.common import (
 from kbackup.core.config import validate_config
 from kbackup.core.errors import PreconditionError, UsageError
 from kbackup.core.progress import Progress
-from kbackup.prune.plan import BackupPlan, PrunePlan
+from kbackup.prune import BackupPlan, PrunePlan, execute_prune, plan_prune
 from kbackup.prune.settings import RetentionSettings
 from kbackup.storage import open_storage
 
@@ -129,24 +129,7 @@ def prune(
         "before": before,
         "max_total_bytes": max_total_bytes,
     }
-    rules = {key: value for key, value in flags.items() if value is not None}
-    #: Each rule option as typed, so a wrong value names it (``--older-than 3x``), as status's do.
-    typed = {key: f"--{key.replace('_', '-')} {value}" for key, value in rules.items()}
-    base = cfg.backup.retention
-    if rules:
-        data: dict[str, Any] = dict(rules)
-        source = "the prune options"
-    elif base is not None:
-        data = base.model_dump(exclude_none=True)
-        source = "backup.retention"
-    else:
-        data, source = {}, "the prune options"
-    if orphan_grace is not None:
-        data["orphan_grace"] = orphan_grace
-        typed["orphan_grace"] = f"--orphan-grace {orphan_grace}"
-    if force:
-        data["force"] = True
-    policy = validate_config(data, RetentionSettings, source, flags=typed)
+    policy = _policy(flags, cfg.backup.retention, orphan_grace=orphan_grace, force=force)
     if policy.empty and orphan_grace is None:
         raise UsageError(
             "no retention rule: give --keep-last/--keep-within/--keep-hourly/daily/weekly/monthly, "
@@ -161,9 +144,6 @@ def prune(
     # --execute deletes, most often from cron with no one watching: a run's patience, so a store
     # restarting midway does not stop it between its generation commit and its deletes.
     storage = existing_store(open_storage(storage_settings(cfg, path, run=execute)))
-
-    from kbackup.prune.execute import execute_prune
-    from kbackup.prune.plan import plan_prune
 
     plan = plan_prune(storage, policy, chosen)
     refused = [item.needs_force for item in plan.backups if item.needs_force]
@@ -191,6 +171,30 @@ def prune(
     with Progress() as progress, progress.task("removing", total=plan.deletes, unit="objects") as task:
         result = execute_prune(storage, plan, advanced=task.advance)
     _show(plan, as_json, executed=result.to_dict())
+
+
+def _policy(
+    flags: dict[str, Any], base: RetentionSettings | None, *, orphan_grace: str | None, force: bool
+) -> RetentionSettings:
+    """The policy the rule options give, else the config's backup.retention; with --orphan-grace
+    and --force over either."""
+    rules = {key: value for key, value in flags.items() if value is not None}
+    #: Each rule option as typed, so a wrong value names it (``--older-than 3x``), as status's do.
+    typed = {key: f"--{key.replace('_', '-')} {value}" for key, value in rules.items()}
+    if rules:
+        data: dict[str, Any] = dict(rules)
+        source = "the prune options"
+    elif base is not None:
+        data = base.model_dump(exclude_none=True)
+        source = "backup.retention"
+    else:
+        data, source = {}, "the prune options"
+    if orphan_grace is not None:
+        data["orphan_grace"] = orphan_grace
+        typed["orphan_grace"] = f"--orphan-grace {orphan_grace}"
+    if force:
+        data["force"] = True
+    return validate_config(data, RetentionSettings, source, flags=typed)
 
 
 def _show(plan: PrunePlan, as_json: bool, executed: dict[str, Any] | None) -> None:

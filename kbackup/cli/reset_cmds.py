@@ -19,7 +19,7 @@ from kbackup.core.files import check_writable, write_file
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import ResetPlan, read_plan, render_plan_table
 from kbackup.format.rollback_snapshot import list_snapshots, read_snapshot
-from kbackup.reset.executor import ExecuteResult, execute_plan, rollback
+from kbackup.reset import ExecuteResult, execute_plan, rollback
 
 offset_reset_app = typer.Typer(
     help="Plan, review and execute consumer-group offset resets on the target cluster.",

@@ -1,4 +1,6 @@
-"""The offset mapping as a value and as a file: JSON, CSV, Parquet (read and written) and a text table.
+"""The offset mapping as a value and as a file: JSON, CSV and Parquet, read and written.
+
+The text table for people and the choice of ``--format`` are the CLI's (kbackup.cli.mapping_text).
 
 JSON follows the shape users of header-based Kafka backup tools know (one
 entry per source topic and target topic, with ``mappings`` of
@@ -44,10 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
 from kbackup.core.errors import (
     BackupIntegrityError,
-    ConfigError,
     NotFoundError,
     PreconditionError,
-    UsageError,
 )
 from kbackup.core.files import check_writable, write_file
 from kbackup.core.types import TopicPartitionKey
@@ -76,8 +76,8 @@ RANGE_COLUMNS = (
     "target_end",
 )
 
-MappingFormat = Literal["text", "json", "csv", "parquet"]
-FORMATS: tuple[MappingFormat, ...] = ("text", "json", "csv", "parquet")
+#: The file formats (the text table is for people: kbackup.cli.mapping_text).
+MappingFileFormat = Literal["json", "csv", "parquet"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,50 +252,6 @@ class OffsetMapping:
 # -- writers ----------------------------------------------------------------------------------
 
 
-def render_text(mapping: OffsetMapping) -> str:
-    """A readable table: one line per range, then what was scanned."""
-    out = io.StringIO()
-    out.write(
-        f"offset mapping of source cluster {mapping.source_cluster} "
-        f"(created {mapping.header()['created_at']}; ends are inclusive)\n"
-    )
-    headings = ("source topic", "part", "source offsets", "target topic", "part", "target offsets", "records")
-    rows = [
-        (
-            item.source_topic,
-            str(item.source_partition),
-            f"{item.source_start}..{item.source_end}",
-            item.target_topic,
-            str(item.target_partition),
-            f"{item.target_start}..{item.target_end}",
-            str(item.records),
-        )
-        for item in sorted(
-            mapping.ranges,
-            key=lambda r: (
-                r.source_topic,
-                r.source_partition,
-                r.target_topic,
-                r.target_partition,
-                r.target_start,
-            ),
-        )
-    ]
-    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headings)]
-    out.write("  ".join(h.ljust(w) for h, w in zip(headings, widths, strict=True)).rstrip() + "\n")
-    for row in rows:
-        out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
-    if not rows:
-        out.write("(no restored records of this source cluster)\n")
-    out.write(f"{len(rows)} range(s), {mapping.records} record(s); scanned target partitions:\n")
-    for scanned in mapping.scanned:
-        out.write(
-            f"  {scanned.topic}[{scanned.partition}] offsets {scanned.start_offset} to {scanned.end_offset} "
-            "(end exclusive)\n"
-        )
-    return out.getvalue()
-
-
 def render_json(mapping: OffsetMapping) -> str:
     return json.dumps(mapping.to_document(), indent=2) + "\n"
 
@@ -331,7 +287,7 @@ MAPPING_OUTPUT = "show-offset-mapping --output"
 
 
 def write_mapping(
-    mapping: OffsetMapping, path: str | Path, output_format: MappingFormat, *, what: str = MAPPING_OUTPUT
+    mapping: OffsetMapping, path: str | Path, output_format: MappingFileFormat, *, what: str = MAPPING_OUTPUT
 ) -> int:
     """Write the mapping to a file; returns its size in bytes. A file that cannot be written is a
     ConfigError naming it as ``what`` (``kbackup.core.files``), as :func:`check_writable_mapping`
@@ -345,7 +301,7 @@ def write_mapping(
         pq.write_table(_arrow_table(mapping), sink, compression="zstd")
         data = sink.getvalue().to_pybytes()
     else:
-        data = render(mapping, output_format).encode("utf-8")
+        data = {"json": render_json, "csv": render_csv}[output_format](mapping).encode("utf-8")
     write_file(Path(path), data, what)
     return len(data)
 
@@ -353,34 +309,6 @@ def write_mapping(
 def check_writable_mapping(path: str | Path) -> None:
     """Refuse a mapping file that could not be written, before the scan that takes minutes."""
     check_writable(Path(path), MAPPING_OUTPUT)
-
-
-def render(mapping: OffsetMapping, output_format: MappingFormat) -> str:
-    if output_format == "text":
-        return render_text(mapping)
-    if output_format == "json":
-        return render_json(mapping)
-    if output_format == "csv":
-        return render_csv(mapping)
-    raise UsageError("the parquet format is binary: give --output FILE")
-
-
-def parse_format(value: str | None, output: str | None) -> MappingFormat:
-    """``--format``, else the output file's extension, else text (no file) or json (a file)."""
-    if value is not None:
-        lowered = value.lower()
-        for known in FORMATS:
-            if lowered == known:
-                return known
-        # A wrong value after an option: exit 3, as --engine's (docs/exit-codes.md).
-        raise ConfigError(f"--format {value}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
-    if output is not None:
-        suffix = Path(output).suffix.lower().lstrip(".")
-        for known in FORMATS:
-            if suffix == known:
-                return known
-        return "json"
-    return "text"
 
 
 # -- the reader -------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import PreconditionError, VerificationError
 from kbackup.core.faults import crash_point
-from kbackup.core.kafka import Admin, open_admin
+from kbackup.core.kafka import Admin, PartitionRange, open_admin
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import utc_now_iso
 from kbackup.format.reset_plan import ResetPlan
@@ -112,25 +112,14 @@ def execute_plan(
                 continue
             key = (row.target_topic, row.target_partition)
             now = current.get(key)
-            live = live_ranges[key]
             if now == row.new_offset:
                 result.already_applied += 1
                 continue
-            if now != row.target_committed:
-                problems.append(
-                    f"group {group.group_id} on {key[0]}/{key[1]} is at {now}, the plan expected "
-                    f"{row.target_committed}"
-                )
-            elif now is not None and row.new_offset < now and not allow_rewind:
-                problems.append(
-                    f"group {group.group_id} on {key[0]}/{key[1]} would move backwards from {now} "
-                    f"to {row.new_offset} (pass --allow-rewind to allow it)"
-                )
-            elif not live.log_start <= row.new_offset <= live.log_end:
-                problems.append(
-                    f"new offset {row.new_offset} of group {group.group_id} is outside {key[0]}/{key[1]}'s "
-                    f"range {live.log_start}..{live.log_end}"
-                )
+            problem = _move_problem(
+                group.group_id, key, now, row.target_committed, row.new_offset, live_ranges[key], allow_rewind
+            )
+            if problem is not None:
+                problems.append(problem)
             wanted[key] = row.new_offset
             result.changes.append(OffsetChange(group.group_id, key[0], key[1], now, row.new_offset))
         if wanted:
@@ -163,6 +152,32 @@ def execute_plan(
     _apply(admin, wanted_by_group, parallelism)
     _verify(admin, wanted_by_group)
     return result
+
+
+def _move_problem(
+    group_id: str,
+    key: TopicPartitionKey,
+    now: int | None,
+    planned_from: int | None,
+    new_offset: int,
+    live: PartitionRange,
+    allow_rewind: bool,
+) -> str | None:
+    """Why moving a group's offset in one partition from ``now`` to ``new_offset`` no longer
+    matches the plan (None: it does)."""
+    if now != planned_from:
+        return f"group {group_id} on {key[0]}/{key[1]} is at {now}, the plan expected {planned_from}"
+    if now is not None and new_offset < now and not allow_rewind:
+        return (
+            f"group {group_id} on {key[0]}/{key[1]} would move backwards from {now} "
+            f"to {new_offset} (pass --allow-rewind to allow it)"
+        )
+    if not live.log_start <= new_offset <= live.log_end:
+        return (
+            f"new offset {new_offset} of group {group_id} is outside {key[0]}/{key[1]}'s "
+            f"range {live.log_start}..{live.log_end}"
+        )
+    return None
 
 
 def _offset_list(offsets: dict[TopicPartitionKey, int]) -> list[SnapshotOffset]:

@@ -364,26 +364,7 @@ class _Planner:
         probes = 0
         new_offset: int | None
         if method == "binary-search":
-            probe = self.probe(key)
-            result = self.search(key, topic, partition, offset or 0)
-            probes = result.probes
-            foreign = {item for item in probe.sources_seen if item != (topic, partition)}
-            if foreign:
-                raise PreconditionError(
-                    f"target partition {target_topic}/{partition} holds records of other source partitions "
-                    f"({', '.join(f'{t}/{p}' for t, p in sorted(foreign))}): it was repartitioned",
-                    hint="build the offset mapping with 'kafka-backup show-offset-mapping' and set "
-                    "offset_reset.mapping_file (or scan_all_partitions: true)",
-                )
-            if result.record_at_position is None and result.position == span.log_start:
-                new_offset = None
-                notes.append("no restored record of this source partition on the target")
-            else:
-                new_offset = result.position
-                if result.record_at_position is not None:
-                    expected = OriginOffset(
-                        topic=topic, partition=partition, offset=result.record_at_position.source_offset
-                    )
+            new_offset, expected, probes = self.searched_position(key, topic, partition, offset, notes)
         elif method == "timestamp":
             new_offset, probes, note = self.timestamp_position(topic, partition, key, offset)
             rereads = None
@@ -395,14 +376,7 @@ class _Planner:
         elif method == "latest":
             new_offset, rereads = span.log_end, None
         elif method == "offset":
-            if self.request.fixed_offset is None:
-                raise ConfigError("offset_reset.offset is required with strategy: offset")
-            if not span.log_start <= self.request.fixed_offset <= span.log_end:
-                raise PreconditionError(
-                    f"offset {self.request.fixed_offset} is outside {target_topic}/{partition}'s "
-                    f"range {span.log_start}..{span.log_end}"
-                )
-            new_offset, rereads = self.request.fixed_offset, None
+            new_offset, rereads = self.fixed_offset(key), None
         else:  # pragma: no cover - method_for returns only the methods above
             raise AssertionError(method)
         return PartitionReset(
@@ -420,6 +394,45 @@ class _Planner:
             probes=probes,
             notes=notes,
         )
+
+    def searched_position(
+        self, key: TopicPartitionKey, topic: str, partition: int, offset: int | None, notes: list[str]
+    ) -> tuple[int | None, OriginOffset | None, int]:
+        """Strategy header-based by binary search on target partition ``key``, fed by one source
+        partition: the new offset (None: nothing of it was restored, said in ``notes``), the origin
+        of the record there, and the reads it took."""
+        target_topic = key[0]
+        probe = self.probe(key)
+        result = self.search(key, topic, partition, offset or 0)
+        foreign = {item for item in probe.sources_seen if item != (topic, partition)}
+        if foreign:
+            raise PreconditionError(
+                f"target partition {target_topic}/{partition} holds records of other source partitions "
+                f"({', '.join(f'{t}/{p}' for t, p in sorted(foreign))}): it was repartitioned",
+                hint="build the offset mapping with 'kafka-backup show-offset-mapping' and set "
+                "offset_reset.mapping_file (or scan_all_partitions: true)",
+            )
+        if result.record_at_position is None and result.position == self.ranges[key].log_start:
+            notes.append("no restored record of this source partition on the target")
+            return None, None, result.probes
+        expected = None
+        if result.record_at_position is not None:
+            expected = OriginOffset(
+                topic=topic, partition=partition, offset=result.record_at_position.source_offset
+            )
+        return result.position, expected, result.probes
+
+    def fixed_offset(self, key: TopicPartitionKey) -> int:
+        """Strategy offset: ``offset_reset.offset``, refused outside the target partition's range."""
+        span = self.ranges[key]
+        if self.request.fixed_offset is None:
+            raise ConfigError("offset_reset.offset is required with strategy: offset")
+        if not span.log_start <= self.request.fixed_offset <= span.log_end:
+            raise PreconditionError(
+                f"offset {self.request.fixed_offset} is outside {key[0]}/{key[1]}'s "
+                f"range {span.log_start}..{span.log_end}"
+            )
+        return self.request.fixed_offset
 
     def plan_merged(
         self,

@@ -102,7 +102,44 @@ class _KnownSpan:
         return records[index] if index < len(records) else None
 
 
-class PartitionProbe:
+class PartitionFetches(Generic[S]):
+    """One target partition below ``end_offset``, read one fetch at a time with the reset's probe
+    consumer (:func:`probe_consumer_properties`), what each read found remembered as a span of
+    type ``S``; ``fetches`` counts the reads."""
+
+    def __init__(
+        self,
+        reader: PartitionReader,
+        *,
+        topic: str,
+        partition: int,
+        end_offset: int,
+        timeout_secs: float = 30.0,
+    ) -> None:
+        self.reader = reader
+        self.topic = topic
+        self.partition = partition
+        self.end_offset = end_offset
+        self.timeout_secs = timeout_secs
+        self.fetches = 0
+        self._read: SpansRead[S] = SpansRead()
+
+    def fetch_once(self, offset: int) -> list[Message]:
+        """The records of one fetch from ``offset`` on (none at the end); the reader's ``reached``
+        and ``at_partition_end`` then say where it stopped."""
+        self.fetches += 1
+        batches = self.reader.batches(
+            self.topic,
+            self.partition,
+            offset,
+            self.end_offset,
+            timeout_secs=self.timeout_secs,
+            batch_records=PROBE_BATCH_RECORDS,
+        )
+        return next(batches, [])
+
+
+class PartitionProbe(PartitionFetches[_KnownSpan]):
     """Answers probes on one target partition for one origin cluster."""
 
     def __init__(
@@ -115,16 +152,12 @@ class PartitionProbe:
         end_offset: int,
         timeout_secs: float = 30.0,
     ) -> None:
-        self.reader = reader
-        self.topic = topic
-        self.partition = partition
+        super().__init__(
+            reader, topic=topic, partition=partition, end_offset=end_offset, timeout_secs=timeout_secs
+        )
         self.source_cluster = source_cluster
-        self.end_offset = end_offset
-        self.timeout_secs = timeout_secs
-        self.fetches = 0
         #: Source partitions seen in this target partition (more than one: repartitioned).
         self.sources_seen: set[tuple[str, int]] = set()
-        self._read: SpansRead[_KnownSpan] = SpansRead()
 
     def first_at_or_after(
         self, offset: int, source_topic: str, source_partition: int | None, limit: int | None = None
@@ -169,18 +202,8 @@ class PartitionProbe:
     def _fetch(self, offset: int) -> _KnownSpan:
         """One fetch's worth of records from ``offset`` on (the reader keeps the partition assigned,
         so a fetch that continues where the last one stopped costs no new round trip)."""
-        self.fetches += 1
         span = _KnownSpan(start=offset, stop=offset)
-        for batch in self.reader.batches(
-            self.topic,
-            self.partition,
-            offset,
-            self.end_offset,
-            timeout_secs=self.timeout_secs,
-            batch_records=PROBE_BATCH_RECORDS,
-        ):
-            self._take(batch, span)
-            break
+        self._take(self.fetch_once(offset), span)
         # Nothing (more) below the end: the span reaches it.
         span.stop = self.end_offset if self.reader.at_partition_end else max(span.stop, self.reader.reached)
         return self._read.remember(span)

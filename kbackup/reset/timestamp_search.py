@@ -26,8 +26,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kbackup.core.kafka import Message, PartitionReader
-from kbackup.reset.probe import PROBE_BATCH_RECORDS, SpansRead
+from kbackup.core.kafka import Message
+from kbackup.reset.probe import PartitionFetches
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -148,26 +148,9 @@ def _stamped(message: Message) -> StampedRecord | None:
     return StampedRecord(offset, stamp)
 
 
-class RecordRuns:
+class RecordRuns(PartitionFetches[_Span]):
     """:data:`ReadRun` over one target partition: each read one fetch with the reset's probe consumer
     (``read_committed``), the records remembered so later searches there reuse them."""
-
-    def __init__(
-        self,
-        reader: PartitionReader,
-        *,
-        topic: str,
-        partition: int,
-        end_offset: int,
-        timeout_secs: float = 30.0,
-    ) -> None:
-        self.reader = reader
-        self.topic = topic
-        self.partition = partition
-        self.end_offset = end_offset
-        self.timeout_secs = timeout_secs
-        self.fetches = 0
-        self._read: SpansRead[_Span] = SpansRead()
 
     def __call__(self, offset: int) -> list[StampedRecord]:
         span = self._read.starting_at_or_before(offset)
@@ -178,18 +161,7 @@ class RecordRuns:
         return self._fetch(offset).records
 
     def _fetch(self, offset: int) -> _Span:
-        self.fetches += 1
-        records: list[StampedRecord] = []
-        for batch in self.reader.batches(
-            self.topic,
-            self.partition,
-            offset,
-            self.end_offset,
-            timeout_secs=self.timeout_secs,
-            batch_records=PROBE_BATCH_RECORDS,
-        ):
-            records = [record for message in batch if (record := _stamped(message)) is not None]
-            break
+        records = [record for message in self.fetch_once(offset) if (record := _stamped(message)) is not None]
         to_end = self.reader.at_partition_end or self.reader.reached >= self.end_offset
         stop = self.end_offset if to_end else max(self.reader.reached, offset)
         return self._read.remember(_Span(start=offset, stop=stop, records=records, to_end=to_end))

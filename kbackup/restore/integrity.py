@@ -19,7 +19,7 @@ from kbackup.format.layout import object_key
 from kbackup.format.manifest import SegmentEntry
 from kbackup.format.segments import open_segment
 from kbackup.restore.plan import PartitionPlan
-from kbackup.restore.selection import RecordFilter
+from kbackup.restore.record_filters import RecordFilter
 from kbackup.storage import Storage
 
 

@@ -3,8 +3,8 @@
 ``build_plan`` is pure: it turns a loaded backup, the restore settings and what
 the target cluster looks like (:class:`TargetState`, gathered by
 :func:`kbackup.restore.target.inspect_target`) into a :class:`RestorePlan`, or
-raises the error that names the bad input. ``--dry-run`` prints the plan;
-:mod:`kbackup.restore.runner` executes it.
+raises the error that names the bad input. ``--dry-run`` prints the plan
+(:mod:`kbackup.restore.plan_text`); :mod:`kbackup.restore.runner` executes it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Literal
 from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import SegmentEntry, TopicEntry
-from kbackup.restore.selection import RecordFilter
+from kbackup.restore.record_filters import RecordFilter
 from kbackup.restore.settings import LogAppendTimePolicy, RestoreSettings
 
 Mode = Literal["exactly-once", "idempotent"]
@@ -268,7 +268,9 @@ class RestorePlan:
 
 
 @dataclass(frozen=True)
-class SelectedTopic:
+class RestoredTopic:
+    """A source topic a restore replays: its target topic name and its selected partitions."""
+
     entry: TopicEntry
     target_topic: str
     partitions: list[int]
@@ -283,11 +285,32 @@ def _known(backup: Backup, topic: str, key: str) -> None:
         )
 
 
-def select_topics(backup: Backup, settings: RestoreSettings) -> list[SelectedTopic]:
+def restored_topics(backup: Backup, settings: RestoreSettings) -> list[RestoredTopic]:
     """The source topics and partitions a restore replays, each with its target topic name.
 
     Raises NotFoundError naming a topic, pattern or partition the backup does not hold.
     """
+    _check_named_topics(backup, settings)
+    coverage = backup.coverage()
+    selected: list[RestoredTopic] = []
+    targets: dict[str, str] = {}
+    for name in _matching_topics(backup, settings):
+        target = settings.topic_mapping.get(name, name)
+        if target in targets:
+            raise ConfigError(
+                f"restore.topic_mapping: source topics {targets[target]!r} and {name!r} would both be "
+                f"restored into {target!r}",
+                hint="give each source topic its own target topic",
+            )
+        targets[target] = name
+        held = sorted(p for (topic, p) in coverage if topic == name)
+        partitions = _selected_partitions(backup, settings, name, held)
+        selected.append(RestoredTopic(entry=backup.topics[name], target_topic=target, partitions=partitions))
+    return selected
+
+
+def _check_named_topics(backup: Backup, settings: RestoreSettings) -> None:
+    """Every topic a per-topic setting names is in the backup."""
     for key, topics in (
         ("topic_mapping", settings.topic_mapping),
         ("partitions", settings.partitions),
@@ -301,49 +324,42 @@ def select_topics(backup: Backup, settings: RestoreSettings) -> list[SelectedTop
         for topic in settings.repartition:
             _known(backup, topic, "repartition")
 
+
+def _matching_topics(backup: Backup, settings: RestoreSettings) -> list[str]:
+    """The backup's topics ``restore.topics`` matches (all of them when it is empty), sorted."""
     names = sorted(backup.topics)
-    if settings.topics:
-        chosen: set[str] = set()
-        for pattern in settings.topics:
-            matched = {name for name in names if re.fullmatch(pattern, name)}
-            if not matched:
-                raise NotFoundError(
-                    f"restore.topics: {pattern!r} matches no topic of backup {backup.backup_id!r} "
-                    f"(it holds: {', '.join(names) or 'no topics'})"
-                )
-            chosen |= matched
-        names = sorted(chosen)
-    coverage = backup.coverage()
-    selected: list[SelectedTopic] = []
-    targets: dict[str, str] = {}
-    for name in names:
-        entry = backup.topics[name]
-        target = settings.topic_mapping.get(name, name)
-        if target in targets:
-            raise ConfigError(
-                f"restore.topic_mapping: source topics {targets[target]!r} and {name!r} would both be "
-                f"restored into {target!r}",
-                hint="give each source topic its own target topic",
+    if not settings.topics:
+        return names
+    chosen: set[str] = set()
+    for pattern in settings.topics:
+        matched = {name for name in names if re.fullmatch(pattern, name)}
+        if not matched:
+            raise NotFoundError(
+                f"restore.topics: {pattern!r} matches no topic of backup {backup.backup_id!r} "
+                f"(it holds: {', '.join(names) or 'no topics'})"
             )
-        targets[target] = name
-        held = sorted(p for (topic, p) in coverage if topic == name)
-        wanted = settings.partitions.get(name)
-        if wanted is not None:
-            missing = sorted(set(wanted) - set(held))
-            if missing:
-                raise NotFoundError(
-                    f"restore.partitions: backup {backup.backup_id!r} holds no partition "
-                    f"{', '.join(map(str, missing))} of topic {name!r} (it holds: {held})"
-                )
-            held = sorted(set(wanted))
-        for partition in settings.offset_ranges.get(name, {}):
-            if partition not in held:
-                raise NotFoundError(
-                    f"restore.offset_ranges: partition {partition} of topic {name!r} is not selected "
-                    f"or not in backup {backup.backup_id!r}"
-                )
-        selected.append(SelectedTopic(entry=entry, target_topic=target, partitions=held))
-    return selected
+        chosen |= matched
+    return sorted(chosen)
+
+
+def _selected_partitions(backup: Backup, settings: RestoreSettings, name: str, held: list[int]) -> list[int]:
+    """The partitions of topic ``name`` the restore replays, of those the backup ``held``."""
+    wanted = settings.partitions.get(name)
+    if wanted is not None:
+        missing = sorted(set(wanted) - set(held))
+        if missing:
+            raise NotFoundError(
+                f"restore.partitions: backup {backup.backup_id!r} holds no partition "
+                f"{', '.join(map(str, missing))} of topic {name!r} (it holds: {held})"
+            )
+        held = sorted(set(wanted))
+    for partition in settings.offset_ranges.get(name, {}):
+        if partition not in held:
+            raise NotFoundError(
+                f"restore.offset_ranges: partition {partition} of topic {name!r} is not selected "
+                f"or not in backup {backup.backup_id!r}"
+            )
+    return held
 
 
 # ---------------------------------------------------------------------------
@@ -411,7 +427,7 @@ def origin_headers_of(backup: Backup, settings: RestoreSettings) -> tuple[bool, 
 
 
 def _routing(
-    selected: SelectedTopic, settings: RestoreSettings, target_partitions: int, target_exists: bool
+    selected: RestoredTopic, settings: RestoreSettings, target_partitions: int, target_exists: bool
 ) -> tuple[Routing, dict[int, int]]:
     name = selected.entry.name
     explicit = settings.partition_mapping.get(name)
@@ -470,7 +486,7 @@ def build_plan(
     """Check the backup selection against the target and say what the restore will do."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     warnings: list[str] = []
-    selected = select_topics(backup, settings)
+    selected = restored_topics(backup, settings)
     coverage = backup.coverage()
     target_id = target.cluster_id or target.description
     restore_id = restore_identity(backup, settings, target_id)
@@ -725,10 +741,6 @@ def _mode(settings: RestoreSettings, target: TargetState, warnings: list[str]) -
     return "idempotent", note
 
 
-# ---------------------------------------------------------------------------
-# Text for people.
-
-
 def format_time(ms: int | None) -> str:
     if ms is None:
         return "-"
@@ -736,51 +748,3 @@ def format_time(ms: int | None) -> str:
 
     moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return f"{ms} ({moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')})"
-
-
-def plan_lines(plan: RestorePlan) -> list[str]:
-    """The plan as lines of text (the --dry-run output)."""
-    expected = plan.expected_records
-    records = f"{expected:,}" if expected is not None else f"at most {plan.records_upper_bound:,}"
-    lines = [
-        f"restore of backup {plan.backup_id} ({plan.storage_url}), source cluster {plan.source_cluster}",
-        f"  into {plan.target} (cluster id {plan.target_cluster_id or 'unknown'})",
-        f"  restore id {plan.restore_id}; mode {plan.mode} ({plan.mode_reason})",
-        f"  origin headers: {'x-kafka-backup-* on every record' if plan.origin_headers else 'off'} "
-        f"({plan.origin_headers_reason})",
-    ]
-    if plan.time_start is not None or plan.time_end is not None:
-        lines.append(f"  time window: {format_time(plan.time_start)} .. {format_time(plan.time_end)}")
-    if plan.mode == "exactly-once":
-        created = " (created on first use)" if plan.create_progress_topic else ""
-        lines.append(
-            f"  progress: topic {plan.progress_topic}{created}, transactional.id {plan.transactional_id}"
-        )
-    lines.append(f"  {records} record(s) from {len(plan.segments)} segment(s)")
-    for topic in plan.topics:
-        parts = [p for p in plan.partitions if p.source_topic == topic.source_topic]
-        counts = [p.expected_records for p in parts]
-        count = (
-            f"{sum(c for c in counts if c is not None):,}"
-            if all(c is not None for c in counts)
-            else f"<= {sum(p.records_upper_bound for p in parts):,}"
-        )
-        action = (
-            f"create with {topic.target_partitions} partition(s)"
-            + (f", configs {topic.configs}" if topic.configs else "")
-            if topic.create
-            else f"exists with {topic.target_partitions} partition(s)"
-        )
-        routing = {
-            "identity": "partition p -> p",
-            "mapped": "partitions " + ", ".join(f"{p}->{q}" for p, q in sorted(topic.partition_map.items())),
-            "repartition": f"repartitioned by key (murmur2) over {topic.target_partitions}",
-        }[topic.routing]
-        after = "; then switched to LogAppendTime" if topic.switch_to_log_append_time else ""
-        lines.append(
-            f"  topic {topic.source_topic} -> {topic.target_topic}: {action}; {routing}; "
-            f"{count} record(s) from {len(parts)} partition(s){after}"
-        )
-    for warning in plan.warnings:
-        lines.append(f"  warning: {warning}")
-    return lines

@@ -56,14 +56,7 @@ def find_landed(
 
     ``missing_topics`` (the plan creates them) hold nothing and are not read.
     """
-    feeders: dict[tuple[str, int], set[TopicPartitionKey]] = {}
-    for plan in partitions:
-        if plan.target_topic in missing_topics:
-            continue
-        for target_partition in plan.target_partitions_fed():
-            feeders.setdefault((plan.target_topic, target_partition), set()).add(
-                (plan.source_topic, plan.source_partition)
-            )
+    feeders = _feeders(partitions, missing_topics)
     landed = LandedRecords()
     # Partitions not created yet hold nothing: they are left out of the answer.
     admin = Admin(clients)
@@ -74,32 +67,8 @@ def find_landed(
         for (topic, partition), wanted in sorted(feeders.items()):
             if (topic, partition) not in ends or (topic, partition) not in starts:
                 continue
-            low, high = starts[(topic, partition)], ends[(topic, partition)]
-            found: dict[TopicPartitionKey, int] = {}
-            window_end, size = high, FIRST_WINDOW
-            while window_end > low and not wanted <= found.keys():
-                window_start = max(low, window_end - size)
-                seen: dict[TopicPartitionKey, int] = {}
-                for batch in reader.batches(
-                    topic,
-                    partition,
-                    window_start,
-                    window_end,
-                    timeout_secs=max(0.0, deadline - time.monotonic()),
-                ):
-                    landed.scanned += len(batch)
-                    for message in batch:
-                        headers = message.headers()
-                        origin = parse_origin(headers if isinstance(headers, list) else None)
-                        if origin is None or origin.cluster != source_cluster:
-                            continue
-                        source = (origin.topic, origin.partition)
-                        if source in wanted:
-                            seen[source] = max(seen.get(source, -1), origin.offset)
-                for source, offset in seen.items():
-                    if source not in found:
-                        found[source] = offset
-                window_end, size = window_start, size * 4
+            search = _BackwardSearch(reader, topic, partition, wanted, source_cluster, deadline, landed)
+            found, window_end = search.run(starts[(topic, partition)], ends[(topic, partition)])
             for source, offset in found.items():
                 landed.by_source.setdefault(source, {})[partition] = offset
             log.info(
@@ -111,6 +80,70 @@ def find_landed(
                 extra={"topic": topic, "partition": partition},
             )
     return landed
+
+
+def _feeders(
+    partitions: list[PartitionPlan], missing_topics: frozenset[str]
+) -> dict[tuple[str, int], set[TopicPartitionKey]]:
+    """Each existing target partition the plan writes to, and the source partitions feeding it."""
+    feeders: dict[tuple[str, int], set[TopicPartitionKey]] = {}
+    for plan in partitions:
+        if plan.target_topic in missing_topics:
+            continue
+        for target_partition in plan.target_partitions_fed():
+            feeders.setdefault((plan.target_topic, target_partition), set()).add(
+                (plan.source_topic, plan.source_partition)
+            )
+    return feeders
+
+
+@dataclass
+class _BackwardSearch:
+    """One target partition read backwards, in growing windows, for the last record of each of
+    the ``wanted`` source partitions."""
+
+    reader: PartitionReader
+    topic: str
+    partition: int
+    wanted: set[TopicPartitionKey]
+    source_cluster: str
+    deadline: float
+    #: Counts the records read.
+    landed: LandedRecords
+
+    def run(self, low: int, high: int) -> tuple[dict[TopicPartitionKey, int], int]:
+        """The highest source offset found per wanted source partition, and where the search stopped."""
+        found: dict[TopicPartitionKey, int] = {}
+        window_end, size = high, FIRST_WINDOW
+        while window_end > low and not self.wanted <= found.keys():
+            window_start = max(low, window_end - size)
+            # A later window is older: what an earlier (newer) window found stays.
+            for source, offset in self._window(window_start, window_end).items():
+                if source not in found:
+                    found[source] = offset
+            window_end, size = window_start, size * 4
+        return found, window_end
+
+    def _window(self, start: int, end: int) -> dict[TopicPartitionKey, int]:
+        """The highest source offset of each wanted source partition among ``start..end``."""
+        seen: dict[TopicPartitionKey, int] = {}
+        for batch in self.reader.batches(
+            self.topic,
+            self.partition,
+            start,
+            end,
+            timeout_secs=max(0.0, self.deadline - time.monotonic()),
+        ):
+            self.landed.scanned += len(batch)
+            for message in batch:
+                headers = message.headers()
+                origin = parse_origin(headers if isinstance(headers, list) else None)
+                if origin is None or origin.cluster != self.source_cluster:
+                    continue
+                source = (origin.topic, origin.partition)
+                if source in self.wanted:
+                    seen[source] = max(seen.get(source, -1), origin.offset)
+        return seen
 
 
 @dataclass

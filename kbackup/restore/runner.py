@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from kbackup.core.errors import InterruptedByUser, KBackupError, UnverifiedError, VerificationError
 from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
@@ -29,7 +31,7 @@ from kbackup.format.restore_progress import PartitionProgress
 from kbackup.restore.batches import batch_records
 from kbackup.restore.compaction import CompactionFacts, CompactionTally
 from kbackup.restore.integrity import SegmentWork
-from kbackup.restore.plan import Mode, RestorePlan
+from kbackup.restore.plan import Mode, PartitionPlan, RestorePlan
 from kbackup.restore.resume import PartitionState
 from kbackup.restore.run_plan import RunPlan, plan_run, plan_run_after_fence
 from kbackup.restore.segment_reader import READ_BATCH_RECORDS, PrefetchingReader, SegmentEnd
@@ -210,6 +212,7 @@ class Restorer:
         writer = self.writer
         writer.open()
         states = run.point.states
+        # The last segment of each source partition: the partition is complete once it is read.
         last_work_of: dict[TopicPartitionKey, SegmentWork] = {}
         for item in run.work:
             last_work_of[(item.partition.source_topic, item.partition.source_partition)] = item
@@ -220,8 +223,6 @@ class Restorer:
             for key, state in states.items():
                 if key not in last_work_of and not state.complete:
                     self._complete(key, state)
-        stamp = self.plan.origin_headers
-        metrics = self.metrics
         reader = PrefetchingReader(
             self.storage,
             self.plan.backup_id,
@@ -238,40 +239,8 @@ class Restorer:
                         self._complete(key, states[key])
                     continue
                 segment_work, batch = entry
-                partition = segment_work.partition
-                key = (partition.source_topic, partition.source_partition)
-                state = states[key]
-                records = batch_records(state, batch, source_cluster=self.plan.source_cluster, stamp=stamp)
-                self._dirty[key] = state
-                if records is not None:
-                    if records.already_landed:
-                        self._landed_by_topic[partition.source_topic] = (
-                            self._landed_by_topic.get(partition.source_topic, 0) + records.already_landed
-                        )
-                        if metrics is not None:
-                            metrics.records_already_landed(partition.target_topic, records.already_landed)
-                    produced = writer.produce(partition.target_topic, records) if records.offsets else 0
-                    crash_point("restore:batch-produced")
-                    crash_point("restore:records-produced", produced)
-                    tally = self._compaction.get(partition.source_topic)
-                    if tally is not None and produced:
-                        tally.add(records.targets, records.keys, records.values)
-                    state.restored_records += produced
-                    topic_totals = totals[partition.source_topic]
-                    topic_totals.records += produced
-                    topic_totals.bytes += records.size
-                    tasks[partition.source_topic].advance(produced, data_bytes=records.size)
-                    if metrics is not None:
-                        metrics.records_produced(partition.target_topic, produced, records.size)
-                writer.serve_deliveries()
-                if writer.transaction_due():
-                    writer.commit(self._take_progress(), begin_next=True)
-                if self.stop.is_set():
-                    writer.finish(self._take_progress())
-                    raise InterruptedByUser(
-                        "restore stopped by a signal after committing what it had produced",
-                        hint="run the same command again to continue",
-                    )
+                self._write_batch(segment_work.partition, batch, states, totals, tasks)
+                self._commit_or_stop()
             writer.finish(self._take_progress())
         except KBackupError:
             writer.abandon()
@@ -281,12 +250,68 @@ class Restorer:
             raise writer.translate(exc, "produce records") from None
         finally:
             reader.close()
+        self._log_landed()
+
+    def _log_landed(self) -> None:
         for name, landed in self._landed_by_topic.items():
             log.info(
                 "%s: %d record(s) were already on the target",
                 name,
                 landed,
                 extra={"backup_id": self.plan.backup_id, "restore_id": self.plan.restore_id, "topic": name},
+            )
+
+    def _write_batch(
+        self,
+        partition: PartitionPlan,
+        batch: pa.RecordBatch,
+        states: dict[TopicPartitionKey, PartitionState],
+        totals: dict[str, TopicTotals],
+        tasks: dict[str, Any],
+    ) -> None:
+        """Produce the selected records of one batch of a source partition (in the open
+        transaction, if any) and count them; the partition's progress is committed with them."""
+        key = (partition.source_topic, partition.source_partition)
+        state = states[key]
+        records = batch_records(
+            state, batch, source_cluster=self.plan.source_cluster, stamp=self.plan.origin_headers
+        )
+        self._dirty[key] = state
+        if records is None:
+            return
+        metrics = self.metrics
+        if records.already_landed:
+            self._landed_by_topic[partition.source_topic] = (
+                self._landed_by_topic.get(partition.source_topic, 0) + records.already_landed
+            )
+            if metrics is not None:
+                metrics.records_already_landed(partition.target_topic, records.already_landed)
+        produced = self.writer.produce(partition.target_topic, records) if records.offsets else 0
+        crash_point("restore:batch-produced")
+        crash_point("restore:records-produced", produced)
+        tally = self._compaction.get(partition.source_topic)
+        if tally is not None and produced:
+            tally.add(records.targets, records.keys, records.values)
+        state.restored_records += produced
+        topic_totals = totals[partition.source_topic]
+        topic_totals.records += produced
+        topic_totals.bytes += records.size
+        tasks[partition.source_topic].advance(produced, data_bytes=records.size)
+        if metrics is not None:
+            metrics.records_produced(partition.target_topic, produced, records.size)
+
+    def _commit_or_stop(self) -> None:
+        """After a batch: commit the transaction when it is due; on a stop signal, commit what was
+        produced and end the run."""
+        writer = self.writer
+        writer.serve_deliveries()
+        if writer.transaction_due():
+            writer.commit(self._take_progress(), begin_next=True)
+        if self.stop.is_set():
+            writer.finish(self._take_progress())
+            raise InterruptedByUser(
+                "restore stopped by a signal after committing what it had produced",
+                hint="run the same command again to continue",
             )
 
 

@@ -20,7 +20,8 @@ from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id
-from kbackup.restore.plan import RestorePlan, build_plan, plan_lines, select_topics
+from kbackup.restore.plan import RestorePlan, build_plan, restored_topics
+from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.run_plan import plan_run
 from kbackup.restore.runner import Restorer
 from kbackup.restore.settings import RestoreSettings
@@ -64,7 +65,7 @@ def prepare(
     backup = BackupCatalog(opened).load(backup_id)
     if metrics is not None:
         metrics.storage_request_succeeded("read")  # a local folder reports nothing by itself
-    select_topics(backup, settings)  # bad topic names fail before any network call
+    restored_topics(backup, settings)  # bad topic names fail before any network call
     check_client_properties(target)
     for key in settings.producer_properties:
         if key in ("transactional.id", "enable.idempotence", "acks"):

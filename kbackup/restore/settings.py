@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import KAFKA_INT64_MAX, KafkaConnection, StrictModel
-from kbackup.restore.selection import parse_time_ms
+from kbackup.restore.record_filters import parse_time_ms
 
 #: Where restores keep their progress on the target (exactly-once mode); see docs/restore.md.
 DEFAULT_PROGRESS_TOPIC = "kafka-backup.restore-progress"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, PreconditionError
-from kbackup.core.kafka import Admin, ConfigValue, KafkaClients, TopicSpec
+from kbackup.core.kafka import Admin, ClusterMetadata, ConfigValue, KafkaClients, TopicSpec
 from kbackup.core.logs import get_logger
 from kbackup.restore.plan import LOG_APPEND_TIME, TIMESTAMP_TYPE, RestorePlan, TargetState
 
@@ -73,28 +73,12 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
     default_retention = 7 * 24 * 3600 * 1000
     possible, note = True, None
     if broker is not None:
-        for key, unit in (
-            ("log.retention.ms", 1),
-            ("log.retention.minutes", 60_000),
-            ("log.retention.hours", 3_600_000),
-        ):
-            value = _int_config(broker, key)
-            if value is not None:
-                default_retention = value * unit if value >= 0 else -1
-                break
+        default_retention = _default_retention_ms(broker, default_retention)
         if "log.message.timestamp.type" in broker:
             default_type = str(broker["log.message.timestamp.type"].value)
         if broker.get("log.cleanup.policy") is not None:
             default_cleanup = str(broker["log.cleanup.policy"].value)
-        factor = _int_config(broker, "transaction.state.log.replication.factor")
-        needed = factor if factor is not None and factor >= 0 else 1
-        exists = TRANSACTION_STATE_TOPIC in counts or TRANSACTION_STATE_TOPIC in metadata.unavailable
-        if not exists and needed > len(metadata.brokers):
-            possible = False
-            note = (
-                f"the target's transaction.state.log.replication.factor is {needed} but it has "
-                f"{len(metadata.brokers)} broker(s), so its transaction coordinator cannot start"
-            )
+        possible, note = _transaction_support(broker, metadata)
     return TargetState(
         description=connection.describe(),
         cluster_id=metadata.cluster_id,
@@ -109,6 +93,35 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
         transactions_possible=possible,
         transactions_note=note,
     )
+
+
+def _default_retention_ms(broker: dict[str, ConfigValue], default: int) -> int:
+    """The brokers' retention of created topics: the first of log.retention.ms/minutes/hours set
+    (-1: none)."""
+    for key, unit in (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ):
+        value = _int_config(broker, key)
+        if value is not None:
+            return value * unit if value >= 0 else -1
+    return default
+
+
+def _transaction_support(
+    broker: dict[str, ConfigValue], metadata: ClusterMetadata
+) -> tuple[bool, str | None]:
+    """Whether the target's transaction coordinator can start, and if not why."""
+    factor = _int_config(broker, "transaction.state.log.replication.factor")
+    needed = factor if factor is not None and factor >= 0 else 1
+    exists = TRANSACTION_STATE_TOPIC in metadata.topics or TRANSACTION_STATE_TOPIC in metadata.unavailable
+    if not exists and needed > len(metadata.brokers):
+        return False, (
+            f"the target's transaction.state.log.replication.factor is {needed} but it has "
+            f"{len(metadata.brokers)} broker(s), so its transaction coordinator cannot start"
+        )
+    return True, None
 
 
 def _new_topics(plan: RestorePlan, progress_topic: bool) -> list[TopicSpec]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kbackup.cli.mapping_text import parse_format, render
 from kbackup.core.errors import (
     BackupIntegrityError,
     ConfigError,
@@ -18,9 +19,7 @@ from kbackup.core.errors import (
 from kbackup.format.mapping_file import (
     OffsetMapping,
     ScannedPartition,
-    parse_format,
     read_mapping,
-    render,
     write_mapping,
 )
 from kbackup.offsets.ranges import OffsetRange

@@ -13,10 +13,10 @@ from kbackup.format.segments import SegmentLimits
 from kbackup.restore.plan import (
     TargetState,
     build_plan,
-    plan_lines,
     refuse_rewritten_timestamps,
     restore_identity,
 )
+from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.settings import RestoreSettings
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord

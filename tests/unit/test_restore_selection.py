@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from kbackup.format.manifest import SegmentEntry
-from kbackup.restore.selection import RecordFilter, parse_time_ms
+from kbackup.restore.record_filters import RecordFilter, parse_time_ms
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""What part of a backup a restore replays: offset ranges and a time window.
+"""Record filters: what part of a backup a restore replays (offset ranges and a time window).
 
 Pure functions: the plan uses them to pick segments, the runner to pick records.
 """
@@ -55,19 +55,15 @@ class RecordFilter:
 
     def segment_overlaps(self, segment: SegmentEntry) -> bool:
         """Whether any record of the segment can pass (from the manifest's ranges alone)."""
-        if segment.last_offset < self.offset_start or segment.first_offset >= self.offset_end:
-            return False
-        if self.time_start is not None and segment.max_timestamp < self.time_start:
-            return False
-        return not (self.time_end is not None and segment.min_timestamp >= self.time_end)
+        return _overlaps(
+            segment.first_offset, segment.last_offset, self.offset_start, self.offset_end
+        ) and _overlaps(segment.min_timestamp, segment.max_timestamp, self.time_start, self.time_end)
 
     def segment_inside(self, segment: SegmentEntry) -> bool:
         """Whether every record of the segment passes (its count is then exact without reading it)."""
-        if segment.first_offset < self.offset_start or segment.last_offset >= self.offset_end:
-            return False
-        if self.time_start is not None and segment.min_timestamp < self.time_start:
-            return False
-        return not (self.time_end is not None and segment.max_timestamp >= self.time_end)
+        return _inside(
+            segment.first_offset, segment.last_offset, self.offset_start, self.offset_end
+        ) and _inside(segment.min_timestamp, segment.max_timestamp, self.time_start, self.time_end)
 
     def mask(self, offsets: pa.Array, timestamps: pa.Array, offset_start: int) -> pa.Array | None:
         """Boolean mask of the passing records of a batch, or None when all pass.
@@ -102,3 +98,13 @@ class RecordFilter:
         if mask is None:
             return len(offsets)
         return int(pc.sum(mask).as_py() or 0)
+
+
+def _overlaps(low: int, high: int, start: int | None, end: int | None) -> bool:
+    """Whether ``low..high`` (inclusive) meets ``start..end`` (end exclusive; None: unbounded)."""
+    return (start is None or high >= start) and (end is None or low < end)
+
+
+def _inside(low: int, high: int, start: int | None, end: int | None) -> bool:
+    """Whether ``low..high`` (inclusive) lies within ``start..end`` (end exclusive; None: unbounded)."""
+    return (start is None or low >= start) and (end is None or high < end)
