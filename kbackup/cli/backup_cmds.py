@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -46,6 +45,7 @@ from kbackup.core.errors import (
 )
 from kbackup.core.progress import Progress
 from kbackup.core.secrets import redact
+from kbackup.core.times import iso_of_ms
 from kbackup.storage import Storage, open_storage
 
 if TYPE_CHECKING:
@@ -391,9 +391,7 @@ def size_text(count: int) -> str:
 def _time(millis: int | None) -> str:
     if millis is None or millis < 0:
         return "-"
-    return (
-        datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return iso_of_ms(millis)
 
 
 def status(
