@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ByteSize
 
 from kbackup.app.overrides import (
     backup_id_of,
@@ -380,12 +381,7 @@ def offsets_text(start: int, end: int) -> str:
 
 
 def size_text(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"
+    return ByteSize(count).human_readable(separator=" ")
 
 
 def _time(millis: int | None) -> str:
