@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import KafkaClients, PartitionReader, TopicSpec, open_admin
 from kbackup.core.logs import get_logger
+from kbackup.core.retry import call_with_retries
 from kbackup.core.types import TopicPartitionKey
 
 log = get_logger("drill.data")
@@ -146,13 +147,14 @@ def _wait_for_compaction(connection: KafkaConnection, topic: str, timeout: float
     """Roll the compacted topic's segment until the log cleaner has made holes in it (True), for at most
     ``timeout`` seconds (False: the data set then has no compaction holes, and the report says so)."""
     producer = KafkaClients(connection, client_id="kafka-backup-drill-data").producer(**{"linger.ms": 0})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def roll_and_look() -> bool:
         producer.produce(topic, key=b"roll", value=b"segment roll", partition=0)  # rolls the active segment
         producer.flush(10)
-        if _holes(_visible_offsets(connection, topic, 0)):
-            return True
-        time.sleep(1.0)
+        return bool(_holes(_visible_offsets(connection, topic, 0)))
+
+    if call_with_retries(roll_and_look, within_secs=timeout, delay_secs=1.0, until=bool):
+        return True
     log.warning(
         "the log cleaner did not compact %s within %.0fs: the drill runs without compaction holes",
         topic,

@@ -273,7 +273,7 @@ class DrillReport:
 
 
 def _parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return datetime.fromisoformat(text)
 
 
 #: How the report's errors name it: `drill --report`, or the config's `drill.report_path`.

@@ -6,12 +6,12 @@ failure becomes a project error that names the servers and keeps Kafka's error c
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection, Iterable
 
 from kbackup.backup.groups import snapshot_consumer_groups
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import Admin, ClusterMetadata, KafkaClients
+from kbackup.core.retry import call_with_retries
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.manifest import ConsumerGroupsSnapshot, TopicEntry
 
@@ -36,18 +36,17 @@ class SourceCluster:
 
         ``wanted`` picks, from topic names, those the caller will copy (None: all of them).
         """
+
         # A wanted topic whose metadata carries an error (a leader being elected, a topic still
         # being created) must never be dropped from a backup silently: ask again for a while; the
         # runner then fails naming it. Errors of topics nobody wants cost no wait.
-        deadline = time.monotonic() + METADATA_RETRY_SECS
-        while True:
-            metadata = self.admin.metadata()
+        def complete(metadata: ClusterMetadata) -> bool:
             failing = list(metadata.unavailable)
-            if not failing or (wanted is not None and not wanted(failing)):
-                return metadata
-            if time.monotonic() > deadline:
-                return metadata
-            time.sleep(0.5)
+            return not failing or (wanted is not None and not wanted(failing))
+
+        return call_with_retries(
+            self.admin.metadata, within_secs=METADATA_RETRY_SECS, delay_secs=0.5, until=complete
+        )
 
     def offsets(
         self, partitions: Iterable[TopicPartitionKey], *, read_committed: bool

@@ -28,6 +28,7 @@ from kbackup.core.errors import (
 )
 from kbackup.core.kafka import open_admin
 from kbackup.core.logs import get_logger
+from kbackup.core.times import iso_of_ms, parse_iso
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.storage import Storage
@@ -195,13 +196,7 @@ class Breach:
 def iso_time(millis: int | None) -> str | None:
     if millis is None or millis < 0:
         return None
-    moment = datetime.fromtimestamp(millis / 1000, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_iso(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return iso_of_ms(millis)
 
 
 def backup_status(backup: Backup, *, now: datetime) -> BackupStatus:

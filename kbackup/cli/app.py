@@ -6,6 +6,7 @@ Logic lives in kbackup.core and the stage packages; this layer only parses and p
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -112,6 +113,14 @@ app = typer.Typer(
 )
 
 
+@dataclass
+class GlobalOptions:
+    """What the global options said, for the error report of kbackup.cli.main: ``run`` passes one
+    as the context's ``obj`` and reads it once the command has ended, however it ended."""
+
+    debug: bool = False
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"kafka-backup {__version__}")
@@ -120,6 +129,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def global_options(
+    ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")] = False,
     verbose: Annotated[
         int,
@@ -141,6 +151,8 @@ def global_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
+    if isinstance(ctx.obj, GlobalOptions):
+        ctx.obj.debug = debug
     if log_format not in LOG_FORMATS:
         # A wrong value of an option, exit 3 as every other (docs/exit-codes.md).
         raise ConfigError(f"--log-format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")

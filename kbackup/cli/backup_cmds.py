@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ByteSize
 
 from kbackup.app.overrides import (
     backup_id_of,
@@ -46,6 +46,7 @@ from kbackup.core.errors import (
 )
 from kbackup.core.progress import Progress
 from kbackup.core.secrets import redact
+from kbackup.core.times import iso_of_ms
 from kbackup.storage import Storage, open_storage
 
 if TYPE_CHECKING:
@@ -380,20 +381,13 @@ def offsets_text(start: int, end: int) -> str:
 
 
 def size_text(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"
+    return ByteSize(count).human_readable(separator=" ")
 
 
 def _time(millis: int | None) -> str:
     if millis is None or millis < 0:
         return "-"
-    return (
-        datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return iso_of_ms(millis)
 
 
 def status(

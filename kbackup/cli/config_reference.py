@@ -90,6 +90,8 @@ def _type_name(annotation: Any) -> str:
     args = typing.get_args(annotation)
     if annotation is type(None):
         return "null"
+    if origin is typing.Annotated:
+        return _type_name(args[0])  # a checked type (DurationText) reads as what it holds
     if origin is typing.Literal:
         return " | ".join(f"`{json.dumps(value)}`" for value in args)
     if origin in (typing.Union, types.UnionType):

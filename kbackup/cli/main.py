@@ -19,37 +19,19 @@ PROG = "kafka-backup"
 
 
 def _click_exception_types() -> tuple[tuple[type[BaseException], ...], ...]:
-    """(Exit, ClickException, Abort) classes of click and of typer's vendored copy, whichever exist."""
-    exits: list[type[BaseException]] = []
-    click_errors: list[type[BaseException]] = []
-    aborts: list[type[BaseException]] = []
-    modules = []
-    try:
-        from typer._click import exceptions as vendored  # typer >= 0.20 ships its own click
-
-        modules.append(vendored)
-    except ImportError:
-        pass
-    try:
-        from click import exceptions as upstream
-
-        modules.append(upstream)
-    except ImportError:
-        pass
+    """(Exit, ClickException, Abort): typer's public exits, and the base of click's refusals found
+    from typer's public BadParameter, whichever click typer runs on (its own copy since 0.20)."""
     import typer
 
-    exits.append(typer.Exit)
-    aborts.append(typer.Abort)
-    for module in modules:
-        for name, bucket in (("Exit", exits), ("ClickException", click_errors), ("Abort", aborts)):
-            found = getattr(module, name, None)
-            if isinstance(found, type):
-                bucket.append(found)
-    return tuple(exits), tuple(click_errors), tuple(aborts)
+    click_error = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
+    return (typer.Exit,), (click_error,), (typer.Abort,)
 
 
-def _wants(flag: str, argv: list[str]) -> bool:
-    return flag in argv
+def _asks_for_json(args: list[str]) -> bool:
+    """Whether the command line gives ``--json``. It is each command's own option, not a global
+    one, and a refusal while parsing (an unknown option) comes before any option is parsed: so
+    the words are read, those before ``--`` (after it, ``--json`` is an argument)."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 def _command_path(args: list[str]) -> str:
@@ -117,15 +99,17 @@ def report_error(error: KBackupError, *, as_json: bool) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code instead of exiting (used by tests and ``main``)."""
-    from kbackup.cli.app import app
+    from kbackup.cli.app import GlobalOptions, app
 
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = _wants("--debug", args)
-    as_json = _wants("--json", args)
+    # The global options' callback fills this in (--debug before or after the command); an error
+    # raised before it ran is click's own refusal, reported without a traceback either way.
+    given = GlobalOptions()
+    as_json = _asks_for_json(args)
     exit_types, click_error_types, abort_types = _click_exception_types()
     interrupt_types: tuple[type[BaseException], ...] = (*abort_types, KeyboardInterrupt)
     try:
-        result = app(args=args, prog_name=PROG, standalone_mode=False)
+        result = app(args=args, prog_name=PROG, standalone_mode=False, obj=given)
         return result if isinstance(result, int) else 0
     except exit_types as exc:
         return int(getattr(exc, "exit_code", 0))
@@ -140,14 +124,14 @@ def run(argv: list[str] | None = None) -> int:
         report_error(InterruptedByUser("interrupted"), as_json=as_json)
         return InterruptedByUser.exit_code
     except KBackupError as exc:
-        if debug:
+        if given.debug:
             # The error's message ends the traceback; a secret a lower layer put there is masked here
             # as in the one line report_error prints.
             print(redact(traceback.format_exc()), file=sys.stderr, end="")
         report_error(exc, as_json=as_json)
         return exc.exit_code
     except Exception as exc:
-        if debug:
+        if given.debug:
             print(redact(traceback.format_exc()), file=sys.stderr)
         else:
             print(redact(f"{PROG}: internal error: {type(exc).__name__}: {exc}"), file=sys.stderr)

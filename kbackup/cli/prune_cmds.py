@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -20,6 +19,7 @@ from kbackup.cli.common import (
 from kbackup.core.config import validate_config
 from kbackup.core.errors import PreconditionError, UsageError
 from kbackup.core.progress import Progress
+from kbackup.core.times import iso_utc
 from kbackup.prune import BackupPlan, PrunePlan, execute_prune, plan_prune
 from kbackup.prune.settings import RetentionSettings
 from kbackup.storage import open_storage
@@ -236,7 +236,7 @@ def _backup_lines(item: BackupPlan) -> list[str]:
     )
     for window in item.windows:
         when = (
-            datetime.fromtimestamp(window.first_time_after_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            iso_utc(window.first_time_after_ms / 1000, timespec="seconds")
             if window.first_time_after_ms is not None and window.first_time_after_ms >= 0
             else "nothing kept"
         )

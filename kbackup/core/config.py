@@ -302,14 +302,15 @@ class StorageSettings(StrictModel):
         ge=1,
         le=50,
         description=(
-            "Attempts per S3 request inside botocore (its standard retry mode), with exponential backoff. "
+            "Attempts per S3 request at least, with exponential backoff (0.5 s doubling up to 10 s), "
+            "however short retry_timeout_secs is. "
             "Unset: 8 for backup, restore, three-phase-restore, `prune --execute`, `rekey --execute` and "
             "`validate --deep`, 3 for the commands run by hand (`list`, `describe`, `status`, `validate`, "
             "a plan of `prune` or `rekey`, `parquet-key`)."
         ),
     )
-    # botocore's own retries for a connection error span a few seconds at most; this outer
-    # loop, with exponential backoff from 0.5 s to 10 s, lets a run ride out an endpoint restart.
+    # With exponential backoff from 0.5 s to 10 s (kbackup.core.retry, the one retry layer: botocore
+    # tries once), this lets a run ride out an endpoint restart.
     retry_timeout_secs: float = Field(
         default=120,
         ge=0,
@@ -501,7 +502,7 @@ class StorageSettings(StrictModel):
 DEFAULT_STORAGE_PATH = "./kafka-backups"
 
 #: What a command a person waits on tries against an unreachable store (unless the file says):
-#: botocore's tries of one request, and the seconds the retry loop goes on after them; a refused
+#: the tries of one request at least, and the seconds the retries may go on for; a refused
 #: connection then fails the command in a few seconds, not the two minutes a backup waits.
 INTERACTIVE_MAX_ATTEMPTS = 3
 INTERACTIVE_RETRY_TIMEOUT_SECS = 3.0

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 #: Seconds per unit. Months and years are left out: their length varies.
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -33,6 +36,30 @@ def parse_duration(text: str) -> float:
     if not seconds <= MAX_SECONDS:
         raise ValueError(f"{text!r}: a duration must be at most 1000 years")
     return seconds
+
+
+class Duration(str):
+    """A duration as it was written (``7d``: kept as text, so a retention record says what was
+    asked for), parsed once, when a config is validated: ``seconds`` says how long it is."""
+
+    seconds: float
+
+    def __new__(cls, text: str) -> Duration:
+        seconds = parse_duration(text)
+        duration = super().__new__(cls, text)
+        duration.seconds = seconds
+        return duration
+
+    @staticmethod
+    def seconds_in(text: str) -> float:
+        """The seconds of a ``DurationText`` field: read from the validated value, parsed only if
+        it is a plain string (a default that was never validated)."""
+        return text.seconds if isinstance(text, Duration) else parse_duration(text)
+
+
+#: A config field holding a duration: a string for its callers and its JSON schema (so a model
+#: still takes ``"7d"``), checked and parsed once at validation with parse_duration's message.
+DurationText = Annotated[str, AfterValidator(Duration)]
 
 
 def format_duration(seconds: float) -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from kbackup.core.errors import ConfigError
 from kbackup.core.secrets import redact
+from kbackup.core.times import iso_utc
 
 LOGGER_NAME = "kbackup"
 #: librdkafka's own log lines (connection failures, retries) go to this logger
@@ -56,9 +56,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record: time, level, logger, message, then the record's own fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        moment = datetime.fromtimestamp(record.created, UTC)
         payload: dict[str, Any] = {
-            "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "time": iso_utc(record.created),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

@@ -1,8 +1,24 @@
-"""Retrying a request whose failure says retrying may help (``KBackupError.retryable``).
+"""The one retry layer of the project: every request tried again and every poll goes through it.
 
-The one backoff loop of the project: Kafka admin requests and S3 requests both
-go through it, so "how long, how fast, and what is said when it gives up" is
-decided in one place.
+``call_with_retries`` runs an attempt until it gives an answer that will do; the storage
+backends (S3 today; GCS and Azure next), the Kafka admin requests, the backup's metadata wait
+and the drill's waits all use it, so "how long, how fast, and what is said when it gives up"
+is decided in one place. Two kinds of "not yet" are retried:
+
+- a request that raises a ``KBackupError`` whose ``retryable`` says waiting may help (a
+  connection refused, a 5xx, throttling, a coordinator loading). Any other error is raised at
+  once: the backends classify their failures into retryable and terminal ``KBackupError``\\ s,
+  and this layer never looks at a client library's exceptions;
+- a poll's answer that ``until`` does not accept yet (a topic's leader still being elected).
+
+A client library's own retries must be turned off under this layer (botocore's
+``total_max_attempts`` is 1), or the attempts multiply and ``within_secs`` no longer bounds
+the wait.
+
+How long: the next try starts only while it starts within ``within_secs`` of the first, after
+at least ``min_attempts`` tries. The waits double from ``delay_secs`` up to ``max_delay_secs``
+(None: every wait is ``delay_secs``, a poll's steady pace). Time is read through this module's
+``time`` (``time.monotonic`` and ``time.sleep``), which tests replace with a virtual clock.
 """
 
 from __future__ import annotations
@@ -20,32 +36,43 @@ def call_with_retries(
     attempt: Callable[[], T],
     *,
     within_secs: float,
-    first_delay_secs: float,
-    max_delay_secs: float,
+    delay_secs: float,
+    max_delay_secs: float | None = None,
+    min_attempts: int = 1,
+    until: Callable[[T], bool] | None = None,
     on_retry: Callable[[KBackupError, float], None] | None = None,
     on_give_up: Callable[[KBackupError, float], KBackupError] | None = None,
 ) -> T:
-    """``attempt()``; when it raises a retryable KBackupError, try again with doubling delays
-    (``first_delay_secs`` up to ``max_delay_secs``) as long as the next try starts within
-    ``within_secs``. A failure retrying cannot fix is raised at once.
+    """``attempt()``, tried again while it raises a retryable KBackupError or returns an answer
+    ``until`` does not accept, for as long as the module docstring says.
 
-    ``on_retry(error, delay)`` runs before each wait; ``on_give_up(error, elapsed)`` may replace
-    the last retryable error (to say how long it was retried).
+    Returns the first accepted answer; a poll whose time is up returns its last answer (the
+    caller says what that means). A request whose time is up raises its last error, or
+    ``on_give_up(error, elapsed)`` (to say how long it was retried). ``on_retry(error, delay)``
+    runs before each wait that follows an error.
     """
     started = time.monotonic()
-    delay = first_delay_secs
+    delay = delay_secs
+    tries = 0
+
+    def another_try_fits() -> bool:
+        return tries < min_attempts or time.monotonic() - started + delay <= within_secs
+
     while True:
+        tries += 1
         try:
-            return attempt()
+            answer = attempt()
         except KBackupError as error:
-            elapsed = time.monotonic() - started
             if not error.retryable:
                 raise
-            if elapsed + delay > within_secs:
+            if not another_try_fits():
                 if on_give_up is None:
                     raise
-                raise on_give_up(error, elapsed) from None
+                raise on_give_up(error, time.monotonic() - started) from None
             if on_retry is not None:
                 on_retry(error, delay)
+        else:
+            if until is None or until(answer) or not another_try_fits():
+                return answer
         time.sleep(delay)
-        delay = min(delay * 2, max_delay_secs)
+        delay = min(delay * 2, max_delay_secs if max_delay_secs is not None else delay_secs)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 
 from pydantic import Field
 
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.times import iso_utc
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.documents import parse_json, validate
 from kbackup.format.layout import check_backup_id
@@ -112,7 +112,7 @@ def lease_key(backup_id: str, run_id: str) -> str:
 
 
 def utc_iso(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc(moment)
 
 
 def _parse(data: bytes, object_name: str, expected_format: str) -> dict[str, object]:

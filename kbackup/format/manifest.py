@@ -7,11 +7,11 @@ older readers) and refuse a ``format_version`` above the one they implement.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.times import utc_now_iso as utc_now_iso  # its callers import it from here
 from kbackup.format.documents import parse_json, validate
 from kbackup.format.schema import FORMAT_NAME, FORMAT_VERSION
 
@@ -118,10 +118,6 @@ class Manifest(ManifestModel):
 
     def to_json_bytes(self) -> bytes:
         return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n").encode()
-
-
-def utc_now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_manifest(data: bytes, object_name: str) -> Manifest:

@@ -50,6 +50,7 @@ from kbackup.core.errors import (
     PreconditionError,
 )
 from kbackup.core.files import check_writable, write_file
+from kbackup.core.times import iso_utc
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.documents import parse_json, validate
 from kbackup.offsets.ranges import (
@@ -213,7 +214,7 @@ class OffsetMapping:
         return {
             "format": FORMAT_NAME,
             "format_version": self.format_version,
-            "created_at": self.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "created_at": iso_utc(self.created_at, timespec="auto"),
             "source_cluster": self.source_cluster,
             "target_cluster_id": self.target_cluster_id,
             "scanned": [

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
+from kbackup.core.times import utc_now_iso
 from kbackup.format.documents import parse_json, validate
 
 PROGRESS_PARTITION = 0
@@ -66,7 +66,7 @@ def encode_progress(
         "next_offset": progress.next_offset,
         "restored_records": progress.restored_records,
         "complete": progress.complete,
-        "updated_at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "updated_at": utc_now_iso(),
     }
     return json.dumps(value, separators=(",", ":")).encode()
 

@@ -227,7 +227,7 @@ def plan_prune(
 
 
 def _time(iso: str) -> datetime:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return datetime.fromisoformat(iso)
 
 
 def _leases(storage: Storage, backup_id: str, now: datetime) -> tuple[list[Lease], list[str]]:

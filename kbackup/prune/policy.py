@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from kbackup.core.durations import parse_duration
+from kbackup.core.durations import Duration
 from kbackup.core.types import TopicPartitionKey
 from kbackup.prune.settings import RetentionSettings
 
@@ -42,7 +42,7 @@ def kept_backups(times: dict[str, datetime], policy: RetentionSettings) -> dict[
             reasons.setdefault(backup_id, []).append(f"last {policy.keep_last}")
     if policy.keep_within is not None and newest_first:
         newest = times[newest_first[0]].timestamp()
-        span = parse_duration(policy.keep_within)
+        span = Duration.seconds_in(policy.keep_within)
         for backup_id in newest_first:
             if newest - times[backup_id].timestamp() <= span:
                 reasons.setdefault(backup_id, []).append(f"within {policy.keep_within}")

@@ -9,7 +9,7 @@ from decimal import Decimal
 from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import StrictModel
-from kbackup.core.durations import parse_duration
+from kbackup.core.durations import Duration, DurationText
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
@@ -46,7 +46,7 @@ class RetentionSettings(StrictModel):
     ``max_total_bytes``) move the start of each backup's restorable window forward."""
 
     keep_last: int | None = Field(default=None, ge=0, description="Keep the N newest backups.")
-    keep_within: str | None = Field(
+    keep_within: DurationText | None = Field(
         default=None,
         description="Keep every backup committed within this duration of the newest one (`30d`), "
         "as restic does.",
@@ -65,7 +65,7 @@ class RetentionSettings(StrictModel):
     keep_monthly: int | None = Field(
         default=None, ge=0, description="Keep the newest backup of each of the last N months that have one."
     )
-    older_than: str | None = Field(
+    older_than: DurationText | None = Field(
         default=None,
         description="Inside each backup: remove segments whose records are all older than this "
         "duration (`7d`).",
@@ -80,7 +80,7 @@ class RetentionSettings(StrictModel):
         description="Inside each backup: remove its oldest segments until it stores at most this "
         "much (`50GiB`).",
     )
-    orphan_grace: str = Field(
+    orphan_grace: DurationText = Field(
         default="1h",
         description="Objects no manifest lists are removed only once older than this (a running "
         "backup's are younger).",
@@ -88,13 +88,6 @@ class RetentionSettings(StrictModel):
     force: bool = Field(
         default=False, description="Allow a policy that would remove every backup, or everything inside one."
     )
-
-    @field_validator("keep_within", "older_than", "orphan_grace")
-    @classmethod
-    def _duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
 
     @field_validator("max_total_bytes", mode="before")
     @classmethod
@@ -138,12 +131,12 @@ class RetentionSettings(StrictModel):
     def cut_time(self, now: datetime) -> datetime | None:
         """Records older than this go (``older_than`` from ``now``, or ``before``)."""
         if self.older_than is not None:
-            return datetime.fromtimestamp(now.timestamp() - parse_duration(self.older_than), UTC)
+            return datetime.fromtimestamp(now.timestamp() - Duration.seconds_in(self.older_than), UTC)
         return self.before
 
     @property
     def orphan_grace_secs(self) -> float:
-        return parse_duration(self.orphan_grace)
+        return Duration.seconds_in(self.orphan_grace)
 
     @property
     def total_bytes_limit(self) -> int | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
+from kbackup.core.times import iso_of_ms
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import SegmentEntry, TopicEntry
 from kbackup.restore.record_filters import RecordFilter
@@ -744,7 +745,4 @@ def _mode(settings: RestoreSettings, target: TargetState, warnings: list[str]) -
 def format_time(ms: int | None) -> str:
     if ms is None:
         return "-"
-    from datetime import UTC, datetime
-
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return f"{ms} ({moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')})"
+    return f"{ms} ({iso_of_ms(ms)})"

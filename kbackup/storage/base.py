@@ -53,7 +53,13 @@ class RequestObserver(Protocol):
 
 
 class Storage(ABC):
-    """Write-once object storage: a local folder or an S3 bucket prefix."""
+    """Write-once object storage: a local folder or an S3 bucket prefix.
+
+    A remote backend (S3 today, GCS and Azure next) sends each request through
+    ``kbackup.core.retry.call_with_retries``, as ``S3Storage._call`` does: its client library
+    tries once (no retries of its own underneath), each failure becomes a ``StorageError``
+    whose ``retryable`` says whether waiting may help, and the observer hears of every try.
+    """
 
     #: A description safe to print (no credentials).
     url: str

@@ -84,6 +84,7 @@ class S3Storage(Storage):
         self.endpoint = settings.endpoint_url
         self.region = settings.region
         self.retry_timeout_secs = settings.retry_timeout_secs
+        self.max_attempts = settings.max_attempts
         #: The retries were shortened for a command a person waits on (the give-up says how to wait).
         self.patience_shortened = settings.patience_shortened
         #: ``check``: each request tried once with this timeout, so a preflight answers in seconds.
@@ -104,12 +105,9 @@ class S3Storage(Storage):
                 endpoint_url=settings.endpoint_url,
                 region_name=settings.region,
                 config=Config(
-                    # total_max_attempts counts every try; botocore's max_attempts counts the retries
-                    # (one more try than storage.max_attempts says).
-                    retries={
-                        "total_max_attempts": 1 if checking else settings.max_attempts,
-                        "mode": "standard",
-                    },
+                    # botocore tries each request once: kbackup.core.retry is the one retry layer,
+                    # so storage.max_attempts and retry_timeout_secs bound every try and wait.
+                    retries={"total_max_attempts": 1, "mode": "standard"},
                     connect_timeout=check_timeout_secs if checking else 10,
                     read_timeout=check_timeout_secs if checking else 60,
                     s3={"addressing_style": "path"} if settings.endpoint_url else None,
@@ -209,73 +207,78 @@ class S3Storage(Storage):
         )
 
     def _call(self, action: str, key: str | None, request: Callable[[], T]) -> T:
-        """Run one S3 request; retry a transient failure with backoff for ``retry_timeout_secs``.
+        """Run one S3 request; retry a transient failure with backoff (``storage.max_attempts``
+        tries at least, then for as long as ``retry_timeout_secs`` allows).
 
         A failure that retrying cannot fix (access denied, no such bucket or key) is raised at
         once; a transient one (connection error, 5xx, throttling) only once the time is up,
-        saying for how long it was retried.
+        saying for how long it was retried. ``check`` tries each request once.
         """
-        observer = self.observer
-
-        def once() -> T:
-            cause: Exception
-            try:
-                answer = request()
-            except (ClientError, BotoCoreError) as exc:
-                cause = exc
-            except Boto3Error as exc:
-                # upload_file/download_file wrap a ClientError (S3UploadFailedError, raised while
-                # handling it) or give up on their own (RetriesExceededError): report the inner error.
-                inner = exc.__cause__ or exc.__context__
-                cause = inner if isinstance(inner, ClientError | BotoCoreError) else exc
-            else:
-                if observer is not None:
-                    observer.storage_request_succeeded(action)
-                return answer
-            error = self._error(cause, action, key)
-            if observer is not None:
-                if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND_CODES:
-                    # The store answered: "no such key" is an answer (a reader looks before it writes).
-                    observer.storage_request_succeeded(action)
-                else:
-                    observer.storage_request_failed(action, transient=error.retryable)
-            raise error
+        checking = self.check_timeout_secs is not None
 
         def say_retry(error: KBackupError, delay: float) -> None:
             log.warning("%s; trying again in %.1fs", error.message, delay)
-            if observer is not None:
-                observer.storage_request_retried(action)
-
-        def give_up(error: KBackupError, elapsed: float) -> KBackupError:
-            if self.check_timeout_secs is not None:
-                # A preflight reports what it found; a run would retry for retry_timeout_secs.
-                return StorageError(
-                    f"{error.message}; check tries once, with a {self.check_timeout_secs:g}s timeout",
-                    hint=error.hint,
-                )
-            if self.patience_shortened:
-                return StorageError(
-                    f"{error.message} (still failing after {elapsed:.0f}s of retries; a command run by "
-                    f"hand tries for {self.retry_timeout_secs:g}s)",
-                    hint=f"{error.hint}; to wait longer, set storage.retry_timeout_secs"
-                    if error.hint
-                    else "to wait longer, set storage.retry_timeout_secs",
-                    retryable=True,
-                )
-            return StorageError(
-                f"{error.message} (still failing after {elapsed:.0f}s of retries; "
-                f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
-                hint=error.hint,
-                retryable=True,
-            )
+            if self.observer is not None:
+                self.observer.storage_request_retried(action)
 
         return call_with_retries(
-            once,
-            within_secs=0 if self.check_timeout_secs is not None else self.retry_timeout_secs,
-            first_delay_secs=RETRY_FIRST_DELAY_SECS,
+            lambda: self._try(action, key, request),
+            within_secs=0 if checking else self.retry_timeout_secs,
+            delay_secs=RETRY_FIRST_DELAY_SECS,
             max_delay_secs=RETRY_MAX_DELAY_SECS,
+            min_attempts=1 if checking else self.max_attempts,
             on_retry=say_retry,
-            on_give_up=give_up,
+            on_give_up=self._give_up,
+        )
+
+    def _try(self, action: str, key: str | None, request: Callable[[], T]) -> T:
+        """One try of a request: its answer, or its failure as a StorageError (told to the observer)."""
+        observer = self.observer
+        cause: Exception
+        try:
+            answer = request()
+        except (ClientError, BotoCoreError) as exc:
+            cause = exc
+        except Boto3Error as exc:
+            # upload_file/download_file wrap a ClientError (S3UploadFailedError, raised while
+            # handling it) or give up on their own (RetriesExceededError): report the inner error.
+            inner = exc.__cause__ or exc.__context__
+            cause = inner if isinstance(inner, ClientError | BotoCoreError) else exc
+        else:
+            if observer is not None:
+                observer.storage_request_succeeded(action)
+            return answer
+        error = self._error(cause, action, key)
+        if observer is not None:
+            if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND_CODES:
+                # The store answered: "no such key" is an answer (a reader looks before it writes).
+                observer.storage_request_succeeded(action)
+            else:
+                observer.storage_request_failed(action, transient=error.retryable)
+        raise error
+
+    def _give_up(self, error: KBackupError, elapsed: float) -> KBackupError:
+        """The last transient failure of a request, saying how long it was retried and how to wait longer."""
+        if self.check_timeout_secs is not None:
+            # A preflight reports what it found; a run would retry for retry_timeout_secs.
+            return StorageError(
+                f"{error.message}; check tries once, with a {self.check_timeout_secs:g}s timeout",
+                hint=error.hint,
+            )
+        if self.patience_shortened:
+            return StorageError(
+                f"{error.message} (still failing after {elapsed:.0f}s of retries; a command run by "
+                f"hand tries for {self.retry_timeout_secs:g}s)",
+                hint=f"{error.hint}; to wait longer, set storage.retry_timeout_secs"
+                if error.hint
+                else "to wait longer, set storage.retry_timeout_secs",
+                retryable=True,
+            )
+        return StorageError(
+            f"{error.message} (still failing after {elapsed:.0f}s of retries; "
+            f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
+            hint=error.hint,
+            retryable=True,
         )
 
     def put_bytes(self, key: str, data: bytes) -> None:
@@ -309,7 +312,7 @@ class S3Storage(Storage):
             except ClientError as exc:
                 if str(exc.response.get("Error", {}).get("Code")) not in ("PreconditionFailed", "412"):
                     raise
-                # The object exists. It is ours if a try (ours or botocore's) was stored but its
+                # The object exists. It is ours if an earlier try of ours was stored but its
                 # answer was lost; only different bytes mean another writer got there first.
                 return self._read(key) == data
             return True
@@ -327,21 +330,30 @@ class S3Storage(Storage):
         return sorted(names)
 
     def _pages(self, action: str, key: str | None, **request: Any) -> Iterator[dict[str, Any]]:
-        """list_objects_v2 page by page, each page retried on its own (a listing can be long)."""
-        token: str | None = None
-        while True:
-            arguments: dict[str, Any] = {"Bucket": self.bucket, **request}
-            if token:
-                arguments["ContinuationToken"] = token
+        """list_objects_v2 page by page through boto3's paginator, each page retried on its own (a
+        listing can be long): a paginator ends at its first failure, so the next try starts a new
+        one at the continuation token of the last page yielded."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        resume: dict[str, Any] = {}
+        pages: Iterator[Any] | None = None
 
-            def fetch(arguments: dict[str, Any] = arguments) -> dict[str, Any]:
-                return dict(self._client.list_objects_v2(**arguments))
+        def next_page() -> dict[str, Any] | None:
+            nonlocal pages
+            if pages is None:
+                pages = iter(paginator.paginate(Bucket=self.bucket, **request, **resume))
+            try:
+                page = next(pages, None)
+            except Exception:
+                pages = None
+                raise
+            return None if page is None else dict(page)
 
-            page = self._call(action, key, fetch)
+        while (page := self._call(action, key, next_page)) is not None:
             yield page
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return
+            resume = {"ContinuationToken": token}
 
     def _read(self, key: str) -> bytes:
         body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kbackup.backup.status import BackupStatus, PartitionStatus, backup_status, find_breaches, parse_iso
+from kbackup.backup.status import BackupStatus, PartitionStatus, backup_status, find_breaches
 from kbackup.cli.main import run
 from kbackup.core.durations import format_duration, parse_duration
 from kbackup.core.errors import (
@@ -20,6 +20,7 @@ from kbackup.core.errors import (
     RecoveryPointAlert,
     UsageError,
 )
+from kbackup.core.times import parse_iso
 from kbackup.format.catalog import BackupCatalog
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import BackupBuilder, BackupRecord

@@ -9,7 +9,6 @@ or group asked about. Results are plain values (dataclasses, dicts), never clien
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -201,7 +200,9 @@ class Admin:
                 TimeoutError(f"no answer within {self.timeout:g}s"), action=action, connection=self.connection
             ) from None
 
-    def _retried(self, attempt: Callable[[], Result]) -> Result:
+    def _retried(
+        self, attempt: Callable[[], Result], until: Callable[[Result], bool] | None = None
+    ) -> Result:
         def report(error: KBackupError, _delay: float) -> None:
             kind = (
                 error.code_name if isinstance(error, KafkaOperationError) and error.code_name else error.kind
@@ -210,11 +211,22 @@ class Admin:
                 self.clients.observer.cluster_error(kind)
 
         return call_with_retries(
-            attempt, within_secs=self.retry_secs, first_delay_secs=0.1, max_delay_secs=2.0, on_retry=report
+            attempt,
+            within_secs=self.retry_secs,
+            delay_secs=0.1,
+            max_delay_secs=2.0,
+            until=until,
+            on_retry=report,
         )
 
-    def _wait(self, issue: Callable[[], Future[Result]], action: str) -> Result:
-        """Send a request and wait for it, again while Kafka says retrying may help."""
+    def _wait(
+        self,
+        issue: Callable[[], Future[Result]],
+        action: str,
+        until: Callable[[Result], bool] | None = None,
+    ) -> Result:
+        """Send a request and wait for it, again while Kafka says retrying may help (or while
+        ``until`` does not accept the answer)."""
 
         def once() -> Result:
             try:
@@ -223,7 +235,7 @@ class Admin:
                 raise translate_kafka_error(exc, action=action, connection=self.connection) from None
             return self._result(future, action)
 
-        return self._retried(once)
+        return self._retried(once, until)
 
     def _each(
         self, keys: Iterable[str], issue: Callable[[str], Future[Result]], action: Callable[[str], str]
@@ -489,22 +501,17 @@ class Admin:
         """Every consumer group of the cluster and its state. A listing that a broker did not answer
         is an error (an incomplete list would silently leave groups behind), after waiting out
         coordinators that are still loading (a broker that just started)."""
-        deadline = time.monotonic() + self.retry_secs
-        while True:
-            listing = self._wait(
-                lambda: self.client.list_consumer_groups(request_timeout=self.timeout), "list consumer groups"
-            )
-            if not listing.errors:
-                return {group.group_id: kafka_state_name(group.state) for group in listing.valid}
-            errors = [kafka_error_of(error) for error in listing.errors]
-            busy = all(error is not None and error.code() in COORDINATOR_BUSY_CODES for error in errors)
-            if busy and time.monotonic() < deadline:
-                time.sleep(0.5)
-                continue
+        listing = self._wait(
+            lambda: self.client.list_consumer_groups(request_timeout=self.timeout),
+            "list consumer groups",
+            until=lambda listing: not listing.errors or not _coordinators_busy(listing.errors),
+        )
+        if listing.errors:
             raise KafkaOperationError(
                 f"listing consumer groups on {self.servers} was incomplete: {listing.errors[0]}",
                 retryable=True,
             )
+        return {group.group_id: kafka_state_name(group.state) for group in listing.valid}
 
     def list_group_ids(self) -> list[str]:
         return sorted(self.list_groups())
@@ -604,6 +611,13 @@ class Admin:
                 raise
 
 
+def _coordinators_busy(errors: Iterable[Any]) -> bool:
+    """Every error is a coordinator still loading or moving: asking again soon will do."""
+    return all(
+        error is not None and error.code() in COORDINATOR_BUSY_CODES for error in map(kafka_error_of, errors)
+    )
+
+
 def _source_of(entry: Any) -> int:
     source = entry.source
     return int(source.value) if hasattr(source, "value") else int(source)
@@ -622,11 +636,16 @@ def wait_until_answering(
     """Ask for metadata until a broker answers (True), ``alive()`` turns false or the time is up
     (False). For a cluster being started: its first requests fail until it listens."""
     client = KafkaClients(connection).admin()
-    deadline = time.monotonic() + timeout_secs
-    while time.monotonic() < deadline and alive():
+
+    def answers() -> bool:
         try:
-            if client.list_topics(timeout=2).brokers:
-                return True
+            return alive() and bool(client.list_topics(timeout=2).brokers)
         except KafkaException:
-            time.sleep(0.2)
-    return False
+            return False
+
+    return call_with_retries(
+        answers,
+        within_secs=timeout_secs,
+        delay_secs=0.2,
+        until=lambda answered: answered or not alive(),
+    )
