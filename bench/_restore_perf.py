@@ -20,10 +20,10 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench._synthetic_backup import GeneratedRecord, write_synthetic_backup
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.writer import PRODUCER_TUNING
 from kbackup.sandbox.jars import classpath, kafka_libs
+from kbackup.sandbox.synthetic_backup import GeneratedRecord, write_synthetic_backup
 from kbackup.storage import LocalStorage
 
 REPO = Path(__file__).resolve().parents[1]

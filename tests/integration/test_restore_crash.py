@@ -25,8 +25,8 @@ from kbackup.format.segments import SegmentLimits
 from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
 from kbackup.restore.segment_reader import READ_BATCH_RECORDS
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 from tests.support.kafka_io import consume_all
 from tests.support.kill_loop import counted_kill, fault_seed, must_kill
 from tests.support.restore_checks import REPO, own_headers, restore_command

@@ -24,8 +24,8 @@ from kbackup.format.segments import SegmentLimits
 from kbackup.restore import service
 from kbackup.restore.settings import DEFAULT_PROGRESS_TOPIC, RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 from tests.support.kafka_io import create_topic, end_offsets
 from tests.support.restore_checks import run_restore_cli, transactional_ids
 

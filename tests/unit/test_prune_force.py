@@ -20,8 +20,8 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.format.segments import SegmentLimits
 from kbackup.prune.plan import BackupPlan, plan_prune
 from kbackup.prune.settings import RetentionSettings
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "damaged_backups"
 #: 2023-11-14: every record is far older than any --older-than below.

@@ -21,8 +21,8 @@ from kbackup.core.errors import (
     UsageError,
 )
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 
 @pytest.mark.parametrize(
