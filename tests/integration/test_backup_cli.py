@@ -12,8 +12,7 @@ from kbackup.core.errors import NotFoundError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, create_topic, end_offsets, produce
+from tests.support.kafka_io import Record, commit_group, create_topic, end_offsets, produce
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

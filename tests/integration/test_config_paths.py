@@ -17,8 +17,7 @@ import yaml
 from kbackup.cli.main import run
 from kbackup.core.errors import NotFoundError
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, create_topic, produce
 
 
 def three_phase(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

@@ -19,9 +19,15 @@ from kbackup.reset.executor import execute_plan
 from kbackup.reset.planner import PlanRequest, plan_offset_reset
 from kbackup.reset.sources import SourceOffsets
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
-from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
+from tests.support.kafka_io import (
+    Record,
+    commit_group,
+    consume_all,
+    create_topic,
+    end_offsets,
+    group_position,
+    produce,
+)
 from tests.support.oracles import reference_position
 from tests.support.restored_topics import Restored, restored_records, write_restored
 

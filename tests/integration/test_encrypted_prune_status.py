@@ -26,9 +26,10 @@ from kbackup.core.errors import EncryptionKeyError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_encryption import folder_bytes, new_key, spec
-from tests.integration.test_prune import BASE_TIME, DAY_MS, PER_DAY, daily_backup
 from tests.support.backup_io import read_backup, take_backup
+from tests.support.daily_backup import BASE_TIME, DAY_MS, PER_DAY, daily_backup
+from tests.support.encryption_keys import new_key, spec
+from tests.support.folders import folder_bytes
 from tests.support.kafka_io import Record, consume_all, produce
 
 #: BASE_TIME + 2.5 days: the records of days 0, 1 and 2 (offsets 0..59 of each partition) go.

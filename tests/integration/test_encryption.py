@@ -30,30 +30,16 @@ from kbackup.format.segments import open_segment
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import read_backup, take_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.encryption_keys import new_key, spec
+from tests.support.folders import folder_bytes
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, group_position, produce
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import REPO
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 ORIGIN_PREFIX = "x-kafka-backup-"
-
-
-def new_key(folder: Path, name: str = "backup.key") -> EncryptionSettings:
-    path = folder / name
-    assert run(["keygen", "--output", str(path)]) == 0
-    return EncryptionSettings(key_file=str(path))
-
-
-def spec(settings: EncryptionSettings) -> str:
-    if settings.key_file:
-        return f"file:{settings.key_file}"
-    if settings.key_env:
-        return f"env:{settings.key_env}"
-    return f"kms:{settings.kms_key_id}"
 
 
 def marked_records(marker: bytes, count: int, partitions: int) -> list[Record]:
@@ -67,12 +53,6 @@ def marked_records(marker: bytes, count: int, partitions: int) -> list[Record]:
         )
         for i in range(count)
     ]
-
-
-def folder_bytes(root: Path) -> Iterator[tuple[str, bytes]]:
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            yield str(path.relative_to(root)), path.read_bytes()
 
 
 def s3_bytes(server: S3Server, prefix: str) -> Iterator[tuple[str, bytes]]:

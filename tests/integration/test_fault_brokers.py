@@ -21,9 +21,9 @@ from confluent_kafka import Consumer
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.storage import open_storage
-from tests.integration.test_backup_interruptions import wait_for
-from tests.integration.test_restore_crash import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.backup_io import read_backup
+from tests.support.cli_process import wait_for
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restore_checks import REPO, restore_command
 

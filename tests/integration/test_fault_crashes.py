@@ -21,19 +21,14 @@ import yaml
 from confluent_kafka import Consumer
 
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_restore_crash import (
-    SOURCE_PARTITIONS,
-    build_backup,
-    check_exactly_once,
-    landed,
-)
-from tests.integration.test_three_phase import check_final_state as check_three_phase_state
-from tests.integration.test_three_phase import fill_and_back_up
-from tests.integration.test_three_phase import write_config as write_three_phase_config
 from tests.support.backup_io import read_backup
+from tests.support.config_files import write_three_phase_config
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.kill_loop import counted_kill, fault_seed, must_kill
 from tests.support.restore_checks import REPO, restore_command
+from tests.support.three_phase_runs import check_final_state as check_three_phase_state
+from tests.support.three_phase_runs import fill_and_back_up
 
 pytestmark = pytest.mark.slow
 

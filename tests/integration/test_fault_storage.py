@@ -32,9 +32,9 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_interruptions import wait_for
-from tests.integration.test_restore_crash import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.backup_io import read_backup
+from tests.support.cli_process import wait_for
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.faulty_proxy import FaultyProxy, Mode
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restore_checks import REPO

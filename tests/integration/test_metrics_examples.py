@@ -35,11 +35,9 @@ from kbackup.core.errors import AuditDisagreementError
 from kbackup.core.kafka import open_admin
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
-from tests.integration.test_three_phase import GROUPS, fill_and_back_up, kill_before_the_audit, write_config
+from tests.support.config_files import write_three_phase_config
 from tests.support.faulty_proxy import FaultyProxy
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, create_topic, group_position, produce
 from tests.support.metrics_text import (
     alert_rules,
     example_metric_names,
@@ -50,6 +48,7 @@ from tests.support.metrics_text import (
 )
 from tests.support.promtool import Alert, AlertCase, alert_test
 from tests.support.s3server import S3Server
+from tests.support.three_phase_runs import GROUPS, fill_and_back_up, kill_before_the_audit
 
 AUDIT_ALERT = "KafkaBackupRestoreAuditDisagrees"
 #: The partition of the restored topic whose start the scenario moves past some moved groups.
@@ -90,7 +89,7 @@ def disagreeing_audit(
     topic = f"metrics-audit-{uuid.uuid4().hex[:8]}"
     store = work / "store"
     fill_and_back_up(source_cluster, topic, store)
-    config = write_config(work / "restore.yaml", target_cluster, store, topic, "audit")
+    config = write_three_phase_config(work / "restore.yaml", target_cluster, store, topic, "audit")
     kill_before_the_audit(config)
     restored = f"{topic}-restored"
     admin = open_admin(target_cluster.connection())

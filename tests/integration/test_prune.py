@@ -35,18 +35,12 @@ from kbackup.prune import execute as prune_execute
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
 from tests.support.backup_io import take_backup
+from tests.support.daily_backup import BASE_TIME, DAY_MS, daily_backup
 from tests.support.faulty_proxy import FaultyProxy
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import S3Server
-
-DAY_MS = 86_400_000
-#: 2023 timestamps, on a topic with retention off: nothing is deleted by the broker.
-BASE_TIME = 1_700_000_000_000
-DAYS = 5
-PER_DAY = 40
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -66,26 +60,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) -> d
 
 def storage_of(section: dict[str, Any]) -> Storage:
     return open_storage(StorageSettings.model_validate(section))
-
-
-def daily_backup(cluster: LocalKafkaCluster, section: dict[str, Any], topic: str, backup_id: str) -> None:
-    """Five increments; increment ``d`` holds the records stamped on day ``d`` (2 partitions)."""
-    create_topic(cluster, topic, partitions=2, config={"retention.ms": "-1"})
-    for day in range(DAYS):
-        produce(
-            cluster,
-            topic,
-            [
-                Record(
-                    key=b"d%d-%d" % (day, i),
-                    value=b"v" * 100,
-                    partition=i % 2,
-                    timestamp=BASE_TIME + day * DAY_MS + i,
-                )
-                for i in range(PER_DAY)
-            ],
-        )
-        take_backup(cluster, StorageSettings.model_validate(section), backup_id, [topic])
 
 
 def committed_on(cluster: LocalKafkaCluster, group: str, topic: str, partition: int) -> int:

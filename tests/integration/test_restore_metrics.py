@@ -27,12 +27,11 @@ from kbackup.app import three_phase as three_phase_module
 from kbackup.cli.main import run
 from kbackup.restore import service as restore_service
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_three_phase import fill_and_back_up
 from tests.support.backup_io import take_backup
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, create_topic, produce
 from tests.support.metrics_text import parse, series, total
 from tests.support.restored_topics import restored_records
+from tests.support.three_phase_runs import fill_and_back_up
 
 
 def test_a_restore_writes_what_it_produced_to_its_textfile(

@@ -23,8 +23,8 @@ from kbackup.restore.partitioner import partition_for_key, partition_for_null_ke
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_security import files_under
 from tests.support.backup_builder import backup_from_cluster, partition_count, topic_configs
+from tests.support.folders import files_under
 from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
 from tests.support.restore_checks import assert_restored_exactly, restore
 from tests.support.s3server import S3Server

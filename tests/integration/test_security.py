@@ -32,8 +32,8 @@ from kbackup.core.errors import KafkaOperationError, NotFoundError, Precondition
 from kbackup.sandbox.jars import kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
+from tests.support.folders import files_under
+from tests.support.kafka_io import Record, admin, commit_group, consume_all, create_topic, produce
 from tests.support.s3server import REGION, S3Server
 
 SASL_USER = "kbackup"
@@ -89,11 +89,6 @@ def secured_connection(cluster: LocalKafkaCluster, via: str) -> dict[str, Any]:
     if via == "TLS":
         return tls_connection(cluster, cluster.tls_ca_file)
     return sasl_connection(cluster, via, "${KB_TEST_SASL_PASSWORD}")
-
-
-def files_under(root: Path, *, leave_out: str = "") -> list[str]:
-    """Every path below ``root`` (relative): what a failing command must not have changed."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.name != leave_out)
 
 
 def write_config(path: Path, document: dict[str, Any]) -> Path:

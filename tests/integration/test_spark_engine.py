@@ -23,10 +23,8 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from kbackup.storage.keys import new_key_text
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import backup_job, read_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, group_position, produce
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import assert_restored_exactly, transactional_ids
 

@@ -29,14 +29,14 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.spark_cluster import LocalSparkCluster, local_spark_cluster
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_three_phase import GROUPS
-from tests.integration.test_three_phase_cli import committed
 from tests.support.backup_io import read_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.kafka_io import group_positions as committed
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import assert_restored_exactly
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import S3Server
+from tests.support.three_phase_runs import GROUPS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

@@ -24,12 +24,10 @@ from kbackup.core.spark import TASK_ATTEMPTS
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_backup_increments import batch
-from tests.integration.test_fault_damaged_backups import DAMAGE, copy_of, restore_args
-from tests.integration.test_restore_errors import progress_end, target_topics
 from tests.support.backup_io import read_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
-from tests.support.restore_checks import REPO
+from tests.support.damaged_backups import DAMAGE, copy_of, restore_args
+from tests.support.kafka_io import Record, batch, consume_all, create_topic, produce, target_topics
+from tests.support.restore_checks import REPO, progress_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -14,8 +14,7 @@ from kbackup.core.errors import StorageError
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.s3server import S3Server
 from tests.support.storage_contract import StorageContract
 

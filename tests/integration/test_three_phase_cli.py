@@ -14,22 +14,12 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.cli.main import run
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_three_phase import GROUPS, fill_and_back_up
 from tests.support.backup_io import take_backup
 from tests.support.kafka_io import Record, admin, create_topic, produce
+from tests.support.kafka_io import group_positions as committed
 from tests.support.oracles import reference_position
 from tests.support.restored_topics import restored_records
-
-
-def committed(
-    cluster: LocalKafkaCluster, group: str, topic: str, partitions: list[int]
-) -> dict[int, int | None]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
-    try:
-        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
-    finally:
-        consumer.close()
-    return {item.partition: item.offset if item.offset >= 0 else None for item in found}
+from tests.support.three_phase_runs import GROUPS, fill_and_back_up
 
 
 def topics_on(cluster: LocalKafkaCluster) -> set[str]:

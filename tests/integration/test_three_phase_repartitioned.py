@@ -20,10 +20,10 @@ from confluent_kafka import Consumer, TopicPartition
 from kbackup.offsets.translate import RestoredRecord
 from kbackup.restore.partitioner import partition_for_key
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_three_phase import run_cli
 from tests.support.backup_io import take_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.oracles import reference_position
+from tests.support.three_phase_runs import run_cli
 
 SOURCE_PARTITIONS = 3
 TARGET_PARTITIONS = 4
