@@ -19,7 +19,6 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.backup.inspect import validate_backup
-from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import (
     ConfigError,
@@ -36,17 +35,12 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import take_backup
+from tests.support.cli_run import RunCli
 from tests.support.daily_backup import BASE_TIME, DAY_MS, daily_backup
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import S3Server
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture(params=["folder", "s3"])
@@ -84,7 +78,7 @@ def test_a_pruned_window_restores_on_its_own(
     tmp_path: Path,
     store: dict[str, Any],
     policy: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     """``--before`` the middle of day 2, or ``--max-total-bytes`` what days 3 and 4 take: either
     way days 0-2 go, and what remains restores to exactly the source's records from day 3 on."""
@@ -104,7 +98,7 @@ def test_a_pruned_window_restores_on_its_own(
         last_two_days = sum(s.size_bytes for s in held if s.min_timestamp >= BASE_TIME + 3 * DAY_MS)
         rule = ["--max-total-bytes", str(last_two_days)]
 
-    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--json")
+    code, out, err = cli("prune", "-c", config, *rule, "--json")
     assert code == 0, err
     plan = json.loads(out)
     assert {info.key for info in storage.list("daily/")} == before  # a plan removes nothing
@@ -125,7 +119,7 @@ def test_a_pruned_window_restores_on_its_own(
     assert gaps == {(f"{unique_name}-g", 0, 30, 60)}  # partition 1's offset 99 is inside the window
     assert item["manifests_removed"] == 3  # increments 0-2 hold nothing kept any more
 
-    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--execute")
+    code, out, err = cli("prune", "-c", config, *rule, "--execute")
     assert code == 0, err
     assert "recovery gap: group" in out
     catalog = BackupCatalog(storage)
@@ -136,7 +130,7 @@ def test_a_pruned_window_restores_on_its_own(
         (topic, 0): (60, 100, 40),
         (topic, 1): (60, 100, 40),
     }
-    code, out, err = cli(capsys, "validate", "-c", config, "--deep", "--json")
+    code, out, err = cli("validate", "-c", config, "--deep", "--json")
     assert code == 0, err
     report = json.loads(out)
     assert report["errors"] == []
@@ -144,7 +138,6 @@ def test_a_pruned_window_restores_on_its_own(
 
     restored = f"{topic}-restored"
     code, _, err = cli(
-        capsys,
         "restore",
         "-c",
         config,
@@ -160,19 +153,19 @@ def test_a_pruned_window_restores_on_its_own(
         source = [r for r in consume_all(source_cluster, topic, [partition]) if r.consumed_offset >= 60]
         assert [r.source_offset for r in landed] == [r.consumed_offset for r in source]
     # describe and list show the window after retention.
-    code, out, err = cli(capsys, "describe", "-c", config, "--json")
+    code, out, err = cli("describe", "-c", config, "--json")
     assert code == 0, err
     described = json.loads(out)
     assert {(p["topic"], p["partition"], p["start_offset"]) for p in described["partitions"]} == {
         (topic, 0, 60),
         (topic, 1, 60),
     }
-    code, out, err = cli(capsys, "list", "-c", config, "--json")
+    code, out, err = cli("list", "-c", config, "--json")
     assert code == 0, err
     (row,) = json.loads(out)["backups"]
     assert (row["restorable_from_timestamp"], row["retention_generation"]) == (BASE_TIME + 3 * DAY_MS, 1)
     # The same policy again finds nothing more to do.
-    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--json")
+    code, out, err = cli("prune", "-c", config, *rule, "--json")
     assert code == 0, err
     (again,) = json.loads(out)["backups"]
     assert (again["action"], again["segments_removed"], again["manifests_removed"]) == ("keep", 0, 0)
@@ -182,7 +175,7 @@ def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
     source_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     topic = unique_name
     create_topic(source_cluster, topic, partitions=1)
@@ -196,7 +189,7 @@ def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
     storage.put_bytes(lease_key("night-1", "r1"), lease.to_json_bytes())
     path = str(tmp_path / "store")
 
-    code, out, err = cli(capsys, "prune", "-p", path, "--all", "--keep-last", "2", "--execute", "--json")
+    code, out, err = cli("prune", "-p", path, "--all", "--keep-last", "2", "--execute", "--json")
     assert code == 0, err
     actions = {item["backup_id"]: item["action"] for item in json.loads(out)["backups"]}
     assert actions == {"night-1": "keep", "night-2": "remove", "night-3": "keep", "night-4": "keep"}
@@ -205,14 +198,14 @@ def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
 
     # keep-last 0 removes every backup that is not leased: refused without --force.
     storage.delete(lease_key("night-1", "r1"))
-    code, out, err = cli(capsys, "prune", "-p", path, "--all", "--keep-last", "0", "--execute")
+    code, out, err = cli("prune", "-p", path, "--all", "--keep-last", "0", "--execute")
     assert code == PreconditionError.exit_code
     assert "would remove every backup" in err
     assert BackupCatalog(storage).backup_ids() == ["night-1", "night-3", "night-4"]
 
 
 def test_bad_input_fails_with_one_line_and_removes_nothing(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, cli: RunCli
 ) -> None:
     topic = unique_name
     create_topic(source_cluster, topic, partitions=1)
@@ -242,7 +235,7 @@ def test_bad_input_fails_with_one_line_and_removes_nothing(
         (["--backup-id", "b", "--older-than", "1s", "--execute"], PreconditionError.exit_code, "--force"),
     ]
     for args, expected, words in cases:
-        code, _out, err = cli(capsys, "prune", "-p", path, *args)
+        code, _out, err = cli("prune", "-p", path, *args)
         assert code == expected, (args, err)
         lines = err.strip().splitlines()
         assert words in lines[0], (args, err)
@@ -256,7 +249,7 @@ def test_a_three_phase_restore_of_a_pruned_backup_reports_the_gap_and_loses_noth
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     """Group g had read partition 0 up to 30 and partition 1 up to 99; the prune keeps offsets 60 and
     up. Without --accept-gap the run stops at its verify phase naming the gap; with it, g resumes at
@@ -277,13 +270,13 @@ def test_a_three_phase_restore_of_a_pruned_backup_reports_the_gap_and_loses_noth
         offset_reset={"snapshot_dir": str(tmp_path / "snapshots"), "groups": [group]},
         three_phase={"state_dir": str(tmp_path / "state")},
     )
-    code, _, err = cli(capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
+    code, _, err = cli("prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
     assert code == 0, err
 
-    code, _, err = cli(capsys, "three-phase-restore", "-c", config)
+    code, _, err = cli("three-phase-restore", "-c", config)
     assert code == RecoveryGapError.exit_code, err
     assert "30 source offset(s) the group had not processed were removed from the backup by a prune" in err
-    code, out, err = cli(capsys, "three-phase-restore", "-c", config, "--accept-gap", "--json")
+    code, out, err = cli("three-phase-restore", "-c", config, "--accept-gap", "--json")
     assert code == 0, err
     phases = json.loads(out)["phases"]
     (gap,) = phases["verify"]["recovery_gaps"]  # the verify of the rerun (restore and reset resumed)
@@ -305,7 +298,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
     s3_server: S3Server,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """S3 stops answering right after the prune committed its generation, before its first delete:
@@ -328,7 +321,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
                 proxy.set_mode("reset")
 
         monkeypatch.setattr(prune_execute, "crash_point", step)
-        code, out, err = cli(capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
+        code, out, err = cli("prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
         assert code == StorageError.exit_code, out + err
         # Before giving up the prune may say that it retries, if the first attempt failed within
         # retry_timeout_secs (how fast a reset connection fails depends on the machine's load).
@@ -344,9 +337,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
         backup = BackupCatalog(storage).load("daily")
         assert {item.start_offset for item in backup.coverage().values()} == {60}  # the new window holds
         proxy.set_mode("forward")
-        code, out, err = cli(
-            capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute", "--json"
-        )
+        code, out, err = cli("prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute", "--json")
         assert code == 0, err
         report = validate_backup(storage, "daily", deep=True)
         assert report.errors == []
@@ -357,7 +348,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
 
 
 def test_backup_retention_is_applied_after_the_increment_it_commits(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, cli: RunCli
 ) -> None:
     """A backup run whose config has ``backup.retention`` commits its increment, then prunes as
     ``prune --execute`` would; an empty ``backup.retention`` is refused before anything is copied."""
@@ -369,7 +360,7 @@ def test_backup_retention_is_applied_after_the_increment_it_commits(
     )
     source = {"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}}
     empty = write_config(tmp_path, store, "daily", source=source, backup={"retention": {}})
-    code, _, err = cli(capsys, "backup", "-c", empty)
+    code, _, err = cli("backup", "-c", empty)
     assert code == ConfigError.exit_code, err
     assert "backup.retention has no rule" in err
     assert [m.increment for m in BackupCatalog(storage_of(store)).load("daily").manifests] == [0, 1, 2, 3, 4]
@@ -377,7 +368,7 @@ def test_backup_retention_is_applied_after_the_increment_it_commits(
     config = write_config(
         tmp_path, store, "daily", source=source, backup={"retention": {"before": "2023-11-17T10:13:20Z"}}
     )
-    code, out, err = cli(capsys, "-v", "backup", "-c", config)
+    code, out, err = cli("-v", "backup", "-c", config)
     assert code == 0, err
     assert "committed increment 5 of backup daily" in out
     backup = BackupCatalog(storage_of(store)).load("daily")

@@ -26,12 +26,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from kbackup.cli.main import run
 from kbackup.core.cache import cache_root
 from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError, StorageError
 from kbackup.sandbox.jars import kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.conftest import TEST_BUCKET
+from tests.support.cli_run import RunCli
 from tests.support.folders import files_under
 from tests.support.kafka_io import Record, admin, commit_group, consume_all, create_topic, produce
 from tests.support.s3server import REGION, S3Server
@@ -96,12 +96,6 @@ def write_config(path: Path, document: dict[str, Any]) -> Path:
     return path
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def seed_topic(cluster: LocalKafkaCluster, topic: str, count: int) -> list[bytes]:
     create_topic(cluster, topic, partitions=1)
     values = [f"value-{i}".encode() for i in range(count)]
@@ -120,7 +114,7 @@ def test_backup_and_restore_through_secured_listeners(
     secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each SASL mechanism with the password from the environment, and TLS trusting the sandbox's CA."""
@@ -140,10 +134,10 @@ def test_backup_and_restore_through_secured_listeners(
             "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
         },
     )
-    code, out, err = cli(capsys, "backup", "-c", str(config), "--json")
+    code, out, err = cli("backup", "-c", str(config), "--json")
     assert code == 0, err
     assert json.loads(out)["records"] == 25
-    code, out, err = cli(capsys, "restore", "-c", str(config), "--json")
+    code, out, err = cli("restore", "-c", str(config), "--json")
     assert code == 0, err
     restored = consume_all(secure_cluster, f"{unique_name}-restored")
     assert [record.value for record in restored] == values
@@ -157,7 +151,7 @@ def test_tls_without_the_brokers_ca_fails_clearly_and_changes_nothing(
     secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     """The certificate is self-signed: without ssl_ca_location the system's CAs do not vouch for it."""
     seed_topic(secure_cluster, unique_name, 3)
@@ -173,9 +167,9 @@ def test_tls_without_the_brokers_ca_fails_clearly_and_changes_nothing(
     }
     config = write_config(tmp_path / "tls.yaml", document)
     if command == "restore":  # a real backup to restore, made over TLS with the CA
-        assert cli(capsys, "backup", "-c", str(config))[0] == 0
+        assert cli("backup", "-c", str(config))[0] == 0
     before = files_under(tmp_path)
-    code, _, err = cli(capsys, command, "-c", str(config))
+    code, _, err = cli(command, "-c", str(config))
     assert code == KafkaOperationError.exit_code, err
     lines = err.strip().splitlines()
     assert lines[0].startswith(f"kafka-backup: error: TLS with {secure_cluster.ssl_bootstrap_servers} failed")
@@ -196,6 +190,7 @@ def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """kbackup.cli.spark_submit -c: the target's SASL settings (the password from the env), or its TLS
@@ -218,7 +213,7 @@ def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
         },
     )
     for command in ("backup", "restore"):
-        code, _, err = cli(capsys, command, "-c", str(config))
+        code, _, err = cli(command, "-c", str(config))
         assert code == 0, err
     output = tmp_path / "mapping.json"
     # No --bootstrap-servers and no --source-cluster: both from the config.
@@ -241,7 +236,7 @@ def test_show_offset_mapping_with_bootstrap_flag_keeps_the_configs_security(
     spark: Any,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``show-offset-mapping -c cfg.yaml -b HOST:PORT``: the flag replaces only the target's servers;
@@ -262,7 +257,7 @@ def test_show_offset_mapping_with_bootstrap_flag_keeps_the_configs_security(
     }
     config = write_config(tmp_path / "secured.yaml", document)
     for command in ("backup", "restore"):
-        code, _, err = cli(capsys, command, "-c", str(config))
+        code, _, err = cli(command, "-c", str(config))
         assert code == 0, err
     # The config names a host that does not exist: only -b reaches the broker, with the file's security.
     elsewhere = {**connection, "bootstrap_servers": ["kafka-dr.invalid:9093"]}
@@ -270,7 +265,7 @@ def test_show_offset_mapping_with_bootstrap_flag_keeps_the_configs_security(
     listener_servers = connection["bootstrap_servers"][0]
     output = tmp_path / "mapping.json"
     code, out, err = cli(
-        capsys, "show-offset-mapping", "-c", str(mapping_config), "-b", listener_servers,
+        "show-offset-mapping", "-c", str(mapping_config), "-b", listener_servers,
         "-t", restored, "--source-cluster", "flag-source", "-o", str(output),
     )  # fmt: skip
     assert code == 0, err
@@ -293,7 +288,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
     secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seed_topic(secure_cluster, unique_name, 3)
@@ -311,7 +306,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
                 "storage": {"url": str(store)},
             },
         )
-        assert cli(capsys, "backup", "-c", str(good))[0] == 0
+        assert cli("backup", "-c", str(good))[0] == 0
     before = files_under(tmp_path)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", WRONG_PASSWORD)
     connection = sasl_connection(secure_cluster, mechanism, "${KB_TEST_SASL_PASSWORD}")
@@ -325,7 +320,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
             "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
         },
     )
-    code, out, err = cli(capsys, command, "-c", str(config))
+    code, out, err = cli(command, "-c", str(config))
     assert code == KafkaOperationError.exit_code, err
     lines = err.strip().splitlines()
     assert lines[0].startswith(
