@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
-import yaml
 from confluent_kafka.admin import AdminClient
 
 from kbackup.format.catalog import BackupCatalog
@@ -15,20 +13,19 @@ from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import read_backup, take_backup
 from tests.support.cli_run import RunCli
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.s3server import S3Server
 
 
-def config_file(path: Path, data: dict[str, Any]) -> str:
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
-
-
 def test_unreachable_cluster_is_named_within_the_timeout(tmp_path: Path, cli: RunCli) -> None:
     servers = f"127.0.0.1:{free_port()}"
-    config = config_file(
-        tmp_path / "c.yaml",
-        {"backup_id": "b", "source": {"bootstrap_servers": [servers], "connect_timeout_secs": 2}},
+    config = str(
+        config_file(
+            tmp_path / "c.yaml",
+            backup_id="b",
+            source={"bootstrap_servers": [servers], "connect_timeout_secs": 2},
+        )
     )
     code, _, err = cli("backup", "-c", config, "--path", str(tmp_path / "store"))
     assert code == 5
@@ -51,7 +48,7 @@ def test_unknown_topic_fails_or_is_skipped_with_a_warning(
     assert "on_missing_topic" in err
     assert not BackupCatalog(open_storage(str(tmp_path))).exists("t")
 
-    config = config_file(tmp_path / "warn.yaml", {"backup": {"on_missing_topic": "warn"}})
+    config = str(config_file(tmp_path / "warn.yaml", backup={"on_missing_topic": "warn"}))
     code, out, err = cli(*base, "-c", config, "--include", unique_name, "--include", missing)
     assert code == 0, err
     assert f"topic(s) {missing} do not exist" in err
@@ -88,16 +85,16 @@ def test_missing_bucket_fails_before_reading(
     cli: RunCli,
 ) -> None:
     create_topic(source_cluster, unique_name)
-    config = config_file(
-        tmp_path / "s3.yaml",
-        {
-            "backup_id": "s",
-            "source": {
+    config = str(
+        config_file(
+            tmp_path / "s3.yaml",
+            backup_id="s",
+            source={
                 "bootstrap_servers": [source_cluster.bootstrap_servers],
                 "topics": {"include": [unique_name]},
             },
-            "storage": s3_server.storage_settings("no-such-bucket", "x"),
-        },
+            storage=s3_server.storage_settings("no-such-bucket", "x"),
+        )
     )
     code, _, err = cli("backup", "-c", config)
     assert code == 7

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import EncryptionKeyError
@@ -27,6 +26,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup, take_backup
 from tests.support.cli_run import RunCli
+from tests.support.config_files import config_file
 from tests.support.daily_backup import BASE_TIME, DAY_MS, PER_DAY, daily_backup
 from tests.support.encryption_keys import new_key, spec
 from tests.support.folders import folder_bytes
@@ -98,8 +98,7 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     take_backup(source_cluster, plain, "daily", [topic])  # the same records, unencrypted
     produce(source_cluster, topic, [Record(key=b"late", value=b"v", partition=0)] * LATE)
     assert (root / "daily" / "keys").is_dir()  # it is encrypted
-    config = tmp_path / "backup.yaml"
-    config.write_text(yaml.safe_dump({"backup_id": "daily", "storage": encrypted}))
+    config = config_file(tmp_path / "backup.yaml", backup_id="daily", storage=encrypted)
     with_key = ["--encryption-key", spec(key)]
     servers = ["-b", source_cluster.bootstrap_servers]
 

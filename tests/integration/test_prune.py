@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.backup.inspect import validate_backup
@@ -36,6 +35,7 @@ from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import take_backup
 from tests.support.cli_run import RunCli
+from tests.support.config_files import config_file
 from tests.support.daily_backup import BASE_TIME, DAY_MS, daily_backup
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
@@ -65,8 +65,9 @@ def committed_on(cluster: LocalKafkaCluster, group: str, topic: str, partition: 
 
 
 def write_config(tmp_path: Path, section: dict[str, Any], backup_id: str, **extra: Any) -> str:
-    path = tmp_path / f"prune-{backup_id}.yaml"
-    path.write_text(yaml.safe_dump({"backup_id": backup_id, "storage": section, **extra}))
+    path = config_file(
+        tmp_path / f"prune-{backup_id}.yaml", **{"backup_id": backup_id, "storage": section, **extra}
+    )
     return str(path)
 
 

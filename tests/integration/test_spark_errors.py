@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.cli.main import run
 from kbackup.core.errors import BackupIntegrityError, SparkJobError
@@ -25,6 +24,7 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup
+from tests.support.config_files import config_file
 from tests.support.damaged_backups import DAMAGE, copy_of, restore_args
 from tests.support.kafka_io import Record, batch, consume_all, create_topic, produce, target_topics
 from tests.support.restore_checks import REPO, progress_end
@@ -92,18 +92,14 @@ def test_a_job_spark_gives_up_exits_17_commits_nothing_and_the_same_command_cont
     create_topic(source_cluster, unique_name, partitions=2)
     produce(source_cluster, unique_name, batch(0, 100, 2))
     store = tmp_path / "store"
-    config = tmp_path / "backup.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "b",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [unique_name]},
-                },
-                "storage": {"url": str(store)},
-            }
-        )
+    config = config_file(
+        tmp_path / "backup.yaml",
+        backup_id="b",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        storage={"url": str(store)},
     )
     # The first increment, on the local engine.
     assert run(["backup", "-c", str(config)]) == 0, capsys.readouterr().err

@@ -23,7 +23,7 @@ from kbackup.core.errors import AuditDisagreementError, RecoveryGapError, Unveri
 from kbackup.core.kafka import open_admin
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import take_backup
-from tests.support.config_files import write_three_phase_config
+from tests.support.config_files import config_file, write_three_phase_config
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, group_position, produce
 from tests.support.three_phase_runs import (
     GROUPS,
@@ -149,7 +149,7 @@ def test_three_phase_restore_moves_groups_as_the_offset_reset_section_says(
     document = yaml.safe_load(config.read_text())
     document["offset_reset"].update(reset)
     document["restore"].update(restore)
-    config.write_text(yaml.safe_dump(document))
+    config_file(config, **document)
     finished = run_cli(config)
     assert finished.returncode == 0, finished.stderr[-3000:]
     restored = f"{topic}-restored"
