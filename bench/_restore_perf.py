@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.writer import PRODUCER_TUNING
@@ -102,12 +101,6 @@ def build_backup(
         scratch_dir=scratch,
     )
     return sum(info.size for info in storage.list(f"{backup_id}/"))
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(60)
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
