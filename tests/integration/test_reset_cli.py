@@ -20,6 +20,7 @@ from kbackup.core.errors import (
 )
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import group_position as committed
+from tests.support.reset_cli_setup import setup as setup  # the fixture
 
 
 def test_plan_execute_rollback_through_the_cli(

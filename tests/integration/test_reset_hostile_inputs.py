@@ -16,6 +16,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.kafka_io import admin
 from tests.support.kafka_io import group_position as committed
 from tests.support.reset_cli_setup import SOURCE
+from tests.support.reset_cli_setup import setup as setup  # the fixture
 
 
 def mapping_for(topic: str, *, source_cluster: str, target_cluster_id: str | None) -> OffsetMapping:
