@@ -15,7 +15,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
 from kbackup.sandbox.jars import kafka_libs
+
+
+def create_topic(
+    bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    """Create a topic of replication factor 1 and wait until the broker has it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+    for future in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
+        future.result(60)
 
 
 def java_tool(main_class: str, *args: str, timeout: float = 900) -> str:

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
-from bench._synthetic_backup import GeneratedRecord, write_synthetic_backup
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.writer import PRODUCER_TUNING
 from kbackup.sandbox.jars import classpath, kafka_libs
+from kbackup.sandbox.synthetic_backup import GeneratedRecord, write_synthetic_backup
 from kbackup.storage import LocalStorage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,12 +101,6 @@ def build_backup(
         scratch_dir=scratch,
     )
     return sum(info.size for info in storage.list(f"{backup_id}/"))
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(60)
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:

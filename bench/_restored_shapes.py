@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
+from bench._perf import create_topic
 from bench.bench_mapping import SOURCE_CLUSTER, VALUE, fill
 from kbackup.sandbox.kafka import LocalKafkaCluster
 
@@ -128,12 +127,6 @@ def _produce(producer: Producer, topic: str, origin: int, key: bytes | None = No
             producer.poll(0.05)
 
 
-def _create(bootstrap: str, topic: str, config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1, config=config or {})]).values():
-        future.result(60)
-
-
 def fill_hole_free(cluster: LocalKafkaCluster, topic: str, records: int) -> ShapeFill:
     """The hole-free shape: ``bench_mapping.fill`` into one partition."""
     started = time.monotonic()
@@ -150,9 +143,10 @@ def fill_compacted(
     started = time.monotonic()
     # Segments of about a twentieth of the data (at least 1 MiB): the cleaner leaves the last alone.
     segment = max(2**20, records * 220 // 20)
-    _create(
+    create_topic(
         bootstrap,
         topic,
+        1,
         {
             "cleanup.policy": "compact",
             "segment.bytes": str(segment),
@@ -212,7 +206,7 @@ def fill_transactional(cluster: LocalKafkaCluster, topic: str, records: int, *, 
     """The transactional shape (see the module's doc)."""
     bootstrap = cluster.bootstrap_servers
     started = time.monotonic()
-    _create(bootstrap, topic)
+    create_topic(bootstrap, topic)
     producer = _producer(bootstrap, **{"transactional.id": f"bench-reset-{topic}-{time.time_ns()}"})
     producer.init_transactions(60)
     origin = FIRST_ORIGIN_OFFSET

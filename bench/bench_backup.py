@@ -33,6 +33,7 @@ from bench._perf import (
     BackupRunResult,
     ConsumerPerfResult,
     consumer_perf,
+    create_topic,
     measured_backup,
     produce_perf,
     refuse_smoke_figures_in_docs,
@@ -72,14 +73,6 @@ class Row:
     @property
     def ratio_to_fetch(self) -> float:
         return self.backup_records_per_sec / self.consumer.fetch_records_per_sec
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient
-    from confluent_kafka.cimpl import NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
 
 
 def best_consumer(results: list[ConsumerPerfResult]) -> ConsumerPerfResult:

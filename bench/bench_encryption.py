@@ -44,8 +44,14 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from bench._perf import measured_backup, produce_perf, refuse_smoke_figures_in_docs, replace_section
-from bench._restore_perf import Measured, create_topic, delete_topic, log_end_offsets, restore_cli
+from bench._perf import (
+    create_topic,
+    measured_backup,
+    produce_perf,
+    refuse_smoke_figures_in_docs,
+    replace_section,
+)
+from bench._restore_perf import Measured, delete_topic, log_end_offsets, restore_cli
 from bench._stats import Turn, run_schedule, schedule, spread
 from kbackup.sandbox.kafka import local_clusters
 from kbackup.storage.keys import new_key_text

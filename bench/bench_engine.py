@@ -47,11 +47,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench._perf import consumer_perf, produce_perf, refuse_smoke_figures_in_docs, replace_section
+from bench._perf import (
+    consumer_perf,
+    create_topic,
+    produce_perf,
+    refuse_smoke_figures_in_docs,
+    replace_section,
+)
 from bench._restore_perf import (
     TRANSACTION_MS,
     Measured,
-    create_topic,
     delete_topic,
     producer_performance,
 )

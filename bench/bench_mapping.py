@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._perf import refuse_smoke_figures_in_docs, replace_section, run_with_tree_peak_rss
+from bench._perf import create_topic, refuse_smoke_figures_in_docs, replace_section, run_with_tree_peak_rss
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 
@@ -88,12 +88,7 @@ def _fill_partition(bootstrap: str, topic: str, partition: int, count: int) -> N
 
 def fill(cluster: LocalKafkaCluster, topic: str, records: int, partitions: int) -> float:
     """Produce ``records`` restored records, one producer process per partition; returns seconds."""
-    from confluent_kafka.admin import AdminClient
-    from confluent_kafka.cimpl import NewTopic
-
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(30)
+    create_topic(cluster.bootstrap_servers, topic, partitions)
     share = [records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)]
     started = time.monotonic()
     workers = [

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from bench._perf import (
     BackupRunResult,
+    create_topic,
     measured_backup,
     produce_perf,
     refuse_smoke_figures_in_docs,
@@ -55,7 +56,6 @@ from bench._perf import (
     start_backup,
 )
 from bench._stats import rotated
-from bench.bench_backup import create_topic
 from kbackup.sandbox.kafka import free_port, local_clusters
 
 START_MARKER = "<!-- metrics:start -->"

@@ -46,10 +46,10 @@ import yaml
 
 from bench._perf import process_tree, refuse_smoke_figures_in_docs, replace_section
 from bench._restore_perf import letter_payloads
-from bench._synthetic_backup import write_synthetic_backup
 from kbackup.format.catalog import BackupCatalog, commit_manifest
 from kbackup.format.manifest import ConsumerGroupsSnapshot, GroupOffset, GroupSnapshot, utc_now_iso
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
+from kbackup.sandbox.synthetic_backup import write_synthetic_backup
 from kbackup.storage import LocalStorage
 
 REPO = Path(__file__).resolve().parents[1]

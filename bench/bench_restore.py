@@ -50,13 +50,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from bench._perf import refuse_smoke_figures_in_docs
+from bench._perf import create_topic, refuse_smoke_figures_in_docs
 from bench._restore_perf import (
     REPO,
     TRANSACTION_MS,
     Measured,
     build_backup,
-    create_topic,
     delete_topic,
     log_end_offsets,
     producer_performance,

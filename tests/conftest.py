@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.cli_run import RunCli, cli_in_process
 from tests.support.s3server import S3Server
 
 # Progress bars would interleave with pytest's output.
@@ -57,6 +58,12 @@ def source_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCl
 @pytest.fixture(scope="session")
 def target_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCluster:
     return kafka_clusters["target"]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
+    """``cli(*args)`` runs ``kafka-backup ARGS`` in-process: (exit code, stdout, stderr)."""
+    return cli_in_process(capsys)
 
 
 _names = itertools.count()

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from bench.accuracy.data import SourceLedger
 from bench.accuracy.mirror_maker import OFFSET_LAG_MAX, MirrorMaker2, read_mirrored, read_offset_syncs
 from kbackup.core.kafka import KafkaClients, open_admin
 from kbackup.sandbox.kafka import local_clusters
+from tests.support.kafka_io import create_topic
 
 TOPIC, GROUP, RECORDS = "mm-study", "mm-group", 1_000
 #: Records deleted from the source's start before the copy: source and target offsets then differ by this.
@@ -29,8 +29,7 @@ def test_the_real_mirror_maker_copies_translates_and_its_syncs_are_copied_record
     with local_clusters(["mm-source", "mm-target"], tmp_path / "kafka") as (source_cluster, target_cluster):
         source, target = source_cluster.connection(), target_cluster.connection()
         admin = open_admin(source)
-        for future in admin.client.create_topics([NewTopic(TOPIC, 2, 1)]).values():
-            future.result(60)
+        create_topic(source_cluster, TOPIC, partitions=2)
         ledger = SourceLedger()
         producer = KafkaClients(source).producer(**{"linger.ms": 5})
         for index in range((SHIFT + RECORDS) * 2):

@@ -14,8 +14,7 @@ import pytest
 
 from bench.accuracy.peer import peer_backup, peer_plan, peer_restore, peer_translate, peer_version
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, create_topic, end_offsets, produce
+from tests.support.kafka_io import Record, commit_group, create_topic, end_offsets, produce
 
 #: Records per source partition.
 COUNTS = {0: 40, 1: 25, 2: 30}

@@ -7,24 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from kbackup.cli.main import run
 from kbackup.core.errors import NotFoundError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, create_topic, end_offsets, produce
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.support.cli_run import RunCli
+from tests.support.kafka_io import Record, commit_group, create_topic, end_offsets, produce
 
 
 @pytest.fixture
 def two_increment_backup(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, cli: RunCli
 ) -> tuple[Path, str]:
     # 2023 timestamps: time-based retention must not delete the records.
     create_topic(source_cluster, unique_name, partitions=2, config={"retention.ms": "-1"})
@@ -39,23 +32,21 @@ def two_increment_backup(
     commit_group(source_cluster, f"{unique_name}-g", {(unique_name, 0): 4})
     args = ["backup", "-b", source_cluster.bootstrap_servers, "--include", unique_name]
     args += ["--path", str(tmp_path), "--backup-id", "nightly", "--json"]
-    code, out, err = cli(capsys, *args)
+    code, out, err = cli(*args)
     assert code == 0, err
     first = json.loads(out)
     assert first["records"] == 30
     assert first["increments"][0]["increment"] == 0
     produce(source_cluster, unique_name, [Record(key=b"k", value=b"w", partition=1)] * 5)
-    code, out, err = cli(capsys, *args[:-1])
+    code, out, err = cli(*args[:-1])
     assert code == 0, err
     assert "committed increment 1 of backup nightly: 5 records" in out
     return tmp_path, unique_name
 
 
-def test_list_shows_each_backup(
-    two_increment_backup: tuple[Path, str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_list_shows_each_backup(two_increment_backup: tuple[Path, str], cli: RunCli) -> None:
     store, topic = two_increment_backup
-    code, out, _ = cli(capsys, "list", "--path", str(store), "--json")
+    code, out, _ = cli("list", "--path", str(store), "--json")
     assert code == 0
     [row] = json.loads(out)["backups"]
     assert row["backup_id"] == "nightly"
@@ -67,7 +58,7 @@ def test_list_shows_each_backup(
         for m in BackupCatalog(open_storage(str(store))).load("nightly").manifests
         for s in m.segments
     )
-    code, out, _ = cli(capsys, "list", "--path", str(store))
+    code, out, _ = cli("list", "--path", str(store))
     assert code == 0
     assert "nightly" in out
     assert "35" in out
@@ -76,10 +67,10 @@ def test_list_shows_each_backup(
 def test_describe_shows_ranges_and_groups(
     two_increment_backup: tuple[Path, str],
     source_cluster: LocalKafkaCluster,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     store, topic = two_increment_backup
-    code, out, _ = cli(capsys, "describe", "--path", str(store), "--backup-id", "nightly", "--json")
+    code, out, _ = cli("describe", "--path", str(store), "--backup-id", "nightly", "--json")
     assert code == 0
     info = json.loads(out)
     ends = end_offsets(source_cluster, topic, [0, 1])
@@ -93,17 +84,15 @@ def test_describe_shows_ranges_and_groups(
     assert groups[f"{topic}-g"]["offsets"][0]["offset"] == 4
     assert info["consumer_groups"]["increment"] == 1
 
-    code, out, _ = cli(capsys, "describe", "--path", str(store), "--backup-id", "nightly")
+    code, out, _ = cli("describe", "--path", str(store), "--backup-id", "nightly")
     assert code == 0
     assert f"{topic}/1: offsets 0 to {ends[1] - 1}" in out
     assert f"{topic}-g" in out
 
 
-def test_validate_deep_finds_a_flipped_byte(
-    two_increment_backup: tuple[Path, str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_validate_deep_finds_a_flipped_byte(two_increment_backup: tuple[Path, str], cli: RunCli) -> None:
     store, _ = two_increment_backup
-    code, out, err = cli(capsys, "validate", "--path", str(store), "--backup-id", "nightly", "--deep")
+    code, out, err = cli("validate", "--path", str(store), "--backup-id", "nightly", "--deep")
     assert code == 0, err
     assert "OK (2 increment(s), 35 records, 3 segment(s) re-read" in out
 
@@ -113,36 +102,34 @@ def test_validate_deep_finds_a_flipped_byte(
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
     # The manifest alone still agrees with the stored sizes.
-    code, _, _ = cli(capsys, "validate", "--path", str(store), "--backup-id", "nightly")
+    code, _, _ = cli("validate", "--path", str(store), "--backup-id", "nightly")
     assert code == 0
-    code, out, _ = cli(capsys, "validate", "--path", str(store), "--backup-id", "nightly", "--deep", "--json")
+    code, out, _ = cli("validate", "--path", str(store), "--backup-id", "nightly", "--deep", "--json")
     assert code == 8
     report = json.loads(out)
     assert report["ok"] is False
     assert any(segment.key in e and "SHA-256" in e for e in report["errors"])
-    code, _, err = cli(capsys, "validate", "--path", str(store), "--backup-id", "nightly", "--deep")
+    code, _, err = cli("validate", "--path", str(store), "--backup-id", "nightly", "--deep")
     assert code == 8
     assert "damaged" in err
     assert segment.key in err
 
 
-def test_unknown_backup_id_is_not_found(
-    two_increment_backup: tuple[Path, str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_unknown_backup_id_is_not_found(two_increment_backup: tuple[Path, str], cli: RunCli) -> None:
     store, _ = two_increment_backup
     for command in ("describe", "validate"):
-        code, _, err = cli(capsys, command, "--path", str(store), "--backup-id", "weekly")
+        code, _, err = cli(command, "--path", str(store), "--backup-id", "weekly")
         assert code == 9
         assert "no backup 'weekly'" in err
 
 
 def test_list_of_a_folder_that_does_not_exist_is_not_found(
-    two_increment_backup: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+    two_increment_backup: tuple[Path, str], cli: RunCli
 ) -> None:
     """A mistyped path used to say 'no backups in ...' and exit 0, as if the backups were gone."""
     store, _ = two_increment_backup
     mistyped = store.parent / f"{store.name}-typo"
-    code, out, err = cli(capsys, "list", "--path", str(mistyped))
+    code, out, err = cli("list", "--path", str(mistyped))
     assert code == NotFoundError.exit_code
     assert out == ""
     assert err.splitlines() == [
@@ -153,5 +140,5 @@ def test_list_of_a_folder_that_does_not_exist_is_not_found(
     # An existing folder without backups is an answer, not an error.
     empty = store / "empty"
     empty.mkdir()
-    code, out, _ = cli(capsys, "list", "--path", str(empty))
+    code, out, _ = cli("list", "--path", str(empty))
     assert (code, out) == (0, f"no backups in {empty}\n")

@@ -6,32 +6,18 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup, take_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
-
-
-def commit_group(cluster: LocalKafkaCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer(
-        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "enable.auto.commit": False}
-    )
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-        )
-    finally:
-        consumer.close()
-
-
-def batch(start: int, count: int, partitions: int) -> list[Record]:
-    return [
-        Record(key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions)
-        for i in range(start, start + count)
-    ]
+from tests.support.kafka_io import (
+    batch,
+    commit_group,
+    consume_all,
+    create_topic,
+    end_offsets,
+    produce,
+)
 
 
 def test_each_run_adds_an_increment_from_where_the_last_ended(

@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.backup import copier as copier_module
 from kbackup.backup import run_backup
@@ -24,7 +21,9 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.storage import LocalStorage, open_storage
 from tests.support.backup_io import backup_job, read_backup, take_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
+from tests.support.cli_process import start_cli, wait_for
+from tests.support.config_files import write_backup_config
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, end_offsets, produce
 
 
 def records(start: int, count: int, partitions: int = 1) -> list[Record]:
@@ -65,7 +64,6 @@ def test_stop_during_a_snapshot_run_commits_what_was_copied(
     create_topic(source_cluster, unique_name, partitions=2)
     produce(source_cluster, unique_name, records(0, 400, partitions=2))
     group = f"{unique_name}-far"
-    from tests.integration.test_backup_increments import commit_group
 
     commit_group(source_cluster, group, {(unique_name, 0): 150, (unique_name, 1): 150})
     # Ten records per consume call, so the stop arrives long before the end offsets.
@@ -141,46 +139,6 @@ def test_failed_upload_leaves_no_manifest_and_the_next_run_completes(
     assert "2 object(s)" in report.warnings[0]
 
 
-def write_config(path: Path, cluster: LocalKafkaCluster, topic: str, store: Path, **backup: Any) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "mode": "backup",
-                "backup_id": "follow",
-                "source": {"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
-                "storage": {"url": str(store)},
-                "backup": backup,
-            }
-        )
-    )
-    return path
-
-
-def start_cli(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "KBACKUP_NO_PROGRESS": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "kbackup", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def wait_for(
-    condition: Any, what: str, timeout: float = 60, process: subprocess.Popen[str] | None = None
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process is not None and process.poll() is not None:
-            assert process.stderr is not None
-            raise AssertionError(
-                f"the backup exited ({process.returncode}) before {what}: {process.stderr.read()}"
-            )
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def covered_up_to(store: Path, topic: str) -> dict[int, int]:
     catalog = BackupCatalog(open_storage(str(store)))
     if not catalog.exists("follow"):
@@ -194,7 +152,7 @@ def test_follow_mode_commits_periodically_and_stops_cleanly_on_sigterm(
     create_topic(source_cluster, unique_name, partitions=2)
     produce(source_cluster, unique_name, records(0, 50, partitions=2))
     store = tmp_path / "store"
-    config = write_config(
+    config = write_backup_config(
         tmp_path / "follow.yaml", source_cluster, unique_name, store, checkpoint_interval_secs=1
     )
     process = start_cli("backup", "-c", str(config), "--follow", "--json")
@@ -231,12 +189,11 @@ def test_follow_mode_commits_periodically_and_stops_cleanly_on_sigterm(
 def test_sigterm_commits_records_read_since_the_last_checkpoint(
     source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
-    from tests.integration.test_backup_increments import commit_group
 
     create_topic(source_cluster, unique_name)
     produce(source_cluster, unique_name, records(0, 20))
     store = tmp_path / "store"
-    config = write_config(
+    config = write_backup_config(
         tmp_path / "follow.yaml", source_cluster, unique_name, store, checkpoint_interval_secs=3600
     )
     process = start_cli("backup", "-c", str(config), "--follow", "--json")
@@ -269,7 +226,7 @@ def test_killed_run_leaves_only_invisible_objects_and_the_next_run_completes(
     create_topic(source_cluster, unique_name)
     produce(source_cluster, unique_name, records(0, 20))
     store = tmp_path / "store"
-    config = write_config(
+    config = write_backup_config(
         tmp_path / "follow.yaml",
         source_cluster,
         unique_name,

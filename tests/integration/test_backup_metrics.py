@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kbackup.cli.main import run
 from kbackup.format.catalog import BackupCatalog
@@ -30,6 +29,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster, free_port, local_clusters
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import read_backup
+from tests.support.config_files import config_file
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.metrics_text import Samples, parse, series, total
@@ -95,27 +95,23 @@ class SteadyProducer:
 
 
 def write_config(path: Path, cluster: LocalKafkaCluster, topic: str, store: Path) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "watched",
-                # Long enough that the stopped broker's downtime is waited for, not a failure.
-                "source": {
-                    "bootstrap_servers": [cluster.bootstrap_servers],
-                    "topics": {"include": [topic]},
-                    "connect_timeout_secs": 90,
-                },
-                "storage": {"url": str(store)},
-                "backup": {
-                    "checkpoint_interval_secs": 2,
-                    "segment_max_interval_ms": 1000,
-                    "request_timeout_secs": 90,
-                    "stall_timeout_secs": 300,
-                },
-            }
-        )
+    return config_file(
+        path,
+        backup_id="watched",
+        # Long enough that the stopped broker's downtime is waited for, not a failure.
+        source={
+            "bootstrap_servers": [cluster.bootstrap_servers],
+            "topics": {"include": [topic]},
+            "connect_timeout_secs": 90,
+        },
+        storage={"url": str(store)},
+        backup={
+            "checkpoint_interval_secs": 2,
+            "segment_max_interval_ms": 1000,
+            "request_timeout_secs": 90,
+            "stall_timeout_secs": 300,
+        },
     )
-    return path
 
 
 @pytest.mark.slow
@@ -319,18 +315,15 @@ def test_storage_errors_and_retries_are_counted_by_operation(
         # every failure reaches the outer loop's count.
         "max_attempts": 1,
     }
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "b1",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [topic]},
-                },
-                "storage": storage,
-                "metrics": {"textfile": str(textfile)},
-            }
-        )
+    config_file(
+        config,
+        backup_id="b1",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [topic]},
+        },
+        storage=storage,
+        metrics={"textfile": str(textfile)},
     )
     proxy.set_mode("reset")
     try:

@@ -18,9 +18,9 @@ from kbackup.cli.main import run
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_backup_interruptions import start_cli, wait_for, write_config
-from tests.support.kafka_io import Record, create_topic, end_offsets, produce
+from tests.support.cli_process import start_cli, wait_for
+from tests.support.config_files import write_backup_config
+from tests.support.kafka_io import Record, commit_group, create_topic, end_offsets, produce
 
 
 def increments(store: Path, backup_id: str) -> list[tuple[int, int]]:
@@ -95,7 +95,7 @@ def test_follow_checkpoints_with_nothing_new_commit_no_increment(
     create_topic(source_cluster, unique_name)
     produce(source_cluster, unique_name, [Record(key=b"k", value=b"v")] * 10)
     store = tmp_path / "store"
-    config = write_config(
+    config = write_backup_config(
         tmp_path / "follow.yaml", source_cluster, unique_name, store, checkpoint_interval_secs=1
     )
     process = start_cli("backup", "-c", str(config), "--follow", "--json")

@@ -16,9 +16,9 @@ from kbackup.core.errors import IncompleteBackupError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_backup_interruptions import start_cli, wait_for, write_config
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.cli_process import start_cli, wait_for
+from tests.support.config_files import write_backup_config
+from tests.support.kafka_io import Record, commit_group, create_topic, produce
 
 
 def test_group_offsets_beyond_the_copied_data_end_the_backup_with_exit_14(
@@ -78,7 +78,7 @@ def test_a_follow_run_that_loses_a_topic_says_so_and_exits_14(
         create_topic(source_cluster, topic)
         produce(source_cluster, topic, [Record(key=b"k", value=b"v")] * 5)
     store = tmp_path / "store"
-    config = write_config(
+    config = write_backup_config(
         tmp_path / "follow.yaml", source_cluster, f"{unique_name}-.*", store, checkpoint_interval_secs=1
     )
     process = start_cli("backup", "-c", str(config), "--follow", "--json")

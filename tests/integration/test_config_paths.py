@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.cli.main import run
 from kbackup.core.errors import NotFoundError
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.config_files import config_file
+from tests.support.kafka_io import Record, commit_group, create_topic, produce
 
 
 def three_phase(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -45,23 +44,19 @@ def test_a_three_phase_restore_run_again_from_another_folder_finds_its_backup_an
     etc, first, second = tmp_path / "etc", tmp_path / "first", tmp_path / "second"
     for folder in (etc, first, second):
         folder.mkdir()
-    config = etc / "dr.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "nightly",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [unique_name]},
-                },
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                "storage": {"url": "./kafka-backups"},
-                "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
-                "offset_reset": {"groups": [f"{unique_name}-g"]},
-                # three_phase.state_dir and offset_reset.snapshot_dir keep their defaults
-                "three_phase": {"build_mapping": "when-needed", "group_prefix": "moved-"},
-            }
-        )
+    config = config_file(
+        etc / "dr.yaml",
+        backup_id="nightly",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": "./kafka-backups"},
+        restore={"topic_mapping": {unique_name: f"{unique_name}-restored"}},
+        offset_reset={"groups": [f"{unique_name}-g"]},
+        # three_phase.state_dir and offset_reset.snapshot_dir keep their defaults
+        three_phase={"build_mapping": "when-needed", "group_prefix": "moved-"},
     )
 
     monkeypatch.chdir(first)

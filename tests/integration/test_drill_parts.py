@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 import kbackup
@@ -19,9 +18,16 @@ from kbackup.reset.executor import execute_plan
 from kbackup.reset.planner import PlanRequest, plan_offset_reset
 from kbackup.reset.sources import SourceOffsets
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
-from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
+from tests.support.config_files import config_file
+from tests.support.kafka_io import (
+    Record,
+    commit_group,
+    consume_all,
+    create_topic,
+    end_offsets,
+    group_position,
+    produce,
+)
 from tests.support.oracles import reference_position
 from tests.support.restored_topics import Restored, restored_records, write_restored
 
@@ -79,20 +85,16 @@ def test_a_drill_that_proves_nothing_fails(
     11) saying why, instead of 'PASSED: 0 group(s)'."""
     create_topic(source_cluster, unique_name)
     produce(source_cluster, unique_name, [Record(key=b"k", value=b"v%d" % i) for i in range(10)])
-    config = tmp_path / "drill.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "nothing",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [unique_name]},
-                },
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                "storage": {"url": str(tmp_path / "store")},
-                "three_phase": {"build_mapping": "when-needed"},
-            }
-        )
+    config = config_file(
+        tmp_path / "drill.yaml",
+        backup_id="nothing",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(tmp_path / "store")},
+        three_phase={"build_mapping": "when-needed"},
     )
     report = tmp_path / "report.json"
     code = run(["drill", "-c", str(config), "--report", str(report)])
@@ -163,25 +165,21 @@ def test_drill_moves_its_groups_on_the_drill_topics_whatever_offset_reset_topic_
     group = f"{unique_name}-app"
     commit_group(source_cluster, group, {(topic, 0): 12, (topic, 1): 30})  # partition 1: all read
     marker = f"LEAKME-{unique_name}"
-    config = tmp_path / "drill.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "drill",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [topic]},
-                },
-                "target": {
-                    "bootstrap_servers": [target_cluster.bootstrap_servers],
-                    # Any properties value may be a secret: the report must not carry it.
-                    "properties": {"client.id": marker},
-                },
-                "storage": {"url": str(tmp_path / "store")},
-                "three_phase": {"build_mapping": "when-needed"},
-                "offset_reset": {"groups": [group], "topic_mapping": {topic: f"{topic}-recovered"}},
-            }
-        )
+    config = config_file(
+        tmp_path / "drill.yaml",
+        backup_id="drill",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [topic]},
+        },
+        target={
+            "bootstrap_servers": [target_cluster.bootstrap_servers],
+            # Any properties value may be a secret: the report must not carry it.
+            "properties": {"client.id": marker},
+        },
+        storage={"url": str(tmp_path / "store")},
+        three_phase={"build_mapping": "when-needed"},
+        offset_reset={"groups": [group], "topic_mapping": {topic: f"{topic}-recovered"}},
     )
     report = tmp_path / "report.json"
     code = run(["drill", "-c", str(config), "--report", str(report)])

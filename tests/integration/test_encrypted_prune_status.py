@@ -18,28 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import EncryptionKeyError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_encryption import folder_bytes, new_key, spec
-from tests.integration.test_prune import BASE_TIME, DAY_MS, PER_DAY, daily_backup
 from tests.support.backup_io import read_backup, take_backup
+from tests.support.cli_run import RunCli
+from tests.support.config_files import config_file
+from tests.support.daily_backup import BASE_TIME, DAY_MS, PER_DAY, daily_backup
+from tests.support.encryption_keys import new_key, spec
+from tests.support.folders import folder_bytes
 from tests.support.kafka_io import Record, consume_all, produce
 
 #: BASE_TIME + 2.5 days: the records of days 0, 1 and 2 (offsets 0..59 of each partition) go.
 CUT = "2023-11-17T10:13:20Z"
 LATE = 7
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -58,12 +53,12 @@ def windows(backup: dict[str, Any]) -> list[tuple[Any, ...]]:
     ]  # fmt: skip
 
 
-def refused_without_key(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> None:
+def refused_without_key(cli: RunCli, root: Path, *args: str) -> None:
     """Exit 18, one error line saying the backup is encrypted and no key is configured, nothing
     printed that could pass for a result, and the store unchanged to the byte."""
     before = files(root)
     for as_json in ([], ["--json"]):
-        code, out, err = cli(capsys, *args, *as_json)
+        code, out, err = cli(*args, *as_json)
         assert code == EncryptionKeyError.exit_code, (args, code, out, err)
         lines = err.strip().splitlines()
         assert lines[0].startswith("kafka-backup: error: backup daily in "), err
@@ -78,7 +73,11 @@ def refused_without_key(capsys: pytest.CaptureFixture[str], root: Path, *args: s
 
 
 def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    source_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     topic = unique_name
     key = new_key(tmp_path)
@@ -99,15 +98,14 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     take_backup(source_cluster, plain, "daily", [topic])  # the same records, unencrypted
     produce(source_cluster, topic, [Record(key=b"late", value=b"v", partition=0)] * LATE)
     assert (root / "daily" / "keys").is_dir()  # it is encrypted
-    config = tmp_path / "backup.yaml"
-    config.write_text(yaml.safe_dump({"backup_id": "daily", "storage": encrypted}))
+    config = config_file(tmp_path / "backup.yaml", backup_id="daily", storage=encrypted)
     with_key = ["--encryption-key", spec(key)]
     servers = ["-b", source_cluster.bootstrap_servers]
 
     # Without the key: refused, and nothing changes.
-    refused_without_key(capsys, root, "status", "-p", str(root))
+    refused_without_key(cli, root, "status", "-p", str(root))
     refused_without_key(
-        capsys, root, "status", "-p", str(root), "--backup-id", "daily", *servers, "--max-age", "1h"
+        cli, root, "status", "-p", str(root), "--backup-id", "daily", *servers, "--max-age", "1h"
     )
     for prune_args in (
         ["--backup-id", "daily", "--before", CUT],
@@ -115,11 +113,11 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
         ["--all", "--keep-last", "1", "--execute"],
         ["--all", "--keep-last", "0", "--execute", "--force"],
     ):
-        refused_without_key(capsys, root, "prune", "-p", str(root), *prune_args)
+        refused_without_key(cli, root, "prune", "-p", str(root), *prune_args)
 
     # status with the key: the recovery point the test measured, and the lag it produced.
     asked_from = time.time()
-    code, out, err = cli(capsys, "status", "-p", str(root), *with_key, *servers, "--max-lag", "100", "--json")
+    code, out, err = cli("status", "-p", str(root), *with_key, *servers, "--max-lag", "100", "--json")
     asked_by = time.time()
     assert code == 0, err
     (status,) = json.loads(out)["backups"]
@@ -135,11 +133,11 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
         (0, 0, 119, LATE),
         (1, 0, 119, 0),
     ]
-    code, out, err = cli(capsys, "status", "-p", str(plain), *servers, "--json")
+    code, out, err = cli("status", "-p", str(plain), *servers, "--json")
     assert code == 0, err
     (plain_status,) = json.loads(out)["backups"]
     assert windows(status) == windows(plain_status)  # as on a plain backup of the same records
-    code, _out, err = cli(capsys, "status", "-c", str(config), *servers, "--max-lag", str(LATE - 1))
+    code, _out, err = cli("status", "-c", str(config), *servers, "--max-lag", str(LATE - 1))
     assert code == 16, err  # the key from the config; the lag alert works as on a plain backup
     assert f"{LATE} record(s) behind the source, 1 over --max-lag {LATE - 1}" in err
 
@@ -150,7 +148,7 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     assert old_segments
     assert all(s.max_timestamp < BASE_TIME + 3 * DAY_MS for m in manifests[:3] for s in m.segments)
     before = files(root)
-    code, out, err = cli(capsys, "prune", "-c", str(config), "--before", CUT, "--json")
+    code, out, err = cli("prune", "-c", str(config), "--before", CUT, "--json")
     assert code == 0, err
     assert files(root) == before
     (item,) = json.loads(out)["backups"]
@@ -163,7 +161,7 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
         (0, 0, 60),
         (1, 0, 60),
     }
-    code, out, err = cli(capsys, "prune", "-c", str(config), "--before", CUT, "--execute")
+    code, out, err = cli("prune", "-c", str(config), "--before", CUT, "--execute")
     assert code == 0, err
     after = files(root)
     gone = set(before) - set(after)
@@ -177,8 +175,8 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     source = [r for r in consume_all(source_cluster, topic, [0, 1]) if 60 <= r.consumed_offset < 120]
     order = lambda r: (r.partition, r.offset)  # noqa: E731
     assert sorted(read_backup(storage, "daily"), key=order) == sorted(source, key=order)
-    assert cli(capsys, "validate", "-c", str(config), "--deep")[0] == 0
-    code, out, err = cli(capsys, "status", "-c", str(config), "--json")
+    assert cli("validate", "-c", str(config), "--deep")[0] == 0
+    code, out, err = cli("status", "-c", str(config), "--json")
     assert code == 0, err
     assert [(p["first_offset"], p["records"]) for p in json.loads(out)["backups"][0]["partitions"]] == [
         (60, 60),
@@ -189,7 +187,7 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     take_backup(source_cluster, StorageSettings.model_validate(encrypted), "newer", [topic])
     before = files(root)
     code, out, err = cli(
-        capsys, "prune", "-p", str(root), *with_key, "--all", "--keep-last", "1", "--execute", "--json"
+        "prune", "-p", str(root), *with_key, "--all", "--keep-last", "1", "--execute", "--json"
     )
     assert code == 0, err
     assert {b["backup_id"]: b["action"] for b in json.loads(out)["backups"]} == {
@@ -199,6 +197,6 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     after = files(root)
     assert set(before) - set(after) == {name for name in before if name.startswith("daily/")}
     assert after == {name: data for name, data in before.items() if name.startswith("newer/")}
-    code, out, err = cli(capsys, "status", "-p", str(root), *with_key, "--json")
+    code, out, err = cli("status", "-p", str(root), *with_key, "--json")
     assert code == 0, err
     assert [b["backup_id"] for b in json.loads(out)["backups"]] == ["newer"]

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka.admin import AdminClient
 
 from kbackup.cli.main import run
@@ -30,30 +29,17 @@ from kbackup.format.segments import open_segment
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import read_backup, take_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.config_files import config_file
+from tests.support.encryption_keys import new_key, spec
+from tests.support.folders import folder_bytes
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, group_position, produce
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import REPO
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 ORIGIN_PREFIX = "x-kafka-backup-"
-
-
-def new_key(folder: Path, name: str = "backup.key") -> EncryptionSettings:
-    path = folder / name
-    assert run(["keygen", "--output", str(path)]) == 0
-    return EncryptionSettings(key_file=str(path))
-
-
-def spec(settings: EncryptionSettings) -> str:
-    if settings.key_file:
-        return f"file:{settings.key_file}"
-    if settings.key_env:
-        return f"env:{settings.key_env}"
-    return f"kms:{settings.kms_key_id}"
 
 
 def marked_records(marker: bytes, count: int, partitions: int) -> list[Record]:
@@ -67,12 +53,6 @@ def marked_records(marker: bytes, count: int, partitions: int) -> list[Record]:
         )
         for i in range(count)
     ]
-
-
-def folder_bytes(root: Path) -> Iterator[tuple[str, bytes]]:
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            yield str(path.relative_to(root)), path.read_bytes()
 
 
 def s3_bytes(server: S3Server, prefix: str) -> Iterator[tuple[str, bytes]]:
@@ -157,24 +137,20 @@ def test_encrypted_backup_restores_the_same_records_and_stores_no_plaintext(
     assert described.consumer_groups is not None
     assert [g.group_id for g in described.consumer_groups.groups] == [group]
     # Restore with the CLI into the target, under another name.
-    config = tmp_path / "restore.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "nightly",
-                "storage": encrypted.model_dump(mode="json", exclude_none=True, by_alias=True)
-                | {
-                    key: value.get_secret_value()
-                    for key, value in (
-                        ("access_key_id", encrypted.access_key_id),
-                        ("secret_access_key", encrypted.secret_access_key),
-                    )
-                    if value is not None
-                },
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                "restore": {"topic_mapping": {topic: f"{topic}-restored"}},
-            }
-        )
+    config = config_file(
+        tmp_path / "restore.yaml",
+        backup_id="nightly",
+        storage=encrypted.model_dump(mode="json", exclude_none=True, by_alias=True)
+        | {
+            key: value.get_secret_value()
+            for key, value in (
+                ("access_key_id", encrypted.access_key_id),
+                ("secret_access_key", encrypted.secret_access_key),
+            )
+            if value is not None
+        },
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        restore={"topic_mapping": {topic: f"{topic}-restored"}},
     )
     result = subprocess.run(
         [sys.executable, "-m", "kbackup", "restore", "-c", str(config)],
@@ -212,21 +188,17 @@ def test_drill_with_encryption_moves_every_group_exactly(
     committed = {(topic, 0): 17, (topic, 1): 40}
     commit_group(source_cluster, group, committed)
     key = new_key(tmp_path)
-    config = tmp_path / "drill.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "drill",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [topic]},
-                },
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                "storage": {"url": str(tmp_path / "store")},
-                "three_phase": {"build_mapping": "when-needed"},
-                "offset_reset": {"groups": [group]},
-            }
-        )
+    config = config_file(
+        tmp_path / "drill.yaml",
+        backup_id="drill",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [topic]},
+        },
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(tmp_path / "store")},
+        three_phase={"build_mapping": "when-needed"},
+        offset_reset={"groups": [group]},
     )
     report = tmp_path / "report.json"
     code = run(["drill", "-c", str(config), "--report", str(report), "--encryption-key", spec(key)])
@@ -445,16 +417,12 @@ def test_bad_keys_get_one_line_and_exit_18_and_the_target_stays_untouched(
     take_backup(source_cluster, kms_store, "nightly", [backup["topic"]])
 
     def kms_restore(encryption: dict[str, str]) -> dict[str, Any]:
-        config = tmp_path / "kms-restore.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "backup_id": "nightly",
-                    "storage": {**base, "encryption": encryption},
-                    "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                    "restore": {"topics": [backup["topic"]]},
-                }
-            )
+        config = config_file(
+            tmp_path / "kms-restore.yaml",
+            backup_id="nightly",
+            storage={**base, "encryption": encryption},
+            target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+            restore={"topics": [backup["topic"]]},
         )
         before = topics_of(target_cluster)
         result = subprocess.run(

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Consumer
 
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.storage import open_storage
-from tests.integration.test_backup_interruptions import wait_for
-from tests.integration.test_restore_crash import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.backup_io import read_backup
+from tests.support.cli_process import wait_for
+from tests.support.config_files import config_file
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restore_checks import REPO, restore_command
 
@@ -68,25 +68,21 @@ def test_source_broker_restarted_during_a_backup(unique_name: str, tmp_path: Pat
         records = [Record(key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(40_000)]
         produce(cluster, topic, records, **{"linger.ms": 0, "batch.num.messages": 20})
         store = tmp_path / "store"
-        config = tmp_path / "backup.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "backup_id": "bounced",
-                    "source": {
-                        "bootstrap_servers": [cluster.bootstrap_servers],
-                        "topics": {"include": [topic]},
-                        "properties": {
-                            "max.partition.fetch.bytes": 100,
-                            "fetch.max.bytes": 1000,
-                            "message.max.bytes": 1000,
-                            "queued.min.messages": 1,
-                        },
-                    },
-                    "storage": {"url": str(store)},
-                    "backup": {"segment_max_records": 500, "stall_timeout_secs": 60},
-                }
-            )
+        config = config_file(
+            tmp_path / "backup.yaml",
+            backup_id="bounced",
+            source={
+                "bootstrap_servers": [cluster.bootstrap_servers],
+                "topics": {"include": [topic]},
+                "properties": {
+                    "max.partition.fetch.bytes": 100,
+                    "fetch.max.bytes": 1000,
+                    "message.max.bytes": 1000,
+                    "queued.min.messages": 1,
+                },
+            },
+            storage={"url": str(store)},
+            backup={"segment_max_records": 500, "stall_timeout_secs": 60},
         )
         command = [sys.executable, "-m", "kbackup", "backup", "-c", str(config)]
         process = start(command)

@@ -17,23 +17,17 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Consumer
 
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_restore_crash import (
-    SOURCE_PARTITIONS,
-    build_backup,
-    check_exactly_once,
-    landed,
-)
-from tests.integration.test_three_phase import check_final_state as check_three_phase_state
-from tests.integration.test_three_phase import fill_and_back_up
-from tests.integration.test_three_phase import write_config as write_three_phase_config
 from tests.support.backup_io import read_backup
+from tests.support.config_files import config_file, write_three_phase_config
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.kill_loop import counted_kill, fault_seed, must_kill
 from tests.support.restore_checks import REPO, restore_command
+from tests.support.three_phase_runs import check_final_state as check_three_phase_state
+from tests.support.three_phase_runs import fill_and_back_up
 
 pytestmark = pytest.mark.slow
 
@@ -71,20 +65,16 @@ def test_backup_killed_at_random_points_ends_equal_to_the_source(
     topic = unique_name
     store = tmp_path / "store"
     create_topic(source_cluster, topic, partitions=PARTITIONS)
-    config = tmp_path / "backup.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "crashy",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [topic]},
-                },
-                "storage": {"url": str(store)},
-                "backup": {"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
-            }
-        )
-    )  # fmt: skip
+    config = config_file(
+        tmp_path / "backup.yaml",
+        backup_id="crashy",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [topic]},
+        },
+        storage={"url": str(store)},
+        backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
+    )
     command = [sys.executable, "-m", "kbackup", "backup", "-c", str(config)]
     produced = 0
     for run in range(1, KILLS_WANTED + 1):

@@ -20,8 +20,8 @@ from kbackup.format.rollback_snapshot import list_snapshots
 from kbackup.reset.executor import execute_plan, rollback
 from kbackup.reset.planner import PlanRequest, plan_offset_reset
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_reset_stage import fill_identity_restore, group_position, source_offsets
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.identity_restore import fill_identity_restore, source_offsets
+from tests.support.kafka_io import Record, create_topic, group_position, produce
 
 
 def test_rollback_restores_every_previous_offset_refuses_live_members_and_is_idempotent(

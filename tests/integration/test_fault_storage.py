@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Consumer
 
 from kbackup.backup.inspect import validate_backup
@@ -32,9 +31,10 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_interruptions import wait_for
-from tests.integration.test_restore_crash import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.backup_io import read_backup
+from tests.support.cli_process import wait_for
+from tests.support.config_files import config_file
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.faulty_proxy import FaultyProxy, Mode
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restore_checks import REPO
@@ -109,16 +109,12 @@ def backup_setup(
     ]
     produce(cluster, topic, records)
     prefix = f"outage-{uuid.uuid4().hex[:8]}"
-    config = tmp_path / "backup.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "outage",
-                "source": {"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
-                "storage": storage_section(s3_server, proxy, prefix, retry_timeout_secs),
-                "backup": {"segment_max_records": 300, "scratch_dir": str(tmp_path / "scratch")},
-            }
-        )
+    config = config_file(
+        tmp_path / "backup.yaml",
+        backup_id="outage",
+        source={"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        storage=storage_section(s3_server, proxy, prefix, retry_timeout_secs),
+        backup={"segment_max_records": 300, "scratch_dir": str(tmp_path / "scratch")},
     )
     return [sys.executable, "-m", "kbackup", "backup", "-c", str(config)], prefix
 
@@ -207,16 +203,12 @@ def test_exactly_once_restore_through_storage_outages(
             client.upload_file(str(path), TEST_BUCKET, f"{prefix}/{path.relative_to(tmp_path / 'local')}")
 
     def command(retry_timeout_secs: float | None) -> list[str]:
-        config = tmp_path / f"restore-{retry_timeout_secs}.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "backup_id": "crash",
-                    "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                    "storage": storage_section(s3_server, proxy, prefix, retry_timeout_secs),
-                    "restore": {"transaction_max_records": 2000},
-                }
-            )
+        config = config_file(
+            tmp_path / f"restore-{retry_timeout_secs}.yaml",
+            backup_id="crash",
+            target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+            storage=storage_section(s3_server, proxy, prefix, retry_timeout_secs),
+            restore={"transaction_max_records": 2000},
         )
         return [sys.executable, "-m", "kbackup", "restore", "-c", str(config), "--exactly-once"]
 

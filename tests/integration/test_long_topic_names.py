@@ -9,19 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from kbackup.cli.main import run
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.cli_run import RunCli
 from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
 
 KAFKA_TOPIC_NAME_LIMIT = 249
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_topic_name_of_249_characters_round_trips(
@@ -29,7 +21,7 @@ def test_topic_name_of_249_characters_round_trips(
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     # Every character class Kafka allows in a name: letters, digits, '.', '_' and '-'.
     stem = f"Long.Name_{unique_name}-"
@@ -41,7 +33,7 @@ def test_topic_name_of_249_characters_round_trips(
 
     store = tmp_path / "store"
     code, out, err = cli(
-        capsys, "backup", "-b", source_cluster.bootstrap_servers, "--include", topic,
+        "backup", "-b", source_cluster.bootstrap_servers, "--include", topic,
         "--path", str(store), "--backup-id", "long", "--json",
     )  # fmt: skip
     assert code == 0, err
@@ -49,11 +41,11 @@ def test_topic_name_of_249_characters_round_trips(
     assert summary["records"] == 30
     assert (store / "long" / "data" / topic).is_dir()
 
-    code, out, err = cli(capsys, "validate", "--deep", "--path", str(store), "--backup-id", "long", "--json")
+    code, out, err = cli("validate", "--deep", "--path", str(store), "--backup-id", "long", "--json")
     assert code == 0, err
 
     code, out, err = cli(
-        capsys, "restore", "-b", target_cluster.bootstrap_servers, "--path", str(store),
+        "restore", "-b", target_cluster.bootstrap_servers, "--path", str(store),
         "--backup-id", "long", "--json",
     )  # fmt: skip
     assert code == 0, err
@@ -66,11 +58,11 @@ def test_topic_name_of_249_characters_round_trips(
 
 
 def test_renaming_to_a_name_over_the_limit_is_refused_before_the_target_changes(
-    target_cluster: LocalKafkaCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    target_cluster: LocalKafkaCluster, tmp_path: Path, cli: RunCli
 ) -> None:
     too_long = "y" * (KAFKA_TOPIC_NAME_LIMIT + 1)
     code, _, err = cli(
-        capsys, "restore", "-b", target_cluster.bootstrap_servers, "--path", str(tmp_path),
+        "restore", "-b", target_cluster.bootstrap_servers, "--path", str(tmp_path),
         "--backup-id", "any", "--topic-mapping", f"orders={too_long}",
     )  # fmt: skip
     assert code == 3, err

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import TopicPartition
 
 from kbackup.app.audit import AuditResult
@@ -35,11 +34,9 @@ from kbackup.core.errors import AuditDisagreementError
 from kbackup.core.kafka import open_admin
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
-from tests.integration.test_three_phase import GROUPS, fill_and_back_up, kill_before_the_audit, write_config
+from tests.support.config_files import config_file, write_three_phase_config
 from tests.support.faulty_proxy import FaultyProxy
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, create_topic, group_position, produce
 from tests.support.metrics_text import (
     alert_rules,
     example_metric_names,
@@ -50,6 +47,7 @@ from tests.support.metrics_text import (
 )
 from tests.support.promtool import Alert, AlertCase, alert_test
 from tests.support.s3server import S3Server
+from tests.support.three_phase_runs import GROUPS, fill_and_back_up, kill_before_the_audit
 
 AUDIT_ALERT = "KafkaBackupRestoreAuditDisagrees"
 #: The partition of the restored topic whose start the scenario moves past some moved groups.
@@ -90,7 +88,7 @@ def disagreeing_audit(
     topic = f"metrics-audit-{uuid.uuid4().hex[:8]}"
     store = work / "store"
     fill_and_back_up(source_cluster, topic, store)
-    config = write_config(work / "restore.yaml", target_cluster, store, topic, "audit")
+    config = write_three_phase_config(work / "restore.yaml", target_cluster, store, topic, "audit")
     kill_before_the_audit(config)
     restored = f"{topic}-restored"
     admin = open_admin(target_cluster.connection())
@@ -203,22 +201,23 @@ def backup_meeting_outages(source: LocalKafkaCluster, s3_server: S3Server, topic
     s3_proxy = FaultyProxy(upstream_port=s3_server.port)
     down = f"127.0.0.1:{free_port()}"
     textfile, config = tmp_path / "backup.prom", tmp_path / "backup.yaml"
-    config.write_text(yaml.safe_dump({
-        "backup_id": "nightly",
-        "source": {
+    config_file(
+        config,
+        backup_id="nightly",
+        source={
             "bootstrap_servers": [down, source.bootstrap_servers],
             "topics": {"include": [topic]},
             "properties": {"enable.sparse.connections": "false"},
         },
-        "storage": {
+        storage={
             **s3_server.storage_settings(TEST_BUCKET, f"examples-{topic}"),
             "endpoint_url": s3_proxy.endpoint_url,
             # One try per request inside botocore: each failure reaches the run's own retry loop,
             # which counts it (tests/integration/test_storage_max_attempts.py).
             "max_attempts": 1,
         },
-        "metrics": {"textfile": str(textfile)},
-    }))  # fmt: skip
+        metrics={"textfile": str(textfile)},
+    )
     port = free_port()
     try:
         with outage_until_counted(s3_proxy, port):
@@ -237,15 +236,16 @@ def drill(source: LocalKafkaCluster, target: LocalKafkaCluster, topic: str, tmp_
     group = f"{topic}-app"
     commit_group(source, group, {(topic, 0): 12, (topic, 1): 15})
     config, textfile = tmp_path / "drill.yaml", tmp_path / "drill.prom"
-    config.write_text(yaml.safe_dump({
-        "backup_id": "drill",
-        "source": {"bootstrap_servers": [source.bootstrap_servers], "topics": {"include": [topic]}},
-        "target": {"bootstrap_servers": [target.bootstrap_servers]},
-        "storage": {"url": str(tmp_path / "drill-store")},
-        "three_phase": {"build_mapping": "when-needed"},
-        "offset_reset": {"groups": [group]},
-        "drill": {"topic_prefix": f"drill-{topic}.", "group_prefix": f"drill-{topic}."},
-    }))  # fmt: skip
+    config_file(
+        config,
+        backup_id="drill",
+        source={"bootstrap_servers": [source.bootstrap_servers], "topics": {"include": [topic]}},
+        target={"bootstrap_servers": [target.bootstrap_servers]},
+        storage={"url": str(tmp_path / "drill-store")},
+        three_phase={"build_mapping": "when-needed"},
+        offset_reset={"groups": [group]},
+        drill={"topic_prefix": f"drill-{topic}.", "group_prefix": f"drill-{topic}."},
+    )
     report = tmp_path / "report.json"
     assert (
         run(["drill", "-c", str(config), "--report", str(report), "--metrics-textfile", str(textfile)]) == 0

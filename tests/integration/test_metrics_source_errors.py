@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kbackup.cli.main import run
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError
 from kbackup.core.kafka import Admin, KafkaClients
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
+from tests.support.config_files import config_file
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.metrics_text import parse, series, total
@@ -50,12 +50,13 @@ def test_an_error_the_admin_client_meets_is_counted(
     produce(source_cluster, topic, [Record(key=b"k", value=b"v")] * 5)
     proxy = FaultyProxy(upstream_port=source_cluster.port)
     textfile, config = tmp_path / "backup.prom", tmp_path / "backup.yaml"
-    config.write_text(yaml.safe_dump({
-        "backup_id": "nightly",
-        "source": {"bootstrap_servers": [f"127.0.0.1:{proxy.port}"], "topics": {"include": [topic]}},
-        "storage": {"url": str(tmp_path / "store")},
-        "metrics": {"textfile": str(textfile)},
-    }))  # fmt: skip
+    config_file(
+        config,
+        backup_id="nightly",
+        source={"bootstrap_servers": [f"127.0.0.1:{proxy.port}"], "topics": {"include": [topic]}},
+        storage={"url": str(tmp_path / "store")},
+        metrics={"textfile": str(textfile)},
+    )
     try:
         watcher = reset_once(proxy)
         code = run(["backup", "-c", str(config)])

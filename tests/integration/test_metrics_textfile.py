@@ -15,8 +15,8 @@ from kbackup.core import metrics as metrics_module
 from kbackup.core.errors import RecoveryGapError
 from kbackup.core.metrics import RunMetrics
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_three_phase import write_config
 from tests.support.backup_io import read_backup, take_backup
+from tests.support.config_files import write_three_phase_config
 from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.metrics_text import parse, series, total
 
@@ -39,7 +39,7 @@ def test_a_failed_run_leaves_its_textfile_at_the_phase_that_failed(
     consumer.close()
     store = tmp_path / "store"
     take_backup(source_cluster, store, "nightly", [topic])
-    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
     textfile = tmp_path / "three-phase.prom"
     code = run(["three-phase-restore", "-c", str(config), "--metrics-textfile", str(textfile)])
     err = capsys.readouterr().err

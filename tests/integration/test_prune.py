@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.backup.inspect import validate_backup
-from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import (
     ConfigError,
@@ -35,24 +33,14 @@ from kbackup.prune import execute as prune_execute
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
 from tests.support.backup_io import take_backup
+from tests.support.cli_run import RunCli
+from tests.support.config_files import config_file
+from tests.support.daily_backup import BASE_TIME, DAY_MS, daily_backup
 from tests.support.faulty_proxy import FaultyProxy
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import S3Server
-
-DAY_MS = 86_400_000
-#: 2023 timestamps, on a topic with retention off: nothing is deleted by the broker.
-BASE_TIME = 1_700_000_000_000
-DAYS = 5
-PER_DAY = 40
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture(params=["folder", "s3"])
@@ -68,26 +56,6 @@ def storage_of(section: dict[str, Any]) -> Storage:
     return open_storage(StorageSettings.model_validate(section))
 
 
-def daily_backup(cluster: LocalKafkaCluster, section: dict[str, Any], topic: str, backup_id: str) -> None:
-    """Five increments; increment ``d`` holds the records stamped on day ``d`` (2 partitions)."""
-    create_topic(cluster, topic, partitions=2, config={"retention.ms": "-1"})
-    for day in range(DAYS):
-        produce(
-            cluster,
-            topic,
-            [
-                Record(
-                    key=b"d%d-%d" % (day, i),
-                    value=b"v" * 100,
-                    partition=i % 2,
-                    timestamp=BASE_TIME + day * DAY_MS + i,
-                )
-                for i in range(PER_DAY)
-            ],
-        )
-        take_backup(cluster, StorageSettings.model_validate(section), backup_id, [topic])
-
-
 def committed_on(cluster: LocalKafkaCluster, group: str, topic: str, partition: int) -> int:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     try:
@@ -97,8 +65,9 @@ def committed_on(cluster: LocalKafkaCluster, group: str, topic: str, partition: 
 
 
 def write_config(tmp_path: Path, section: dict[str, Any], backup_id: str, **extra: Any) -> str:
-    path = tmp_path / f"prune-{backup_id}.yaml"
-    path.write_text(yaml.safe_dump({"backup_id": backup_id, "storage": section, **extra}))
+    path = config_file(
+        tmp_path / f"prune-{backup_id}.yaml", **{"backup_id": backup_id, "storage": section, **extra}
+    )
     return str(path)
 
 
@@ -110,7 +79,7 @@ def test_a_pruned_window_restores_on_its_own(
     tmp_path: Path,
     store: dict[str, Any],
     policy: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     """``--before`` the middle of day 2, or ``--max-total-bytes`` what days 3 and 4 take: either
     way days 0-2 go, and what remains restores to exactly the source's records from day 3 on."""
@@ -130,7 +99,7 @@ def test_a_pruned_window_restores_on_its_own(
         last_two_days = sum(s.size_bytes for s in held if s.min_timestamp >= BASE_TIME + 3 * DAY_MS)
         rule = ["--max-total-bytes", str(last_two_days)]
 
-    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--json")
+    code, out, err = cli("prune", "-c", config, *rule, "--json")
     assert code == 0, err
     plan = json.loads(out)
     assert {info.key for info in storage.list("daily/")} == before  # a plan removes nothing
@@ -151,7 +120,7 @@ def test_a_pruned_window_restores_on_its_own(
     assert gaps == {(f"{unique_name}-g", 0, 30, 60)}  # partition 1's offset 99 is inside the window
     assert item["manifests_removed"] == 3  # increments 0-2 hold nothing kept any more
 
-    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--execute")
+    code, out, err = cli("prune", "-c", config, *rule, "--execute")
     assert code == 0, err
     assert "recovery gap: group" in out
     catalog = BackupCatalog(storage)
@@ -162,7 +131,7 @@ def test_a_pruned_window_restores_on_its_own(
         (topic, 0): (60, 100, 40),
         (topic, 1): (60, 100, 40),
     }
-    code, out, err = cli(capsys, "validate", "-c", config, "--deep", "--json")
+    code, out, err = cli("validate", "-c", config, "--deep", "--json")
     assert code == 0, err
     report = json.loads(out)
     assert report["errors"] == []
@@ -170,7 +139,6 @@ def test_a_pruned_window_restores_on_its_own(
 
     restored = f"{topic}-restored"
     code, _, err = cli(
-        capsys,
         "restore",
         "-c",
         config,
@@ -186,19 +154,19 @@ def test_a_pruned_window_restores_on_its_own(
         source = [r for r in consume_all(source_cluster, topic, [partition]) if r.consumed_offset >= 60]
         assert [r.source_offset for r in landed] == [r.consumed_offset for r in source]
     # describe and list show the window after retention.
-    code, out, err = cli(capsys, "describe", "-c", config, "--json")
+    code, out, err = cli("describe", "-c", config, "--json")
     assert code == 0, err
     described = json.loads(out)
     assert {(p["topic"], p["partition"], p["start_offset"]) for p in described["partitions"]} == {
         (topic, 0, 60),
         (topic, 1, 60),
     }
-    code, out, err = cli(capsys, "list", "-c", config, "--json")
+    code, out, err = cli("list", "-c", config, "--json")
     assert code == 0, err
     (row,) = json.loads(out)["backups"]
     assert (row["restorable_from_timestamp"], row["retention_generation"]) == (BASE_TIME + 3 * DAY_MS, 1)
     # The same policy again finds nothing more to do.
-    code, out, err = cli(capsys, "prune", "-c", config, *rule, "--json")
+    code, out, err = cli("prune", "-c", config, *rule, "--json")
     assert code == 0, err
     (again,) = json.loads(out)["backups"]
     assert (again["action"], again["segments_removed"], again["manifests_removed"]) == ("keep", 0, 0)
@@ -208,7 +176,7 @@ def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
     source_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     topic = unique_name
     create_topic(source_cluster, topic, partitions=1)
@@ -222,7 +190,7 @@ def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
     storage.put_bytes(lease_key("night-1", "r1"), lease.to_json_bytes())
     path = str(tmp_path / "store")
 
-    code, out, err = cli(capsys, "prune", "-p", path, "--all", "--keep-last", "2", "--execute", "--json")
+    code, out, err = cli("prune", "-p", path, "--all", "--keep-last", "2", "--execute", "--json")
     assert code == 0, err
     actions = {item["backup_id"]: item["action"] for item in json.loads(out)["backups"]}
     assert actions == {"night-1": "keep", "night-2": "remove", "night-3": "keep", "night-4": "keep"}
@@ -231,14 +199,14 @@ def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
 
     # keep-last 0 removes every backup that is not leased: refused without --force.
     storage.delete(lease_key("night-1", "r1"))
-    code, out, err = cli(capsys, "prune", "-p", path, "--all", "--keep-last", "0", "--execute")
+    code, out, err = cli("prune", "-p", path, "--all", "--keep-last", "0", "--execute")
     assert code == PreconditionError.exit_code
     assert "would remove every backup" in err
     assert BackupCatalog(storage).backup_ids() == ["night-1", "night-3", "night-4"]
 
 
 def test_bad_input_fails_with_one_line_and_removes_nothing(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, cli: RunCli
 ) -> None:
     topic = unique_name
     create_topic(source_cluster, topic, partitions=1)
@@ -268,7 +236,7 @@ def test_bad_input_fails_with_one_line_and_removes_nothing(
         (["--backup-id", "b", "--older-than", "1s", "--execute"], PreconditionError.exit_code, "--force"),
     ]
     for args, expected, words in cases:
-        code, _out, err = cli(capsys, "prune", "-p", path, *args)
+        code, _out, err = cli("prune", "-p", path, *args)
         assert code == expected, (args, err)
         lines = err.strip().splitlines()
         assert words in lines[0], (args, err)
@@ -282,7 +250,7 @@ def test_a_three_phase_restore_of_a_pruned_backup_reports_the_gap_and_loses_noth
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     """Group g had read partition 0 up to 30 and partition 1 up to 99; the prune keeps offsets 60 and
     up. Without --accept-gap the run stops at its verify phase naming the gap; with it, g resumes at
@@ -303,13 +271,13 @@ def test_a_three_phase_restore_of_a_pruned_backup_reports_the_gap_and_loses_noth
         offset_reset={"snapshot_dir": str(tmp_path / "snapshots"), "groups": [group]},
         three_phase={"state_dir": str(tmp_path / "state")},
     )
-    code, _, err = cli(capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
+    code, _, err = cli("prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
     assert code == 0, err
 
-    code, _, err = cli(capsys, "three-phase-restore", "-c", config)
+    code, _, err = cli("three-phase-restore", "-c", config)
     assert code == RecoveryGapError.exit_code, err
     assert "30 source offset(s) the group had not processed were removed from the backup by a prune" in err
-    code, out, err = cli(capsys, "three-phase-restore", "-c", config, "--accept-gap", "--json")
+    code, out, err = cli("three-phase-restore", "-c", config, "--accept-gap", "--json")
     assert code == 0, err
     phases = json.loads(out)["phases"]
     (gap,) = phases["verify"]["recovery_gaps"]  # the verify of the rerun (restore and reset resumed)
@@ -331,7 +299,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
     s3_server: S3Server,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """S3 stops answering right after the prune committed its generation, before its first delete:
@@ -354,7 +322,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
                 proxy.set_mode("reset")
 
         monkeypatch.setattr(prune_execute, "crash_point", step)
-        code, out, err = cli(capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
+        code, out, err = cli("prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute")
         assert code == StorageError.exit_code, out + err
         # Before giving up the prune may say that it retries, if the first attempt failed within
         # retry_timeout_secs (how fast a reset connection fails depends on the machine's load).
@@ -370,9 +338,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
         backup = BackupCatalog(storage).load("daily")
         assert {item.start_offset for item in backup.coverage().values()} == {60}  # the new window holds
         proxy.set_mode("forward")
-        code, out, err = cli(
-            capsys, "prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute", "--json"
-        )
+        code, out, err = cli("prune", "-c", config, "--before", "2023-11-17T10:13:20Z", "--execute", "--json")
         assert code == 0, err
         report = validate_backup(storage, "daily", deep=True)
         assert report.errors == []
@@ -383,7 +349,7 @@ def test_storage_going_down_mid_prune_fails_with_one_line_and_a_rerun_finishes(
 
 
 def test_backup_retention_is_applied_after_the_increment_it_commits(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, cli: RunCli
 ) -> None:
     """A backup run whose config has ``backup.retention`` commits its increment, then prunes as
     ``prune --execute`` would; an empty ``backup.retention`` is refused before anything is copied."""
@@ -395,7 +361,7 @@ def test_backup_retention_is_applied_after_the_increment_it_commits(
     )
     source = {"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}}
     empty = write_config(tmp_path, store, "daily", source=source, backup={"retention": {}})
-    code, _, err = cli(capsys, "backup", "-c", empty)
+    code, _, err = cli("backup", "-c", empty)
     assert code == ConfigError.exit_code, err
     assert "backup.retention has no rule" in err
     assert [m.increment for m in BackupCatalog(storage_of(store)).load("daily").manifests] == [0, 1, 2, 3, 4]
@@ -403,7 +369,7 @@ def test_backup_retention_is_applied_after_the_increment_it_commits(
     config = write_config(
         tmp_path, store, "daily", source=source, backup={"retention": {"before": "2023-11-17T10:13:20Z"}}
     )
-    code, out, err = cli(capsys, "-v", "backup", "-c", config)
+    code, out, err = cli("-v", "backup", "-c", config)
     assert code == 0, err
     assert "committed increment 5 of backup daily" in out
     backup = BackupCatalog(storage_of(store)).load("daily")

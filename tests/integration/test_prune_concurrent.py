@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.backup.inspect import validate_backup
 from kbackup.cli.main import run
@@ -32,6 +31,7 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
 
 ROOT = Path(__file__).parents[2]
@@ -54,19 +54,15 @@ def test_a_follow_backup_and_prunes_at_the_same_time_lose_and_duplicate_nothing(
     topic, backup_id = unique_name, "live"
     create_topic(source_cluster, topic, partitions=2)
     store = {"url": str(tmp_path / "store")}
-    config = tmp_path / "live.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": backup_id,
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [topic]},
-                },
-                "storage": store,
-                "backup": {"checkpoint_interval_secs": 2, "segment_max_interval_ms": 500},
-            }
-        )
+    config = config_file(
+        tmp_path / "live.yaml",
+        backup_id=backup_id,
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [topic]},
+        },
+        storage=store,
+        backup={"checkpoint_interval_secs": 2, "segment_max_interval_ms": 500},
     )
     produced = 0
     stop_producing = threading.Event()

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.backup.inspect import validate_backup
 from kbackup.cli.main import run
@@ -35,6 +34,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import read_backup, take_backup
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import S3Server
@@ -111,8 +111,7 @@ def test_prune_killed_anywhere_leaves_a_backup_that_validates_and_restores_its_w
     source = {p: consume_all(source_cluster, topic, [p]) for p in (0, 1)}
     # A dead run's segment (first offset 3, below the committed end): garbage for the first prune.
     storage.put_bytes(f"{backup_id}/data/{topic}/0/{3:020d}-20230101T000000Z-deadbeef.parquet", b"junk")
-    config = tmp_path / "prune.yaml"
-    config.write_text(yaml.safe_dump({"backup_id": backup_id, "storage": store}))
+    config = config_file(tmp_path / "prune.yaml", backup_id=backup_id, storage=store)
     seed = int(os.environ.get("KBACKUP_PRUNE_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
     s3 = store["url"].startswith("s3://")

@@ -13,9 +13,10 @@ from kbackup.core.errors import BackupIntegrityError, NotFoundError, Preconditio
 from kbackup.format.mapping_file import OffsetMapping, ScannedPartition, write_mapping
 from kbackup.offsets.ranges import OffsetRange
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_reset_cli import SOURCE, committed
-from tests.integration.test_reset_cli import setup as setup
 from tests.support.kafka_io import admin
+from tests.support.kafka_io import group_position as committed
+from tests.support.reset_cli_setup import SOURCE
+from tests.support.reset_cli_setup import setup as setup  # the fixture
 
 
 def mapping_for(topic: str, *, source_cluster: str, target_cluster_id: str | None) -> OffsetMapping:

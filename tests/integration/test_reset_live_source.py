@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.cli.main import run
 from kbackup.core.errors import PreconditionError
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import take_backup
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, admin, create_topic, produce
 
 #: The group's committed offset on the backup's origin, and the one a same-named group has on the
@@ -51,15 +51,13 @@ def restored(
         "restore": {"topic_mapping": {topic: f"{topic}-restored"}},
         "offset_reset": {"groups": [group], "source_offsets": "live"},
     }
-    config = tmp_path / "restore.yaml"
-    config.write_text(yaml.safe_dump(document))
+    config = config_file(tmp_path / "restore.yaml", **document)
     assert run(["restore", "-c", str(config)]) == 0
     return {"document": document, "topic": topic, "group": group}
 
 
 def plan_with(tmp_path: Path, document: dict[str, object], name: str, plan: Path | None = None) -> int:
-    config = tmp_path / name
-    config.write_text(yaml.safe_dump(document))
+    config = config_file(tmp_path / name, **document)
     return run(["offset-reset", "plan", "-c", str(config), *(["--output", str(plan)] if plan else [])])
 
 
@@ -155,8 +153,7 @@ def test_three_phase_restore_refuses_the_wrong_live_source_before_restoring(
     wrong = with_source(document, target_cluster)
     wrong["restore"] = {"topic_mapping": {topic: copy}}
     wrong["three_phase"] = {"state_dir": str(tmp_path / "state"), "build_mapping": "when-needed"}
-    config = tmp_path / "three-phase.yaml"
-    config.write_text(yaml.safe_dump(wrong))
+    config = config_file(tmp_path / "three-phase.yaml", **wrong)
     capsys.readouterr()
     for dry_run in (["--dry-run"], []):
         assert run(["three-phase-restore", "-c", str(config), *dry_run]) == PreconditionError.exit_code

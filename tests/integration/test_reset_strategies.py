@@ -15,15 +15,10 @@ from kbackup.reset.executor import execute_plan
 from kbackup.reset.planner import PlanRequest, mapping_index, plan_offset_reset
 from kbackup.reset.settings import Strategy
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.synthetic_backup import DEFAULT_TIMESTAMP, BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.integration.test_reset_stage import (
-    SOURCE,
-    fill_identity_restore,
-    group_position,
-    source_offsets,
-)
-from tests.support.backup_builder import DEFAULT_TIMESTAMP, BackupBuilder, BackupRecord
-from tests.support.kafka_io import Record, create_topic, end_offsets, produce
+from tests.support.identity_restore import SOURCE, fill_identity_restore, source_offsets
+from tests.support.kafka_io import Record, create_topic, end_offsets, group_position, produce
 from tests.support.oracles import ranges_from_records, reference_position
 from tests.support.restored_topics import Restored, restored_records, write_restored
 

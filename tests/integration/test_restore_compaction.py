@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.cli.main import run
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import take_backup
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 
 #: Compacted on the source too, but its cleaner never reaches the active segment within a test.
@@ -100,23 +100,19 @@ def test_three_phase_restore_phase_reports_the_compaction(
     consumer.close()
     store = tmp_path / "store"
     take_backup(source_cluster, store, "nightly", [topic])
-    config = tmp_path / "dr.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "nightly",
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                "storage": {"url": str(store)},
-                "restore": {"topic_mapping": {topic: f"{topic}-restored"}},
-                # A fixed offset needs no mapping, so no Spark.
-                "offset_reset": {
-                    "strategy": "offset",
-                    "offset": 0,
-                    "snapshot_dir": str(tmp_path / "snapshots"),
-                },
-                "three_phase": {"state_dir": str(tmp_path / "state"), "build_mapping": "when-needed"},
-            }
-        )
+    config = config_file(
+        tmp_path / "dr.yaml",
+        backup_id="nightly",
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(store)},
+        restore={"topic_mapping": {topic: f"{topic}-restored"}},
+        # A fixed offset needs no mapping, so no Spark.
+        offset_reset={
+            "strategy": "offset",
+            "offset": 0,
+            "snapshot_dir": str(tmp_path / "snapshots"),
+        },
+        three_phase={"state_dir": str(tmp_path / "state"), "build_mapping": "when-needed"},
     )
     assert run(["three-phase-restore", "-c", str(config), "--json"]) == 0, capsys.readouterr().err
     restore_phase = json.loads(capsys.readouterr().out)["phases"]["restore"]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import (
@@ -22,12 +21,12 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.format.layout import manifest_key, object_key
 from kbackup.format.segments import SegmentLimits
 from kbackup.restore import service
-from kbackup.restore.settings import DEFAULT_PROGRESS_TOPIC, RestoreSettings
+from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
-from tests.support.kafka_io import create_topic, end_offsets
-from tests.support.restore_checks import run_restore_cli, transactional_ids
+from tests.support.kafka_io import create_topic, end_offsets, target_topics
+from tests.support.restore_checks import progress_end, run_restore_cli, transactional_ids
 
 NOW = int(time.time() * 1000)
 
@@ -51,16 +50,6 @@ def build_backup(
         )
     builder.commit()
     return storage
-
-
-def target_topics(cluster: LocalKafkaCluster) -> set[str]:
-    return set(AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(timeout=10).topics)
-
-
-def progress_end(cluster: LocalKafkaCluster) -> int:
-    if DEFAULT_PROGRESS_TOPIC not in target_topics(cluster):
-        return 0
-    return end_offsets(cluster, DEFAULT_PROGRESS_TOPIC, [0])[0]
 
 
 def args(root: Path, cluster: LocalKafkaCluster, *extra: str) -> list[str]:

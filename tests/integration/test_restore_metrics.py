@@ -20,19 +20,18 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kbackup.app import drill as drill_module
 from kbackup.app import three_phase as three_phase_module
 from kbackup.cli.main import run
 from kbackup.restore import service as restore_service
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_three_phase import fill_and_back_up
 from tests.support.backup_io import take_backup
-from tests.support.kafka_io import Record, create_topic, produce
+from tests.support.config_files import config_file
+from tests.support.kafka_io import Record, commit_group, create_topic, produce
 from tests.support.metrics_text import parse, series, total
 from tests.support.restored_topics import restored_records
+from tests.support.three_phase_runs import fill_and_back_up
 
 
 def test_a_restore_writes_what_it_produced_to_its_textfile(
@@ -51,7 +50,7 @@ def test_a_restore_writes_what_it_produced_to_its_textfile(
     summary = take_backup(source_cluster, store, "nightly", [topic])
     config = tmp_path / "restore.yaml"
     # Small transactions: several of them, each counted.
-    config.write_text(yaml.safe_dump({"restore": {"transaction_max_records": 64}}))
+    config_file(config, restore={"transaction_max_records": 64})
     textfile = tmp_path / "node" / "kafka-backup-restore-nightly.prom"
     textfile.parent.mkdir()
     args = ["restore", "-c", str(config), "-b", target_cluster.bootstrap_servers, "--path", str(store)]
@@ -105,18 +104,21 @@ def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
     store = tmp_path / "store"
     fill_and_back_up(source_cluster, topic, store)
     work = tmp_path / "work"
-    config = tmp_path / "recover.yaml"
-    config.write_text(yaml.safe_dump({
-        "backup_id": "nightly",
-        "storage": {"url": str(store)},
-        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-        "restore": {"topic_mapping": {topic: restored}},
-        "offset_reset": {"snapshot_dir": str(work / "snapshots")},
+    config = config_file(
+        tmp_path / "recover.yaml",
+        backup_id="nightly",
+        storage={"url": str(store)},
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        restore={"topic_mapping": {topic: restored}},
+        offset_reset={"snapshot_dir": str(work / "snapshots")},
         # No Spark: the groups move by the header search, and nothing is repartitioned.
-        "three_phase": {"state_dir": str(work / "state"), "build_mapping": "when-needed",
-                        "group_prefix": "moved-"},
-        "metrics": {"textfile": "three-phase.prom"},
-    }))  # fmt: skip
+        three_phase={
+            "state_dir": str(work / "state"),
+            "build_mapping": "when-needed",
+            "group_prefix": "moved-",
+        },
+        metrics={"textfile": "three-phase.prom"},
+    )
     # The test's own clock, read as the run passes its steps (the steps run unchanged).
     seen = spy_times(monkeypatch, three_phase_module, "three_phase_restore", before="called")
     spy_times(monkeypatch, restore_service, "run", before="restoring", seen=seen)
@@ -211,16 +213,16 @@ def test_a_drill_writes_its_phases_and_its_verdict_under_the_backup_it_took(
     create_topic(source_cluster, topic, partitions=2)
     produce(source_cluster, topic, [Record(key=b"k", value=b"v%d" % i, partition=i % 2) for i in range(60)])
     commit_group(source_cluster, group, {(topic, 0): 12, (topic, 1): 30})
-    config = tmp_path / "drill.yaml"
-    config.write_text(yaml.safe_dump({
+    config = config_file(
+        tmp_path / "drill.yaml",
         # No backup_id: the drill names its backup after the time, and its metrics carry that name.
-        "source": {"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}},
-        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-        "storage": {"url": str(tmp_path / "store")},
-        "three_phase": {"build_mapping": "when-needed"},  # no Spark
-        "offset_reset": {"groups": [group]},
-        "drill": {"topic_prefix": f"drill-{unique_name}.", "group_prefix": f"drill-{unique_name}."},
-    }))  # fmt: skip
+        source={"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(tmp_path / "store")},
+        three_phase={"build_mapping": "when-needed"},  # no Spark
+        offset_reset={"groups": [group]},
+        drill={"topic_prefix": f"drill-{unique_name}.", "group_prefix": f"drill-{unique_name}."},
+    )
     report, textfile = tmp_path / "report.json", tmp_path / "drill.prom"
     code = run(["drill", "-c", str(config), "--report", str(report), "--metrics-textfile", str(textfile)])
     assert code == 0, capsys.readouterr().err
@@ -264,7 +266,7 @@ def test_a_live_restore_answers_metrics_and_probes_over_http(
     take_backup(source_cluster, store, "nightly", [topic])
     config = tmp_path / "restore.yaml"
     # Many small transactions: the restore runs long enough to be scraped more than once.
-    config.write_text(yaml.safe_dump({"restore": {"transaction_max_records": 20}}))
+    config_file(config, restore={"transaction_max_records": 20})
     port = free_port()
     command = [sys.executable, "-m", "kbackup", "restore", "-c", str(config)]
     command += ["-b", target_cluster.bootstrap_servers, "--path", str(store), "--backup-id", "nightly"]

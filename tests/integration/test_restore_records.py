@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
@@ -23,8 +22,9 @@ from kbackup.restore.partitioner import partition_for_key, partition_for_null_ke
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_security import files_under
 from tests.support.backup_builder import backup_from_cluster, partition_count, topic_configs
+from tests.support.config_files import config_file
+from tests.support.folders import files_under
 from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
 from tests.support.restore_checks import assert_restored_exactly, restore
 from tests.support.s3server import S3Server
@@ -348,8 +348,7 @@ def test_backup_taken_without_offset_headers_restores_without_them_unless_asked(
         "three_phase": {"state_dir": str(tmp_path / "state")},
         "offset_reset": {"snapshot_dir": str(tmp_path / "snapshots")},
     }
-    config = tmp_path / "noh.yaml"
-    config.write_text(yaml.safe_dump(document))
+    config = config_file(tmp_path / "noh.yaml", **document)
     c = ["-c", str(config)]
     assert run(["backup", *c]) == 0
     capsys.readouterr()
@@ -369,8 +368,7 @@ def test_backup_taken_without_offset_headers_restores_without_them_unless_asked(
     assert_restored_exactly(source, stamped, source_cluster=source_cluster.cluster_id)
 
     capsys.readouterr()
-    drill_config = tmp_path / "drill.yaml"
-    drill_config.write_text(yaml.safe_dump({**document, "backup_id": "noh-drill"}))
+    drill_config = config_file(tmp_path / "drill.yaml", **{**document, "backup_id": "noh-drill"})
     topics_before = set(admin(target_cluster).list_topics(timeout=10).topics)
     files_before = files_under(tmp_path)
     for command in (["three-phase-restore", *c], ["drill", "-c", str(drill_config)]):

@@ -14,14 +14,12 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
-from kbackup.cli.main import run
 from kbackup.core.errors import PreconditionError
 from kbackup.format.origin import parse_origin
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage
 from tests.support.backup_builder import backup_from_cluster, topic_configs
+from tests.support.cli_run import RunCli
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
 from tests.support.restore_checks import CONFLUENT_CREATE_TIME
 
@@ -52,12 +50,6 @@ def log_append_time_source(source: LocalKafkaCluster, topic: str, store: Path) -
     return records
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def restore_args(store: Path, target: LocalKafkaCluster, *extra: str) -> list[str]:
     return ["restore", "-p", str(store), "--backup-id", "lat", "-b", target.bootstrap_servers, *extra]
 
@@ -78,18 +70,18 @@ def test_log_append_time_topic_is_created_as_create_time_and_keeps_every_timesta
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     topic = f"{unique_name}-lat"
     source = log_append_time_source(source_cluster, topic, tmp_path / "store")
-    code, out, err = cli(capsys, *restore_args(tmp_path / "store", target_cluster, "--dry-run"))
+    code, out, err = cli(*restore_args(tmp_path / "store", target_cluster, "--dry-run"))
     assert code == 0, err
     assert "'message.timestamp.type': 'CreateTime'" in out
     assert (
         f"warning: target topic {topic} is created with message.timestamp.type CreateTime instead of" in out
     )
 
-    code, out, err = cli(capsys, *restore_args(tmp_path / "store", target_cluster, "--json"))
+    code, out, err = cli(*restore_args(tmp_path / "store", target_cluster, "--json"))
     assert code == 0, err
     assert json.loads(out)["records"] == 40
     assert topic_configs(target_cluster, topic)["message.timestamp.type"] == "CreateTime"
@@ -101,17 +93,17 @@ def test_switch_after_restores_original_times_then_switches_to_log_append_time(
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     topic = f"{unique_name}-lat"
     source = log_append_time_source(source_cluster, topic, tmp_path / "store")
     args = restore_args(tmp_path / "store", target_cluster, "--log-append-time", "switch-after")
-    code, out, err = cli(capsys, *args, "--dry-run")
+    code, out, err = cli(*args, "--dry-run")
     assert code == 0, err
     assert "40 record(s) from 2 partition(s); then switched to LogAppendTime" in out
     assert f"warning: target topic {topic} is switched to LogAppendTime once its records are restored" in out
 
-    code, out, err = cli(capsys, *args, "--json")
+    code, out, err = cli(*args, "--json")
     assert code == 0, err
     assert json.loads(out)["switched_to_log_append_time"] == [topic]
     assert topic_configs(target_cluster, topic)["message.timestamp.type"] == "LogAppendTime"
@@ -121,7 +113,7 @@ def test_switch_after_restores_original_times_then_switches_to_log_append_time(
     assert consume_all(target_cluster, topic, [0])[-1].timestamp_type == CONFLUENT_LOG_APPEND_TIME
 
     # Run again: nothing left to write, so the (now LogAppendTime) topic is not refused.
-    code, out, err = cli(capsys, *args)
+    code, out, err = cli(*args)
     assert code == 0, err
     assert "restored 0 record(s)" in out
 
@@ -131,7 +123,7 @@ def test_existing_log_append_time_topic_is_refused_unless_rewrite(
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     topic = f"{unique_name}-lat"
     source = log_append_time_source(source_cluster, topic, tmp_path / "store")
@@ -141,16 +133,14 @@ def test_existing_log_append_time_topic_is_refused_unless_rewrite(
         "broker would stamp every restored record with the restore time instead of its original timestamp"
     )
     for extra in (["--dry-run"], [], ["--log-append-time", "switch-after"]):
-        code, _out, err = cli(capsys, *restore_args(tmp_path / "store", target_cluster, *extra))
+        code, _out, err = cli(*restore_args(tmp_path / "store", target_cluster, *extra))
         assert code == PreconditionError.exit_code, (extra, err)
         assert err.splitlines()[0] == refusal
         assert "restore.log_append_time: rewrite" in err
         assert "message.timestamp.type=CreateTime" in err
     assert end_offsets(target_cluster, topic, [0, 1]) == {0: 0, 1: 0}
 
-    code, out, err = cli(
-        capsys, *restore_args(tmp_path / "store", target_cluster, "--log-append-time", "rewrite")
-    )
+    code, out, err = cli(*restore_args(tmp_path / "store", target_cluster, "--log-append-time", "rewrite"))
     assert code == 0, err
     assert f"warning: target topic {topic} uses LogAppendTime (restore.log_append_time: rewrite)" in out
     restored = consume_all(target_cluster, topic, [0, 1])

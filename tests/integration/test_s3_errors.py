@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.cli.main import run
 from kbackup.core import retry
 from kbackup.core.errors import ConfigError, StorageError
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from tests.conftest import TEST_BUCKET
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
@@ -40,16 +40,12 @@ def topic(source_cluster: LocalKafkaCluster, unique_name: str) -> str:
 
 
 def write_config(path: Path, cluster: LocalKafkaCluster, topic: str, storage: dict[str, Any]) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "b",
-                "source": {"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
-                "storage": {"retry_timeout_secs": RETRY_TIMEOUT_SECS, **storage},
-            }
-        )
+    return config_file(
+        path,
+        backup_id="b",
+        source={"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        storage={"retry_timeout_secs": RETRY_TIMEOUT_SECS, **storage},
     )
-    return path
 
 
 #: The waits of the storage retry loop during the current test (recorded, and still waited).
@@ -230,21 +226,17 @@ def test_check_reports_an_endpoint_that_refuses_connections_within_seconds(
     """A run retries a refused connection for retry_timeout_secs (an endpoint may be restarting);
     ``check`` is a preflight and says at once what it found."""
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens here
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "source": {"bootstrap_servers": [source_cluster.bootstrap_servers]},
-                "storage": {
-                    "url": f"s3://{TEST_BUCKET}/check",
-                    "endpoint_url": endpoint,
-                    "region": REGION,
-                    "access_key_id": ACCESS_KEY,
-                    "secret_access_key": SECRET_KEY,
-                    "retry_timeout_secs": RETRY_TIMEOUT_SECS,
-                },
-            }
-        )
+    config = config_file(
+        tmp_path / "c.yaml",
+        source={"bootstrap_servers": [source_cluster.bootstrap_servers]},
+        storage={
+            "url": f"s3://{TEST_BUCKET}/check",
+            "endpoint_url": endpoint,
+            "region": REGION,
+            "access_key_id": ACCESS_KEY,
+            "secret_access_key": SECRET_KEY,
+            "retry_timeout_secs": RETRY_TIMEOUT_SECS,
+        },
     )
     code, waits = run_counting_retries(["check", "-c", str(config)])
     err = capsys.readouterr().err.splitlines()

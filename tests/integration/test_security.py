@@ -26,14 +26,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from kbackup.cli.main import run
 from kbackup.core.cache import cache_root
 from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError, StorageError
 from kbackup.sandbox.jars import kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
+from tests.support.cli_run import RunCli
+from tests.support.folders import files_under
+from tests.support.kafka_io import Record, admin, commit_group, consume_all, create_topic, produce
 from tests.support.s3server import REGION, S3Server
 
 SASL_USER = "kbackup"
@@ -91,20 +91,9 @@ def secured_connection(cluster: LocalKafkaCluster, via: str) -> dict[str, Any]:
     return sasl_connection(cluster, via, "${KB_TEST_SASL_PASSWORD}")
 
 
-def files_under(root: Path, *, leave_out: str = "") -> list[str]:
-    """Every path below ``root`` (relative): what a failing command must not have changed."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.name != leave_out)
-
-
 def write_config(path: Path, document: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def seed_topic(cluster: LocalKafkaCluster, topic: str, count: int) -> list[bytes]:
@@ -125,7 +114,7 @@ def test_backup_and_restore_through_secured_listeners(
     secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each SASL mechanism with the password from the environment, and TLS trusting the sandbox's CA."""
@@ -145,10 +134,10 @@ def test_backup_and_restore_through_secured_listeners(
             "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
         },
     )
-    code, out, err = cli(capsys, "backup", "-c", str(config), "--json")
+    code, out, err = cli("backup", "-c", str(config), "--json")
     assert code == 0, err
     assert json.loads(out)["records"] == 25
-    code, out, err = cli(capsys, "restore", "-c", str(config), "--json")
+    code, out, err = cli("restore", "-c", str(config), "--json")
     assert code == 0, err
     restored = consume_all(secure_cluster, f"{unique_name}-restored")
     assert [record.value for record in restored] == values
@@ -162,7 +151,7 @@ def test_tls_without_the_brokers_ca_fails_clearly_and_changes_nothing(
     secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     """The certificate is self-signed: without ssl_ca_location the system's CAs do not vouch for it."""
     seed_topic(secure_cluster, unique_name, 3)
@@ -178,9 +167,9 @@ def test_tls_without_the_brokers_ca_fails_clearly_and_changes_nothing(
     }
     config = write_config(tmp_path / "tls.yaml", document)
     if command == "restore":  # a real backup to restore, made over TLS with the CA
-        assert cli(capsys, "backup", "-c", str(config))[0] == 0
+        assert cli("backup", "-c", str(config))[0] == 0
     before = files_under(tmp_path)
-    code, _, err = cli(capsys, command, "-c", str(config))
+    code, _, err = cli(command, "-c", str(config))
     assert code == KafkaOperationError.exit_code, err
     lines = err.strip().splitlines()
     assert lines[0].startswith(f"kafka-backup: error: TLS with {secure_cluster.ssl_bootstrap_servers} failed")
@@ -201,6 +190,7 @@ def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """kbackup.cli.spark_submit -c: the target's SASL settings (the password from the env), or its TLS
@@ -223,7 +213,7 @@ def test_spark_submit_script_maps_a_secured_target_from_a_config_file(
         },
     )
     for command in ("backup", "restore"):
-        code, _, err = cli(capsys, command, "-c", str(config))
+        code, _, err = cli(command, "-c", str(config))
         assert code == 0, err
     output = tmp_path / "mapping.json"
     # No --bootstrap-servers and no --source-cluster: both from the config.
@@ -246,7 +236,7 @@ def test_show_offset_mapping_with_bootstrap_flag_keeps_the_configs_security(
     spark: Any,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``show-offset-mapping -c cfg.yaml -b HOST:PORT``: the flag replaces only the target's servers;
@@ -267,7 +257,7 @@ def test_show_offset_mapping_with_bootstrap_flag_keeps_the_configs_security(
     }
     config = write_config(tmp_path / "secured.yaml", document)
     for command in ("backup", "restore"):
-        code, _, err = cli(capsys, command, "-c", str(config))
+        code, _, err = cli(command, "-c", str(config))
         assert code == 0, err
     # The config names a host that does not exist: only -b reaches the broker, with the file's security.
     elsewhere = {**connection, "bootstrap_servers": ["kafka-dr.invalid:9093"]}
@@ -275,7 +265,7 @@ def test_show_offset_mapping_with_bootstrap_flag_keeps_the_configs_security(
     listener_servers = connection["bootstrap_servers"][0]
     output = tmp_path / "mapping.json"
     code, out, err = cli(
-        capsys, "show-offset-mapping", "-c", str(mapping_config), "-b", listener_servers,
+        "show-offset-mapping", "-c", str(mapping_config), "-b", listener_servers,
         "-t", restored, "--source-cluster", "flag-source", "-o", str(output),
     )  # fmt: skip
     assert code == 0, err
@@ -298,7 +288,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
     secure_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seed_topic(secure_cluster, unique_name, 3)
@@ -316,7 +306,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
                 "storage": {"url": str(store)},
             },
         )
-        assert cli(capsys, "backup", "-c", str(good))[0] == 0
+        assert cli("backup", "-c", str(good))[0] == 0
     before = files_under(tmp_path)
     monkeypatch.setenv("KB_TEST_SASL_PASSWORD", WRONG_PASSWORD)
     connection = sasl_connection(secure_cluster, mechanism, "${KB_TEST_SASL_PASSWORD}")
@@ -330,7 +320,7 @@ def test_wrong_sasl_password_fails_clearly_and_changes_nothing(
             "restore": {"topic_mapping": {unique_name: f"{unique_name}-restored"}},
         },
     )
-    code, out, err = cli(capsys, command, "-c", str(config))
+    code, out, err = cli(command, "-c", str(config))
     assert code == KafkaOperationError.exit_code, err
     lines = err.strip().splitlines()
     assert lines[0].startswith(

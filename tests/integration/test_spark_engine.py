@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.backup import run_backup
 from kbackup.cli.main import run
@@ -23,10 +22,9 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from kbackup.storage.keys import new_key_text
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import backup_job, read_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.config_files import config_file
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, group_position, produce
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import assert_restored_exactly, transactional_ids
 
@@ -103,8 +101,7 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
     }
     assert len(runs) == 3
     # validate --deep cannot tell it from a local backup.
-    config = tmp_path / "storage.yaml"
-    config.write_text(yaml.safe_dump({"storage": raw}))
+    config = config_file(tmp_path / "storage.yaml", storage=raw)
     assert run(["validate", "--deep", "--backup-id", "b", "-c", str(config)]) == 0
 
 
@@ -218,21 +215,17 @@ def test_a_drill_with_the_spark_engine_moves_every_group_where_the_reference_put
     # Partition 0 inside its records, partition 1 at its end (everything processed).
     committed = {(topic, 0): 57, (topic, 1): 200}
     commit_group(source_cluster, group, committed)
-    config = tmp_path / "drill.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "drill",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [topic]},
-                },
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                "storage": {"url": str(tmp_path / "store")},
-                "backup": {"spark_task_records": 100},
-                "offset_reset": {"groups": [group]},
-            }
-        )
+    config = config_file(
+        tmp_path / "drill.yaml",
+        backup_id="drill",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [topic]},
+        },
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(tmp_path / "store")},
+        backup={"spark_task_records": 100},
+        offset_reset={"groups": [group]},
     )
     report = tmp_path / "report.json"
     code = run(["drill", "-c", str(config), "--engine", "spark", "--report", str(report)])

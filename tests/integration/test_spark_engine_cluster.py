@@ -29,14 +29,15 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.spark_cluster import LocalSparkCluster, local_spark_cluster
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_three_phase import GROUPS
-from tests.integration.test_three_phase_cli import committed
 from tests.support.backup_io import read_backup
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.kafka_io import group_positions as committed
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import assert_restored_exactly
 from tests.support.restored_topics import restored_records
 from tests.support.s3server import S3Server
+from tests.support.three_phase_runs import GROUPS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -124,8 +125,7 @@ def _config(
         "offset_reset": {"snapshot_dir": str(work / "snapshots")},
         "three_phase": {"state_dir": str(work / "state")},
     }
-    path.write_text(yaml.safe_dump(document))
-    return path
+    return config_file(path, **document)
 
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -249,7 +249,7 @@ def test_backup_and_restores_on_a_standalone_cluster_on_a_folder_through_killed_
         if restore:
             document = yaml.safe_load(path.read_text())
             document["restore"].update(restore)
-            path.write_text(yaml.safe_dump(document))
+            config_file(path, **document)
         return path, crashes
 
     # A worker killed at the consumed batch holding its 300th record: inside its first task of 500

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kbackup.cli.main import run
 from kbackup.core.errors import BackupIntegrityError, SparkJobError
@@ -24,12 +23,11 @@ from kbackup.core.spark import TASK_ATTEMPTS
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
-from tests.integration.test_backup_increments import batch
-from tests.integration.test_fault_damaged_backups import DAMAGE, copy_of, restore_args
-from tests.integration.test_restore_errors import progress_end, target_topics
 from tests.support.backup_io import read_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
-from tests.support.restore_checks import REPO
+from tests.support.config_files import config_file
+from tests.support.damaged_backups import DAMAGE, copy_of, restore_args
+from tests.support.kafka_io import Record, batch, consume_all, create_topic, produce, target_topics
+from tests.support.restore_checks import REPO, progress_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -94,18 +92,14 @@ def test_a_job_spark_gives_up_exits_17_commits_nothing_and_the_same_command_cont
     create_topic(source_cluster, unique_name, partitions=2)
     produce(source_cluster, unique_name, batch(0, 100, 2))
     store = tmp_path / "store"
-    config = tmp_path / "backup.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "b",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [unique_name]},
-                },
-                "storage": {"url": str(store)},
-            }
-        )
+    config = config_file(
+        tmp_path / "backup.yaml",
+        backup_id="b",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        storage={"url": str(store)},
     )
     # The first increment, on the local engine.
     assert run(["backup", "-c", str(config)]) == 0, capsys.readouterr().err

@@ -6,7 +6,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
@@ -14,8 +13,8 @@ from kbackup.core.errors import StorageError
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
-from tests.integration.test_backup_increments import commit_group
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.config_files import config_file
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.s3server import S3Server
 from tests.support.storage_contract import StorageContract
 
@@ -69,18 +68,14 @@ def test_every_object_a_backup_writes_carries_server_side_encryption(
     storage = {**s3_server.storage_settings(TEST_BUCKET, unique_name), "sse": sse}
     if key_id:
         storage["sse_kms_key_id"] = key_id
-    config = tmp_path / "sse.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "sse",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [unique_name]},
-                },
-                "storage": storage,
-            }
-        )
+    config = config_file(
+        tmp_path / "sse.yaml",
+        backup_id="sse",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        storage=storage,
     )
     assert run(["backup", "-c", str(config)]) == 0
     client = s3_server.client()
@@ -129,20 +124,16 @@ def test_path_flag_keeps_the_configs_s3_endpoint_credentials_and_encryption(
     restored = f"{unique_name}-restored"
     # The config's own location is another prefix, which holds no backup: only --path finds it.
     storage = {**s3_server.storage_settings(TEST_BUCKET, f"{unique_name}-elsewhere"), "sse": "AES256"}
-    config = tmp_path / "s3.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "backup_id": "nightly",
-                "source": {
-                    "bootstrap_servers": [source_cluster.bootstrap_servers],
-                    "topics": {"include": [unique_name]},
-                },
-                "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-                "storage": storage,
-                "restore": {"topic_mapping": {unique_name: restored}},
-            }
-        )
+    config = config_file(
+        tmp_path / "s3.yaml",
+        backup_id="nightly",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage=storage,
+        restore={"topic_mapping": {unique_name: restored}},
     )
     path = f"s3://{TEST_BUCKET}/{unique_name}"
     c = ["-c", str(config), "--path", path]

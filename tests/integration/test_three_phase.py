@@ -8,7 +8,6 @@ reference position (0 skipped, 0 re-read with the default partition mapping).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,100 +22,18 @@ from confluent_kafka import Consumer, TopicPartition
 from kbackup.core.errors import AuditDisagreementError, RecoveryGapError, UnverifiedError, VerificationError
 from kbackup.core.kafka import open_admin
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_reset_stage import group_position
 from tests.support.backup_io import take_backup
-from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
-
-GROUPS = {"reader-a": {0: 40, 1: 0}, "reader-b": {0: 120, 1: 77}, "reader-c": {1: 150}}
-
-
-def fill_and_back_up(
-    source: LocalKafkaCluster, topic: str, store: Path, first_timestamp: int | None = None
-) -> str:
-    """300 records over 2 partitions, the groups of GROUPS committed, one backup. With ``first_timestamp``,
-    record i is stamped ``first_timestamp + i // 3``: timestamps rise, and some records share one."""
-    create_topic(source, topic, partitions=2)
-    produce(
-        source,
-        topic,
-        [
-            Record(
-                key=f"k{i}".encode(),
-                value=f"v{i}".encode(),
-                partition=i % 2,
-                timestamp=None if first_timestamp is None else first_timestamp + i // 3,
-            )
-            for i in range(300)
-        ],
-    )
-    for group, offsets in GROUPS.items():
-        consumer = Consumer({"bootstrap.servers": source.bootstrap_servers, "group.id": f"{topic}-{group}"})
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-        consumer.close()
-    summary = take_backup(source, store, "nightly", [topic])
-    return summary.source_cluster_id
-
-
-def write_config(path: Path, target: LocalKafkaCluster, store: Path, topic: str, build_mapping: str) -> Path:
-    path.write_text(
-        f"backup_id: nightly\n"
-        f"target:\n  bootstrap_servers: {target.bootstrap_servers}\n"
-        f"storage:\n  url: {store}\n"
-        f"restore:\n  topic_mapping:\n    {topic}: {topic}-restored\n  transaction_max_records: 25\n"
-        f"offset_reset:\n  snapshot_dir: {path.parent / 'snapshots'}\n"
-        f"three_phase:\n  state_dir: {path.parent / 'state'}\n  build_mapping: {build_mapping}\n"
-        f"  group_prefix: moved-\n"
-    )
-    return path
-
-
-def run_cli(config: Path, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "KBACKUP_CRASH_AT"}
-    if crash_at:
-        env["KBACKUP_CRASH_AT"] = crash_at
-    return subprocess.run(
-        [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--json"],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
-
-
-def produced_value(partition: int, source_offset: int) -> bytes:
-    """What fill_and_back_up wrote at ``source_offset`` of ``partition``: record i went to i % 2."""
-    return f"v{2 * source_offset + partition}".encode()
-
-
-def phases_of(build_mapping: str) -> set[str]:
-    """The phases a finished run records: the audit only with ``build_mapping: audit``."""
-    return {"restore", "mapping", "reset", "verify"} | ({"audit"} if build_mapping == "audit" else set())
-
-
-def check_final_state(
-    target: LocalKafkaCluster, topic: str, state_dir: Path, build_mapping: str = "always"
-) -> None:
-    """Against an oracle built from the data this test produced, not from the headers the product
-    parses: the source partitions have no holes, so a group committed at C must resume at the
-    restored record whose value is the C-th value produced into its partition (or after the last)."""
-    restored = f"{topic}-restored"
-    for partition in (0, 1):
-        records = consume_all(target, restored, [partition])
-        assert [r.value for r in records] == [produced_value(partition, o) for o in range(150)], (
-            "each record exactly once, in order"
-        )
-        for group, offsets in GROUPS.items():
-            committed = offsets.get(partition, 0)
-            expected = (
-                records[committed].consumed_offset if committed < 150 else records[-1].consumed_offset + 1
-            )
-            consumer = Consumer(
-                {"bootstrap.servers": target.bootstrap_servers, "group.id": f"moved-{topic}-{group}"}
-            )
-            position = consumer.committed([TopicPartition(restored, partition)], timeout=10)[0].offset
-            consumer.close()
-            assert position == expected, (group, partition)
-    states = list(state_dir.glob("*.json"))
-    recorded = [json.loads(p.read_text()) for p in states if "phases" in p.read_text()]
-    assert len(recorded) == 1
-    assert set(recorded[0]["phases"]) == phases_of(build_mapping)
+from tests.support.config_files import config_file, write_three_phase_config
+from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, group_position, produce
+from tests.support.three_phase_runs import (
+    GROUPS,
+    check_final_state,
+    fill_and_back_up,
+    kill_before_the_audit,
+    phases_of,
+    produced_value,
+    run_cli,
+)
 
 
 @pytest.mark.slow
@@ -156,7 +73,7 @@ def test_three_phase_restore_resumes_after_a_kill(
     topic = f"{unique_name}-orders"
     store = tmp_path / "store"
     fill_and_back_up(source_cluster, topic, store)
-    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, build_mapping)
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, build_mapping)
     if crash_at is not None:
         killed = run_cli(config, crash_at)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
@@ -228,11 +145,11 @@ def test_three_phase_restore_moves_groups_as_the_offset_reset_section_says(
     topic = f"{unique_name}-orders"
     store = tmp_path / "store"
     fill_and_back_up(source_cluster, topic, store, first_timestamp=FIRST_TIMESTAMP)
-    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
     document = yaml.safe_load(config.read_text())
     document["offset_reset"].update(reset)
     document["restore"].update(restore)
-    config.write_text(yaml.safe_dump(document))
+    config_file(config, **document)
     finished = run_cli(config)
     assert finished.returncode == 0, finished.stderr[-3000:]
     restored = f"{topic}-restored"
@@ -271,7 +188,7 @@ def test_the_verify_phase_judges_positions_from_the_target(
     topic = f"{unique_name}-orders"
     store = tmp_path / "store"
     fill_and_back_up(source_cluster, topic, store)
-    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
     killed = run_cli(config, "three-phase:verified")  # every group moved, verify not recorded
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     restored, group = f"{topic}-restored", f"moved-{topic}-reader-b"
@@ -303,7 +220,7 @@ def test_a_recovery_gap_fails_the_run_unless_accepted(
     consumer.commit(offsets=[TopicPartition(topic, 0, 15)], asynchronous=False)  # 5 past the end
     consumer.close()
     take_backup(source_cluster, store, "nightly", [topic])
-    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
     gap = run_cli(config)
     assert gap.returncode == RecoveryGapError.exit_code, gap.stderr[-2000:]
     assert f"committed {topic}/0@15 on the source, the backup holds up to 10" in gap.stderr
@@ -313,12 +230,6 @@ def test_a_recovery_gap_fails_the_run_unless_accepted(
     )  # fmt: skip
     assert accepted.returncode == 0, accepted.stderr[-2000:]
     assert len(json.loads(accepted.stdout)["phases"]["verify"]["recovery_gaps"]) == 1
-
-
-def kill_before_the_audit(config: Path) -> None:
-    """A run killed once its groups are committed and verified, before the mapping audits them."""
-    killed = run_cli(config, "three-phase:before-audit")
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
 
 
 def test_the_audit_fails_the_run_when_records_change_under_the_moved_groups(
@@ -332,7 +243,7 @@ def test_the_audit_fails_the_run_when_records_change_under_the_moved_groups(
     topic = f"{unique_name}-orders"
     store = tmp_path / "store"
     fill_and_back_up(source_cluster, topic, store)
-    config = write_config(tmp_path / "restore.yaml", target_cluster, store, topic, "audit")
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "audit")
     kill_before_the_audit(config)
     restored = f"{topic}-restored"
     partition0 = consume_all(target_cluster, restored, [0])

@@ -14,22 +14,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.cli.main import run
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_three_phase import GROUPS, fill_and_back_up
 from tests.support.backup_io import take_backup
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, admin, create_topic, produce
+from tests.support.kafka_io import group_positions as committed
 from tests.support.oracles import reference_position
 from tests.support.restored_topics import restored_records
-
-
-def committed(
-    cluster: LocalKafkaCluster, group: str, topic: str, partitions: list[int]
-) -> dict[int, int | None]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
-    try:
-        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
-    finally:
-        consumer.close()
-    return {item.partition: item.offset if item.offset >= 0 else None for item in found}
+from tests.support.three_phase_runs import GROUPS, fill_and_back_up
 
 
 def topics_on(cluster: LocalKafkaCluster) -> set[str]:
@@ -73,16 +64,19 @@ def test_three_phase_restore_takes_restores_flags_and_dry_runs_every_phase(
     work = tmp_path / "work"
     work.mkdir()
     # The file names another backup, another storage and the source as the target: the flags win.
-    config = work / "recover.yaml"
-    config.write_text(yaml.safe_dump({
-        "backup_id": "not-this-one",
-        "storage": {"url": str(tmp_path / "no-such-store")},
-        "target": {"bootstrap_servers": [source_cluster.bootstrap_servers]},
-        "restore": {"topic_mapping": {orders: restored}},
-        "offset_reset": {"snapshot_dir": str(work / "snapshots")},
-        "three_phase": {"state_dir": str(work / "state"), "build_mapping": "when-needed",
-                        "group_prefix": "moved-"},
-    }))  # fmt: skip
+    config = config_file(
+        work / "recover.yaml",
+        backup_id="not-this-one",
+        storage={"url": str(tmp_path / "no-such-store")},
+        target={"bootstrap_servers": [source_cluster.bootstrap_servers]},
+        restore={"topic_mapping": {orders: restored}},
+        offset_reset={"snapshot_dir": str(work / "snapshots")},
+        three_phase={
+            "state_dir": str(work / "state"),
+            "build_mapping": "when-needed",
+            "group_prefix": "moved-",
+        },
+    )
     flags = ["-c", str(config), "--backup-id", "nightly", "--path", store,
              "-b", target_cluster.bootstrap_servers, "--topic", orders]  # fmt: skip
     before = files_under(tmp_path)
@@ -166,16 +160,19 @@ def test_the_verify_step_after_a_repartitioned_three_phase_restore_plans_from_it
     topic = f"{unique_name}-orders"
     store = tmp_path / "store"
     fill_and_back_up(source_cluster, topic, store)
-    config = tmp_path / "recover.yaml"
-    config.write_text(yaml.safe_dump({
-        "backup_id": "nightly",
-        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-        "storage": {"url": str(store)},
-        "restore": {"topic_mapping": {topic: f"{topic}-restored"}, "repartition": True,
-                    "target_partitions": {topic: 3}},
-        "offset_reset": {"snapshot_dir": str(tmp_path / "snapshots")},
-        "three_phase": {"state_dir": str(tmp_path / "state"), "build_mapping": "when-needed"},
-    }))  # fmt: skip
+    config = config_file(
+        tmp_path / "recover.yaml",
+        backup_id="nightly",
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(store)},
+        restore={
+            "topic_mapping": {topic: f"{topic}-restored"},
+            "repartition": True,
+            "target_partitions": {topic: 3},
+        },
+        offset_reset={"snapshot_dir": str(tmp_path / "snapshots")},
+        three_phase={"state_dir": str(tmp_path / "state"), "build_mapping": "when-needed"},
+    )
     preview = subprocess.run(
         [sys.executable, "-m", "kbackup", "three-phase-restore", "-c", str(config), "--dry-run"],
         capture_output=True, text=True, timeout=300, check=False,
@@ -206,8 +203,7 @@ def test_the_verify_step_after_a_repartitioned_three_phase_restore_plans_from_it
     # Settings changed since the run (another run key): the plan names the mapping the run wrote.
     document = yaml.safe_load(config.read_text())
     document["offset_reset"]["timeout_secs"] = 600
-    changed = tmp_path / "changed.yaml"
-    changed.write_text(yaml.safe_dump(document))
+    changed = config_file(tmp_path / "changed.yaml", **document)
     mapping = next((tmp_path / "state").glob("*-mapping.json"))
     refused = subprocess.run(
         [sys.executable, "-m", "kbackup", "offset-reset", "plan", "-c", str(changed)],

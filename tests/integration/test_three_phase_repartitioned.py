@@ -14,16 +14,16 @@ import signal
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from kbackup.offsets.translate import RestoredRecord
 from kbackup.restore.partitioner import partition_for_key
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.integration.test_three_phase import run_cli
 from tests.support.backup_io import take_backup
+from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.oracles import reference_position
+from tests.support.three_phase_runs import run_cli
 
 SOURCE_PARTITIONS = 3
 TARGET_PARTITIONS = 4
@@ -83,17 +83,21 @@ def test_groups_of_a_repartitioned_topic_move_before_the_mapping_and_land_exactl
     restored = f"{topic}-restored"
     store = tmp_path / "store"
     fill_and_back_up(source_cluster, topic, store)
-    config = tmp_path / "restore.yaml"
-    config.write_text(yaml.safe_dump({
-        "backup_id": "nightly",
-        "target": {"bootstrap_servers": [target_cluster.bootstrap_servers]},
-        "storage": {"url": str(store)},
+    config = config_file(
+        tmp_path / "restore.yaml",
+        backup_id="nightly",
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(store)},
         # Small transactions: commit markers inside the restored partitions (holes for the search).
-        "restore": {"topic_mapping": {topic: restored}, "repartition": True,
-                    "target_partitions": {topic: TARGET_PARTITIONS}, "transaction_max_records": 40},
-        "offset_reset": {"snapshot_dir": str(tmp_path / "snapshots")},
-        "three_phase": {"state_dir": str(tmp_path / "state"), "group_prefix": "moved-"},
-    }))  # fmt: skip
+        restore={
+            "topic_mapping": {topic: restored},
+            "repartition": True,
+            "target_partitions": {topic: TARGET_PARTITIONS},
+            "transaction_max_records": 40,
+        },
+        offset_reset={"snapshot_dir": str(tmp_path / "snapshots")},
+        three_phase={"state_dir": str(tmp_path / "state"), "group_prefix": "moved-"},
+    )
     killed = run_cli(config, crash_at)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     finished = run_cli(config)

@@ -176,3 +176,48 @@ def consume_all(
     finally:
         consumer.close()
     return sorted(records, key=lambda r: (r.partition, r.offset))
+
+
+def commit_group(cluster: LocalKafkaCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def batch(start: int, count: int, partitions: int) -> list[Record]:
+    return [
+        Record(key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions)
+        for i in range(start, start + count)
+    ]
+
+
+def group_position(cluster: LocalKafkaCluster, group: str, topic: str, partition: int) -> int | None:
+    """The group's committed offset of the partition; None when it has none."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+    return committed if committed >= 0 else None
+
+
+def group_positions(
+    cluster: LocalKafkaCluster, group: str, topic: str, partitions: list[int]
+) -> dict[int, int | None]:
+    """The group's committed offsets of the partitions; None for one where it has none."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+    finally:
+        consumer.close()
+    return {item.partition: item.offset if item.offset >= 0 else None for item in found}
+
+
+def target_topics(cluster: LocalKafkaCluster) -> set[str]:
+    return set(AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(timeout=10).topics)

@@ -13,11 +13,11 @@ from typing import Any
 from kbackup.core.config import StorageSettings
 from kbackup.format.origin import ORIGIN_HEADER_PREFIX, ORIGIN_HEADERS, parse_origin
 from kbackup.restore import service
-from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.settings import DEFAULT_PROGRESS_TOPIC, RestoreSettings
 from kbackup.restore.summary import RestoreSummary
 from kbackup.restore.target import TRANSACTION_STATE_TOPIC
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.support.kafka_io import Record, admin, consume_all
+from tests.support.kafka_io import Record, admin, consume_all, end_offsets, target_topics
 
 REPO = Path(__file__).resolve().parents[2]
 CONFLUENT_CREATE_TIME = 1
@@ -139,3 +139,9 @@ def assert_source_order_kept(restored: Sequence[Record]) -> None:
             f"source order broken in target partition {record.partition}: {origin}"
         )
         last[slot] = origin.offset
+
+
+def progress_end(cluster: LocalKafkaCluster) -> int:
+    if DEFAULT_PROGRESS_TOPIC not in target_topics(cluster):
+        return 0
+    return end_offsets(cluster, DEFAULT_PROGRESS_TOPIC, [0])[0]

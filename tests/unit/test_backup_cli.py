@@ -5,18 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kbackup.app import config as config_module
 from kbackup.app.overrides import backup_job, storage_settings
 from kbackup.cli.main import run
 from kbackup.core.errors import UsageError
-
-
-def write(path: Path, data: dict[str, object]) -> Path:
-    path.write_text(yaml.safe_dump(data))
-    return path
-
+from tests.support.config_files import config_file
 
 CONFIG: dict[str, object] = {
     "backup_id": "nightly",
@@ -34,7 +28,7 @@ CONFIG: dict[str, object] = {
 @pytest.fixture
 def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> config_module.KBackupConfig:
     monkeypatch.setenv("KB_TEST_PASSWORD", "hunter2-secret")
-    return config_module.load(write(tmp_path / "backup.yaml", CONFIG))
+    return config_module.load(config_file(tmp_path / "backup.yaml", **CONFIG))
 
 
 def test_config_alone_makes_the_job(cfg: config_module.KBackupConfig) -> None:
@@ -81,7 +75,7 @@ def test_flags_alone_are_enough() -> None:
 
 def test_path_replaces_backend_keys(tmp_path: Path) -> None:
     cfg = config_module.load(
-        write(tmp_path / "c.yaml", {"storage": {"backend": "s3", "bucket": "b", "prefix": "p"}})
+        config_file(tmp_path / "c.yaml", storage={"backend": "s3", "bucket": "b", "prefix": "p"})
     )
     assert storage_settings(cfg, str(tmp_path / "here")).resolved_url() == str(tmp_path / "here")
     assert storage_settings(cfg, None).resolved_url() == "s3://b/p"
@@ -97,7 +91,7 @@ def test_missing_source_or_backup_id_is_a_usage_error() -> None:
 def test_cli_reports_usage_and_config_mistakes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["backup", "--backup-id", "b"]) == 2
     assert "no source cluster" in capsys.readouterr().err
-    bad = write(tmp_path / "bad.yaml", {"backup": {"checkpoint_interval": 5}})
+    bad = config_file(tmp_path / "bad.yaml", backup={"checkpoint_interval": 5})
     assert run(["backup", "-c", str(bad), "-b", "k:9092", "--backup-id", "b"]) == 3
     assert "backup.checkpoint_interval: unknown key (did you mean 'checkpoint_interval_secs'?)" in (
         capsys.readouterr().err

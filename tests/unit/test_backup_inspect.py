@@ -10,93 +10,10 @@ import pytest
 from kbackup.backup.inspect import describe_backup, list_backups, validate_backup
 from kbackup.cli.main import run
 from kbackup.core.errors import NotFoundError
-from kbackup.format.catalog import commit_manifest
 from kbackup.format.layout import manifest_key, object_key
-from kbackup.format.manifest import (
-    ConsumerGroupsSnapshot,
-    GroupOffset,
-    GroupSnapshot,
-    Manifest,
-    PartitionEntry,
-    SourceInfo,
-    TopicEntry,
-)
 from kbackup.format.segments import PartitionSegmentWriter, SegmentLimits
 from kbackup.storage import LocalStorage
-
-
-def write_increment(
-    storage: LocalStorage,
-    scratch: Path,
-    increment: int,
-    ranges: dict[int, tuple[int, int]],
-    *,
-    groups: dict[str, dict[int, int]] | None = None,
-    backup_id: str = "b",
-) -> Manifest:
-    """An increment of topic ``t``: partition -> (start, end) with a record at every offset."""
-    entries, segments = [], []
-    for partition, (start, end) in sorted(ranges.items()):
-        writer = PartitionSegmentWriter(
-            storage,
-            backup_id=backup_id,
-            run_id=f"run{increment}",
-            source_cluster="src",
-            topic="t",
-            partition=partition,
-            limits=SegmentLimits(max_records=7),
-            scratch_dir=scratch,
-        )
-        for offset in range(start, end):
-            writer.append(offset, 1_000 + offset, 0, b"k", b"v%d" % offset, [("h", None)])
-        parts = writer.finish()
-        segments += parts
-        entries.append(
-            PartitionEntry(
-                topic="t",
-                partition=partition,
-                start_offset=start,
-                end_offset=end,
-                log_start_offset=0,
-                record_count=end - start,
-                first_offset=start if end > start else None,
-                last_offset=end - 1 if end > start else None,
-                min_timestamp=1_000 + start if end > start else None,
-                max_timestamp=1_000 + end - 1 if end > start else None,
-            )
-        )
-    snapshot = None
-    if groups is not None:
-        snapshot = ConsumerGroupsSnapshot(
-            taken_at="2026-01-01T00:00:00.000Z",
-            groups=[
-                GroupSnapshot(
-                    group_id=name,
-                    state="Empty",
-                    offsets=[
-                        GroupOffset(topic="t", partition=p, offset=o) for p, o in sorted(offsets.items())
-                    ],
-                )
-                for name, offsets in groups.items()
-            ],
-        )
-    manifest = Manifest(
-        backup_id=backup_id,
-        increment=increment,
-        run_id=f"run{increment}",
-        previous_run_id=f"run{increment - 1}" if increment else None,
-        tool_version="test",
-        started_at=f"2026-01-0{increment + 1}T00:00:00.000Z",
-        finished_at=f"2026-01-0{increment + 1}T00:01:00.000Z",
-        source=SourceInfo(cluster_id="src", kafka_cluster_id="K"),
-        settings={"mode": "snapshot"},
-        topics=[TopicEntry(name="t", partitions=len(ranges), configs={"cleanup.policy": "compact"})],
-        partitions=entries,
-        segments=segments,
-        consumer_groups=snapshot,
-    )
-    commit_manifest(storage, manifest)
-    return manifest
+from tests.support.backup_builder import write_increment
 
 
 @pytest.fixture

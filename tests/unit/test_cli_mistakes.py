@@ -22,8 +22,8 @@ from kbackup.cli.app import app
 from kbackup.cli.main import run
 from kbackup.core.errors import PreconditionError
 from kbackup.format.reset_plan import ResetPlan
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 from tests.support.cli_lines import parse_cli
 
 DOC = Path(__file__).parents[2] / "docs" / "exit-codes.md"

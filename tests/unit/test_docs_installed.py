@@ -17,7 +17,7 @@ import sysconfig
 import venv
 from pathlib import Path
 
-from tests.unit.test_help_leads_somewhere import cited_topics
+from tests.support.cli_help import cited_topics
 
 ROOT = Path(__file__).parents[2]
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from kbackup.cli import reset_cmds
-from kbackup.cli.main import run
 from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
 from kbackup.format.reset_plan import (
     GroupReset,
@@ -27,14 +26,9 @@ from kbackup.format.reset_plan import (
     SourceOffsetsInfo,
     TargetInfo,
 )
+from tests.support.cli_run import RunCli
 
 NEXT_STEP = "kafka-backup: next step: name a file in an existing folder this user can write"
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def bad_outputs(tmp_path: Path) -> list[tuple[Path, str]]:
@@ -71,16 +65,14 @@ def files_below(folder: Path) -> set[Path]:
 
 
 @pytest.mark.parametrize("as_json", [False, True])
-def test_keygen_to_a_file_that_cannot_be_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_json: bool
-) -> None:
+def test_keygen_to_a_file_that_cannot_be_written(tmp_path: Path, cli: RunCli, as_json: bool) -> None:
     json_flag = ["--json"] if as_json else []
     # The control: a writable path is written.
-    code, _out, err = cli(capsys, "keygen", "--output", str(tmp_path / "good.key"), *json_flag)
+    code, _out, err = cli("keygen", "--output", str(tmp_path / "good.key"), *json_flag)
     assert code == 0, err
     for output, reason in bad_outputs(tmp_path):
         before = files_below(tmp_path)
-        code, out, err = cli(capsys, "keygen", "--output", str(output), *json_flag)
+        code, out, err = cli("keygen", "--output", str(output), *json_flag)
         if output == tmp_path:  # an existing folder is an existing name: refused as before
             assert code == PreconditionError.exit_code, err
             continue
@@ -94,20 +86,18 @@ def test_keygen_to_a_file_that_cannot_be_written(
         assert files_below(tmp_path) == before  # nothing created
 
 
-def test_parquet_key_refuses_its_output_before_it_opens_the_backup(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_parquet_key_refuses_its_output_before_it_opens_the_backup(tmp_path: Path, cli: RunCli) -> None:
     """The store holds no backup nightly: reaching it is refused otherwise (exit 9), so exit 3
     proves that the output was checked first."""
     store = tmp_path / "store"
     store.mkdir()
     args = ["parquet-key", "-p", str(store), "--backup-id", "nightly"]
-    code, _out, err = cli(capsys, *args, "--output", str(tmp_path / "spark.properties"))
+    code, _out, err = cli(*args, "--output", str(tmp_path / "spark.properties"))
     assert code == NotFoundError.exit_code, err  # the control: the store is what fails
     for output, reason in bad_outputs(tmp_path):
         if output == tmp_path:
             continue
-        code, out, err = cli(capsys, *args, "--output", str(output))
+        code, out, err = cli(*args, "--output", str(output))
         assert_refused(
             code,
             out,
@@ -153,14 +143,13 @@ def planning(monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_offset_reset_plan_checks_its_output_before_planning(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], planning: list[list[str] | None], as_json: bool
+    tmp_path: Path, cli: RunCli, planning: list[list[str] | None], as_json: bool
 ) -> None:
     config = tmp_path / "dr.yaml"
     config.write_text(f"backup_id: nightly\nstorage:\n  url: {tmp_path}\n")  # a folder that exists
     json_flag = ["--json"] if as_json else []
     good = tmp_path / "plan.json"
     code, _out, err = cli(
-        capsys,
         "offset-reset",
         "plan",
         "-c",
@@ -175,7 +164,6 @@ def test_offset_reset_plan_checks_its_output_before_planning(
     assert json.loads(good.read_text())["groups"][0]["group_id"] == "g"
     for output, reason in bad_outputs(tmp_path):
         code, out, err = cli(
-            capsys,
             "offset-reset",
             "plan",
             "-c",
@@ -199,7 +187,7 @@ def test_offset_reset_plan_checks_its_output_before_planning(
 
 
 def test_a_plan_whose_write_fails_after_the_planning_is_an_error_not_a_bug(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], planning: list[list[str] | None]
+    tmp_path: Path, cli: RunCli, planning: list[list[str] | None]
 ) -> None:
     """/dev/full opens (so the check passes) and fails each write with ENOSPC: a disk that filled
     up while the plan was made."""
@@ -208,9 +196,7 @@ def test_a_plan_whose_write_fails_after_the_planning_is_an_error_not_a_bug(
         pytest.skip("no /dev/full here")
     config = tmp_path / "dr.yaml"
     config.write_text(f"backup_id: nightly\nstorage:\n  url: {tmp_path}\n")  # a folder that exists
-    code, out, err = cli(
-        capsys, "offset-reset", "plan", "-c", str(config), "-b", "kafka:9092", "--output", str(full)
-    )
+    code, out, err = cli("offset-reset", "plan", "-c", str(config), "-b", "kafka:9092", "--output", str(full))
     assert len(planning) == 1
     assert_refused(
         code,
@@ -222,7 +208,7 @@ def test_a_plan_whose_write_fails_after_the_planning_is_an_error_not_a_bug(
 
 
 def test_offset_reset_bulk_checks_its_output_before_planning(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], planning: list[list[str] | None]
+    tmp_path: Path, cli: RunCli, planning: list[list[str] | None]
 ) -> None:
     config = tmp_path / "dr.yaml"
     config.write_text("backup_id: nightly\n")
@@ -230,7 +216,6 @@ def test_offset_reset_bulk_checks_its_output_before_planning(
     groups.write_text("g\n")
     for output, reason in bad_outputs(tmp_path):
         code, out, err = cli(
-            capsys,
             "offset-reset-bulk",
             "-c",
             str(config),

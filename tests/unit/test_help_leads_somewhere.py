@@ -13,34 +13,12 @@ from typing import Any
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from kbackup.cli.app import app
 from kbackup.cli.main import run
-from kbackup.cli.reference import _commands
+from tests.support.cli_help import all_help, cited_topics
 
 ROOT = Path(__file__).parents[2]
-
-
-def _all_help(width: int = 80) -> dict[str, str]:
-    """Every --help the CLI prints, by command path."""
-    root = typer.main.get_command(app)
-    paths = [
-        "kafka-backup",
-        "kafka-backup offset-reset",
-        *(path for path, _ in _commands(root, "kafka-backup")),
-    ]
-    runner = CliRunner()
-    return {
-        path: runner.invoke(app, [*path.split()[1:], "--help"], terminal_width=width).output for path in paths
-    }
-
-
-def cited_topics() -> set[str]:
-    """The documents the help texts send a reader to (``kafka-backup docs TOPIC``)."""
-    helps = {path: text for path, text in _all_help(200).items() if path != "kafka-backup docs"}
-    text = " ".join(" ".join(helps.values()).split())
-    return set(re.findall(r"kafka-backup docs ([a-z][a-z-]*)", text))
 
 
 # --- global options after the command -------------------------------------------------------
@@ -85,14 +63,14 @@ def test_hoisting_keeps_command_options_and_what_follows_the_double_dash() -> No
 
 
 def test_the_root_help_says_where_the_global_options_go() -> None:
-    assert "before the command or after it" in " ".join(_all_help()["kafka-backup"].split())
+    assert "before the command or after it" in " ".join(all_help()["kafka-backup"].split())
 
 
 # --- documents ------------------------------------------------------------------------------
 
 
 def test_help_cites_documents_as_a_command_that_prints_them() -> None:
-    for path, text in _all_help(200).items():
+    for path, text in all_help(200).items():
         if path == "kafka-backup docs":
             continue  # its own help explains docs/TOPIC.md
         assert not re.search(r"docs/[a-z-]+\.md", text), f"{path} --help cites a file a package may not have"
@@ -124,7 +102,7 @@ def test_an_unknown_document_is_named_with_the_topics(capsys: pytest.CaptureFixt
 
 
 def test_bounds_are_words_and_a_count_has_no_default_shown() -> None:
-    helps = _all_help()
+    helps = all_help()
     for path, text in helps.items():
         assert not re.search(r"x\s*[<>]=|[<>]=\s*x", text), f"{path}: click's range notation"
     assert "-vv debug).  [default: 0]" not in helps["kafka-backup"]
@@ -134,7 +112,7 @@ def test_bounds_are_words_and_a_count_has_no_default_shown() -> None:
 
 
 def test_examples_say_e_g_and_defaults_are_shown_as_click_shows_them() -> None:
-    helps = {path: " ".join(text.split()) for path, text in _all_help(200).items()}
+    helps = {path: " ".join(text.split()) for path, text in all_help(200).items()}
     assert "older than this, e.g. 15m, 2h, 1d or 1h30m." in helps["kafka-backup status"]
     assert "(15m, 2h" not in helps["kafka-backup status"]
     bind = "Address the metrics server listens on. [default: (metrics.bind, else 0.0.0.0)]"
@@ -155,7 +133,7 @@ def test_examples_say_e_g_and_defaults_are_shown_as_click_shows_them() -> None:
 @pytest.mark.parametrize("width", [60, 80, 120])
 def test_no_command_summary_is_cut(width: int) -> None:
     root: Any = typer.main.get_command(app)
-    helps = _all_help(width)
+    helps = all_help(width)
     for group_path, group in (
         ("kafka-backup", root),
         ("kafka-backup offset-reset", root.commands["offset-reset"]),

@@ -13,8 +13,8 @@ import pytest
 from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import ConfigError, KBackupError, UsageError
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage, open_storage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 NO_BROKER = "127.0.0.1:1"
 

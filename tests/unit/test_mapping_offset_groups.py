@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kbackup.mapping.offset_groups import GROUPS_SCHEMA, read_groups
 from kbackup.offsets.ranges import merge_touching
 from tests.support.mapping_oracle import Restored, brute_force_ranges
-from tests.unit.test_mapping_ranges import fold, restored_partitions
+from tests.support.restored_partitions import fold, restored_partitions
 
 #: A restored record whose origin headers could not be read: (target topic, partition, offset).
 Malformed = tuple[str, int, int]

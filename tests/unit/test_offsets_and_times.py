@@ -12,7 +12,7 @@ import pytest
 
 from kbackup.cli.main import run
 from kbackup.storage import LocalStorage
-from tests.unit.test_backup_inspect import write_increment
+from tests.support.backup_builder import write_increment
 
 ISO_MS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 

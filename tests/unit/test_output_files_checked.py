@@ -20,8 +20,8 @@ from kbackup.cli import mapping_cmds
 from kbackup.cli.main import run
 from kbackup.core.errors import ConfigError, PreconditionError
 from kbackup.format.mapping_file import OffsetMapping, ScanStats, read_mapping
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 NEXT_STEP = "kafka-backup: next step: name a file in an existing folder this user can write"
 STATE_NEXT_STEP = (

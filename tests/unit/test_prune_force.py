@@ -14,24 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from kbackup.cli.main import run
 from kbackup.core.errors import PreconditionError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.segments import SegmentLimits
 from kbackup.prune.plan import BackupPlan, plan_prune
 from kbackup.prune.settings import RetentionSettings
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
+from tests.support.cli_run import RunCli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "damaged_backups"
 #: 2023-11-14: every record is far older than any --older-than below.
 BASE_TIME = 1_700_000_000_000
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -87,7 +81,7 @@ def under(keys: dict[str, bytes] | set[str], prefix: str) -> set[str]:
 
 
 def test_removing_every_backup_needs_force_and_then_removes_exactly_what_the_plan_says(
-    store: Path, capsys: pytest.CaptureFixture[str]
+    store: Path, cli: RunCli
 ) -> None:
     before = files(store)
     expected_gone = under(before, "a/") | under(before, "b/")
@@ -95,13 +89,13 @@ def test_removing_every_backup_needs_force_and_then_removes_exactly_what_the_pla
 
     # Without --force: refused, planning or executing, and nothing is removed.
     for execute in ([], ["--execute"]):
-        code, _out, err = cli(capsys, "prune", "-p", str(store), "--all", "--keep-last", "0", *execute)
+        code, _out, err = cli("prune", "-p", str(store), "--all", "--keep-last", "0", *execute)
         assert code == PreconditionError.exit_code, err
         assert "would remove every backup" in err.splitlines()[0], err
         assert files(store) == before
 
     # The plan (with --force, without --execute) says what goes, and removes nothing.
-    code, out, err = cli(capsys, "prune", "-p", str(store), "--all", "--keep-last", "0", "--force", "--json")
+    code, out, err = cli("prune", "-p", str(store), "--all", "--keep-last", "0", "--force", "--json")
     assert code == 0, err
     assert files(store) == before
     plan = json.loads(out)
@@ -122,7 +116,7 @@ def test_removing_every_backup_needs_force_and_then_removes_exactly_what_the_pla
     assert named_before == expected_gone
 
     code, out, err = cli(
-        capsys, "prune", "-p", str(store), "--all", "--keep-last", "0", "--force", "--execute", "--json"
+        "prune", "-p", str(store), "--all", "--keep-last", "0", "--force", "--execute", "--json"
     )
     assert code == 0, err
     after = files(store)
@@ -135,26 +129,26 @@ def test_removing_every_backup_needs_force_and_then_removes_exactly_what_the_pla
     # A policy that removes nothing is not refused: nothing is left that it could remove (the
     # damaged backup is skipped, not removed).
     for policy in (["--keep-last", "3"], ["--keep-last", "0"]):
-        code, out, err = cli(capsys, "prune", "-p", str(store), "--all", *policy, "--execute", "--json")
+        code, out, err = cli("prune", "-p", str(store), "--all", *policy, "--execute", "--json")
         assert code == 0, err
         assert json.loads(out)["executed"]["objects_removed"] == 0
         assert files(store) == after
 
 
 def test_removing_every_segment_of_a_backup_needs_force_and_then_removes_exactly_what_the_plan_says(
-    store: Path, capsys: pytest.CaptureFixture[str]
+    store: Path, cli: RunCli
 ) -> None:
     before = files(store)
     segments = under(before, "a/data/")
     assert len(segments) == 8
     args = ["prune", "-p", str(store), "--backup-id", "a", "--older-than", "1d"]
 
-    code, _out, err = cli(capsys, *args, "--execute")
+    code, _out, err = cli(*args, "--execute")
     assert code == PreconditionError.exit_code, err
     assert "would remove every segment of backup a (8)" in err.splitlines()[0], err
     assert files(store) == before
 
-    code, out, err = cli(capsys, *args, "--force", "--json")
+    code, out, err = cli(*args, "--force", "--json")
     assert code == 0, err
     assert files(store) == before
     (item,) = json.loads(out)["backups"]
@@ -167,7 +161,7 @@ def test_removing_every_segment_of_a_backup_needs_force_and_then_removes_exactly
     assert (len(named_item.segments), len(named_item.manifests)) == (8, 1)
     assert named_keys(named_item) == expected_gone
 
-    code, out, err = cli(capsys, *args, "--force", "--execute", "--json")
+    code, out, err = cli(*args, "--force", "--execute", "--json")
     assert code == 0, err
     after = files(store)
     assert set(before) - set(after) == expected_gone

@@ -11,8 +11,8 @@ from kbackup.cli.main import run
 from kbackup.cli.restore_cmds import _offset_ranges
 from kbackup.core.errors import ConfigError, NotFoundError, UsageError
 from kbackup.format.restore_progress import PartitionProgress, decode_progress, encode_progress, progress_key
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 # Nothing listens here: a test that reached the network would fail with exit code 5, not the one asserted.
 NO_BROKER = "127.0.0.1:1"

@@ -16,8 +16,8 @@ from kbackup.restore.plan import TargetState, build_plan
 from kbackup.restore.resume import ResumePoint
 from kbackup.restore.run_plan import RunPlan, split_checked
 from kbackup.restore.settings import RestoreSettings
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 
 def build(tmp_path: Path) -> tuple[LocalStorage, Backup]:

@@ -18,8 +18,8 @@ from kbackup.restore.plan import (
 )
 from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.settings import RestoreSettings
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

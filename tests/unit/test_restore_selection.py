@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from kbackup.format.manifest import SegmentEntry
 from kbackup.restore.record_filters import RecordFilter, parse_time_ms
+from tests.support.manifest_entries import segment
 
 
 @pytest.mark.parametrize(
@@ -29,21 +29,6 @@ def test_parse_time_ms(value: object, expected: int) -> None:
 def test_parse_time_ms_rejects_what_is_not_a_time(value: object) -> None:
     with pytest.raises(ValueError, match="epoch milliseconds or an ISO-8601 time"):
         parse_time_ms(value)
-
-
-def segment(first: int, last: int, low: int, high: int) -> SegmentEntry:
-    return SegmentEntry(
-        key=f"data/t/0/{first:020d}-r.parquet",
-        topic="t",
-        partition=0,
-        first_offset=first,
-        last_offset=last,
-        record_count=last - first + 1,
-        size_bytes=1,
-        sha256="0" * 64,
-        min_timestamp=low,
-        max_timestamp=high,
-    )
 
 
 def test_segment_overlap_and_inside_by_offsets_and_time() -> None:

@@ -11,6 +11,7 @@ from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError
 from kbackup.core.kafka import KafkaClients
 from kbackup.core.secrets import redact, redact_properties
+from tests.support.config_files import config_file
 
 
 def test_ssl_and_sasl_settings_pass_through_to_librdkafka(
@@ -78,10 +79,8 @@ source:
 def test_wrong_security_settings_are_config_errors(
     tmp_path: Path, security: dict[str, str], message: str
 ) -> None:
-    import yaml
 
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"source": {"bootstrap_servers": "a:1", "security": security}}))
+    config = config_file(tmp_path / "c.yaml", source={"bootstrap_servers": "a:1", "security": security})
     with pytest.raises(ConfigError, match=message):
         config_module.load(config)
 

@@ -8,7 +8,7 @@ from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.spark_engine import MIN_TASK_RECORDS, cut_slices, merge_slices
 from kbackup.core.spark import engine_master
 from kbackup.format.manifest import PartitionEntry
-from tests.unit.test_restore_selection import segment
+from tests.support.manifest_entries import segment
 
 
 def plan(

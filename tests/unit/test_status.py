@@ -22,8 +22,8 @@ from kbackup.core.errors import (
 )
 from kbackup.core.times import parse_iso
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,8 @@ from kbackup.prune import execute as prune_execute
 from kbackup.prune.execute import execute_prune
 from kbackup.prune.plan import plan_prune
 from kbackup.prune.settings import RetentionSettings
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "damaged_backups"
 #: The invocations a monitor runs: plain, JSON, and as an alerting check with a generous limit.

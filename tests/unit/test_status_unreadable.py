@@ -4,7 +4,7 @@ still shown and alerted on, the unreadable one is named with the reason in one l
 (8 damaged, 18 encrypted without the key): a damaged backup never passes as healthy, and never hides
 another backup's alert (docs/status.md, docs/exit-codes.md).
 
-The backups are built with the format writer (tests/support/backup_builder.py); ``nightly`` is
+The backups are built with the format writer (kbackup/sandbox/synthetic_backup.py); ``nightly`` is
 committed four days ago by building it under a clock set back, and ``broken`` is the bad-JSON fixture
 of tests/fixtures/damaged_backups. No Kafka.
 """
@@ -24,10 +24,10 @@ from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError, Recove
 from kbackup.format.catalog import BackupCatalog, commit_manifest
 from kbackup.format.encryption import keys_for_new_backup
 from kbackup.format.layout import manifest_key
+from kbackup.sandbox import synthetic_backup
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage, open_key
 from kbackup.storage.keys import new_key_text
-from tests.support import backup_builder
-from tests.support.backup_builder import BackupBuilder, BackupRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "damaged_backups"
 BROKEN_REASON = "manifest broken/manifests/00000000.json is not valid JSON"
@@ -46,7 +46,7 @@ def build(
     patch = pytest.MonkeyPatch()
     if age is not None:
         moment = (datetime.now(UTC) - age).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        patch.setattr(backup_builder, "utc_now_iso", lambda: moment)
+        patch.setattr(synthetic_backup, "utc_now_iso", lambda: moment)
     try:
         for increment in range(increments):
             builder = BackupBuilder(storage, backup_id, scratch_dir=scratch)
