@@ -134,7 +134,7 @@ def spark_settings(cores: int) -> dict[str, str]:
 
 def child(args: argparse.Namespace) -> None:
     """One backup or restore in this process; prints its timings as JSON."""
-    from kbackup.backup.runner import BackupJob, run_backup
+    from kbackup.backup import BackupJob, run_backup
     from kbackup.backup.settings import BackupSettings, SourceSettings
     from kbackup.core.config import KafkaConnection, StorageSettings
     from kbackup.core.spark import SparkEngine, engine_master, spark_conf

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
-from kbackup.core.config import KafkaConnection, StrictModel
+from kbackup.core.config import KafkaConnection, StrictModel, check_patterns
 
 
 class TopicSelection(StrictModel):
@@ -25,12 +24,7 @@ class TopicSelection(StrictModel):
     @field_validator("include", "exclude")
     @classmethod
     def _compile(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        return patterns
+        return check_patterns(patterns)
 
 
 class SourceSettings(KafkaConnection):

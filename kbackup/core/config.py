@@ -226,6 +226,17 @@ class EncryptionSettings(StrictModel):
         return f"KMS key {self.kms_key_id}"
 
 
+def check_patterns(patterns: list[str]) -> list[str]:
+    """Regular expressions a config lists (topic selections), compiled once so a bad one is refused
+    when the file is read, naming the pattern."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    return patterns
+
+
 def encryption_from_spec(spec: str, source: str) -> EncryptionSettings:
     """``--encryption-key``: ``file:PATH``, ``env:NAME`` or ``kms:KEY_ID``."""
     kind, separator, value = spec.partition(":")

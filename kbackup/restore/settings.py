@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kbackup.core.config import KAFKA_INT64_MAX, KafkaConnection, StrictModel
+from kbackup.core.config import KAFKA_INT64_MAX, KafkaConnection, StrictModel, check_patterns
 from kbackup.restore.record_filters import parse_time_ms
 
 #: Where restores keep their progress on the target (exactly-once mode); see docs/restore.md.
@@ -205,12 +205,7 @@ class RestoreSettings(StrictModel):
     @field_validator("topics")
     @classmethod
     def _patterns(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        return patterns
+        return check_patterns(patterns)
 
     @field_validator("partitions")
     @classmethod
