@@ -199,7 +199,7 @@ def registry_render_seconds(partitions: int, rounds: int = 20) -> float:
     """Median time prometheus-client takes to render a backup's registry holding ``partitions``."""
     from prometheus_client import generate_latest
 
-    from kbackup.core.metrics import BackupMetrics
+    from kbackup.backup.metrics import BackupMetrics
 
     metrics = BackupMetrics("bench", mode="follow")
     metrics.records_copied("wide", 1)

@@ -126,8 +126,9 @@ def backup(
       kafka-backup backup -c backup.yaml --follow
     """
     from kbackup.app.retention_hook import retention_after_commit
+    from kbackup.backup.metrics import BackupMetrics
     from kbackup.backup.runner import run_backup
-    from kbackup.core.metrics import BackupMetrics, exported
+    from kbackup.core.metrics import exported
 
     json_mode(as_json)
     cfg = with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key)

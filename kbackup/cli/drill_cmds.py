@@ -88,10 +88,11 @@ def three_phase_restore(
       kafka-backup three-phase-restore -c dr.yaml --dry-run
     """
     json_mode(as_json)
+    from kbackup.app.metrics import RecoveryMetrics
     from kbackup.app.overrides import metrics_settings, three_phase_config, with_encryption_key, with_engine
     from kbackup.app.three_phase import checked_backup_id, three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
-    from kbackup.core.metrics import RestoreMetrics, exported
+    from kbackup.core.metrics import exported
 
     cfg = three_phase_config(
         with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key),
@@ -111,7 +112,7 @@ def three_phase_restore(
             typer.echo("\n".join(preview.lines()))
         return
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = RestoreMetrics(
+    metrics = RecoveryMetrics(
         checked_backup_id(cfg), command="three-phase-restore", health_window_secs=observed.health_window_secs
     )
     with (
@@ -180,8 +181,9 @@ def drill(
     """
     json_mode(as_json)
     from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill
+    from kbackup.app.metrics import RecoveryMetrics
     from kbackup.app.overrides import metrics_settings, with_encryption_key, with_engine
-    from kbackup.core.metrics import RestoreMetrics, exported
+    from kbackup.core.metrics import exported
 
     if not local and config is None:
         raise UsageError("drill needs --config (source, target, storage), or --local")
@@ -198,7 +200,7 @@ def drill(
     # Named before the run, so that its metrics carry the backup id the drill takes.
     backup_id = LOCAL_DRILL_BACKUP_ID if local else drill_backup_id(cfg)
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = RestoreMetrics(backup_id, command="drill", health_window_secs=observed.health_window_secs)
+    metrics = RecoveryMetrics(backup_id, command="drill", health_window_secs=observed.health_window_secs)
     with (
         exported(metrics, observed),
         stop_on_signals("stopping the drill at the next safe point") as stop,

@@ -168,7 +168,8 @@ def restore(
     Example:
       kafka-backup restore -c dr.yaml --dry-run
     """
-    from kbackup.core.metrics import RestoreMetrics, exported
+    from kbackup.app.metrics import RecoveryMetrics
+    from kbackup.core.metrics import exported
 
     json_mode(as_json)
     cfg = with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key)
@@ -207,7 +208,7 @@ def restore(
             typer.echo("\n".join(report.lines()))
         return
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = RestoreMetrics(
+    metrics = RecoveryMetrics(
         service.required_backup_id(inputs.backup_id),
         command="restore",
         health_window_secs=observed.health_window_secs,
