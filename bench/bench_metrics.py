@@ -6,7 +6,7 @@ topic of 1,000 partitions.
                                             [--write-docs]
 
 What it measures: serving and scraping only, not collecting. ``kafka-backup backup`` always
-collects its metrics: the CLI builds a run's ``BackupMetrics`` (its registry) whatever the flags
+collects its metrics: a run builds its ``BackupMetrics`` (its registry) whatever the flags
 say, and the copy loop updates its counters and lag gauges once per batch whether or not anything
 reads them; ``--metrics-port`` and ``--metrics-textfile`` only decide whether they are served over
 HTTP and written to a file (``exported`` in kbackup/core/metrics.py). The product has no switch that

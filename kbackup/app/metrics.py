@@ -4,11 +4,10 @@ around it, and the gauges of those phases: the recovery time, the audit, the dri
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from typing import Unpack
 
-from kbackup.core.metrics import MetricDeclaration, declare_metrics
-from kbackup.restore.metrics import RESTORE_RUN_PHASES, RestoreMetrics
+from kbackup.core.metrics import MetricDeclaration, RunTiming, declare_metrics
+from kbackup.restore import RESTORE_RUN_PHASES, RestoreMetrics
 
 #: The phases of each restore command, in the order a run goes through them with the default
 #: ``three_phase.build_mapping: audit`` (docs/observability.md); ``done`` once the run ended well.
@@ -43,23 +42,8 @@ class RecoveryMetrics(RestoreMetrics):
     the restore's, in the phases of ``command``, with the recovery time, the audit's
     disagreements and the drill's skipped records (each set by the phase that finds it)."""
 
-    def __init__(
-        self,
-        backup_id: str,
-        *,
-        command: str,
-        health_window_secs: float = 300,
-        wall_clock: Callable[[], float] = time.time,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(
-            backup_id,
-            command=command,
-            phases=RESTORE_PHASES[command],
-            health_window_secs=health_window_secs,
-            wall_clock=wall_clock,
-            clock=clock,
-        )
+    def __init__(self, backup_id: str, *, command: str, **timing: Unpack[RunTiming]) -> None:
+        super().__init__(backup_id, command=command, phases=RESTORE_PHASES[command], **timing)
         declared = declare_metrics(self.registry, RECOVERY_METRICS)
         self._recovery = declared["recovery"]
         self._disagreements = declared["disagreements"]

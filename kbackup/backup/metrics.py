@@ -4,13 +4,11 @@ kbackup.core.metrics, with the health and the request counts every run has."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from kbackup import __version__
-from kbackup.core.metrics import MetricDeclaration, RunMetrics, declare_metrics
+from kbackup.core.metrics import MetricDeclaration, RunMetrics, RunTiming, declare_metrics
 
 #: Seconds an increment commit may take, from a few segments on a local disk to a large upload.
 COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -73,22 +71,8 @@ class _PartitionLag:
 class BackupMetrics(RunMetrics):
     """The metrics of one ``backup`` run (one-shot or ``--follow``), and its health."""
 
-    def __init__(
-        self,
-        backup_id: str,
-        *,
-        mode: str,
-        health_window_secs: float = 300,
-        wall_clock: Callable[[], float] = time.time,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(
-            backup_id,
-            cluster="source",
-            health_window_secs=health_window_secs,
-            wall_clock=wall_clock,
-            clock=clock,
-        )
+    def __init__(self, backup_id: str, *, mode: str, **timing: Unpack[RunTiming]) -> None:
+        super().__init__(backup_id, cluster="source", **timing)
         declared = declare_metrics(self.registry, BACKUP_METRICS)
         declared["info"].labels(backup_id).info({"mode": mode, "version": __version__})
         self._records = declared["records"]

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, make_wsgi_app
@@ -261,6 +261,15 @@ def request_metrics(cluster: str) -> dict[str, MetricDeclaration]:
             "1 when the last storage request succeeded (what /readyz checks), else 0.",
         ),
     }
+
+
+class RunTiming(TypedDict, total=False):
+    """How a run's metrics tell time, as :class:`RunMetrics` takes it (a stage's metrics pass it on):
+    the health window, the wall clock (Unix time) and the monotonic clock (tests move both by hand)."""
+
+    health_window_secs: float
+    wall_clock: Callable[[], float]
+    clock: Callable[[], float]
 
 
 class RunMetrics:

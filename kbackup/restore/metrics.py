@@ -5,13 +5,11 @@ restore (three-phase-restore, drill) add theirs in kbackup.app.metrics."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from kbackup import __version__
-from kbackup.core.metrics import MetricDeclaration, RunMetrics, declare_metrics
+from kbackup.core.metrics import MetricDeclaration, RunMetrics, RunTiming, declare_metrics
 
 #: The phases of a ``restore`` run, in order; ``done`` once the run ended well.
 RESTORE_RUN_PHASES = ("restore", "done")
@@ -92,17 +90,9 @@ class RestoreMetrics(RunMetrics):
         *,
         command: str = "restore",
         phases: tuple[str, ...] = RESTORE_RUN_PHASES,
-        health_window_secs: float = 300,
-        wall_clock: Callable[[], float] = time.time,
-        clock: Callable[[], float] = time.monotonic,
+        **timing: Unpack[RunTiming],
     ) -> None:
-        super().__init__(
-            backup_id,
-            cluster="target",
-            health_window_secs=health_window_secs,
-            wall_clock=wall_clock,
-            clock=clock,
-        )
+        super().__init__(backup_id, cluster="target", **timing)
         self.phases = phases
         declared = declare_metrics(self.registry, RESTORE_METRICS)
         declared["info"].labels(backup_id).info({"command": command, "version": __version__})
@@ -117,7 +107,7 @@ class RestoreMetrics(RunMetrics):
             self._phase.labels(backup_id, phase).set(0)
         self._topics: dict[str, _TopicRestore] = {}
         self.current_phase: str | None = None
-        self._phase_started = clock()
+        self._phase_started = self._clock()
         self.health.unwatched_because = "no phase started yet"
 
     # -- phases --------------------------------------------------------------------------------------
