@@ -6,7 +6,7 @@ topic of 1,000 partitions.
                                             [--write-docs]
 
 What it measures: serving and scraping only, not collecting. ``kafka-backup backup`` always
-collects its metrics: the CLI builds a run's ``BackupMetrics`` (its registry) whatever the flags
+collects its metrics: a run builds its ``BackupMetrics`` (its registry) whatever the flags
 say, and the copy loop updates its counters and lag gauges once per batch whether or not anything
 reads them; ``--metrics-port`` and ``--metrics-textfile`` only decide whether they are served over
 HTTP and written to a file (``exported`` in kbackup/core/metrics.py). The product has no switch that
@@ -199,7 +199,7 @@ def registry_render_seconds(partitions: int, rounds: int = 20) -> float:
     """Median time prometheus-client takes to render a backup's registry holding ``partitions``."""
     from prometheus_client import generate_latest
 
-    from kbackup.core.metrics import BackupMetrics
+    from kbackup.backup.metrics import BackupMetrics
 
     metrics = BackupMetrics("bench", mode="follow")
     metrics.records_copied("wide", 1)

@@ -26,6 +26,7 @@ from kbackup.app.drill_report import (
     write_report,
 )
 from kbackup.app.drill_settings import DrillSettings, ThreePhaseSettings
+from kbackup.app.metrics import RecoveryMetrics
 from kbackup.app.overrides import spark_engine
 from kbackup.app.three_phase import (
     ThreePhaseSummary,
@@ -37,7 +38,6 @@ from kbackup.backup.settings import SourceSettings, TopicSelection
 from kbackup.core.config import EncryptionSettings, StorageSettings
 from kbackup.core.errors import ConfigError, InterruptedByUser
 from kbackup.core.kafka import open_admin
-from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
 from kbackup.mapping.settings import MappingSettings
@@ -99,7 +99,7 @@ def run_drill(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     notes: list[str] | None = None,
-    metrics: RestoreMetrics | None = None,
+    metrics: RecoveryMetrics | None = None,
 ) -> DrillReport:
     """The drill on the config's clusters; ``backup_id`` is the backup to take when the config names
     none (else one is named after the time now); ``notes`` go into the report as they are; ``metrics``
@@ -226,7 +226,7 @@ def run_local_drill(
     records_per_partition: int = 2_000,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
-    metrics: RestoreMetrics | None = None,
+    metrics: RecoveryMetrics | None = None,
     engine: Literal["local", "spark"] = "local",
     mapping: MappingSettings | None = None,
     encryption: EncryptionSettings | None = None,

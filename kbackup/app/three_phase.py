@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbackup.app.config import KBackupConfig
+from kbackup.app.metrics import RecoveryMetrics
 from kbackup.app.overrides import NO_BACKUP_ID, NO_TARGET_CLUSTER, spark_engine
 from kbackup.app.position_check import check_positions
 from kbackup.app.reset_request import plan_reset, restored_source_topics, source_offsets_for
@@ -35,7 +36,6 @@ from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.faults import crash_point
 from kbackup.core.files import cannot_write, check_writable, write_file
 from kbackup.core.kafka import open_admin
-from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.format.reset_plan import read_plan, render_plan_table
 from kbackup.format.three_phase_state import StateFile
@@ -163,7 +163,7 @@ def three_phase_restore(
     *,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
-    metrics: RestoreMetrics | None = None,
+    metrics: RecoveryMetrics | None = None,
 ) -> ThreePhaseSummary:
     """Restore, map, move the groups and verify; ``stop`` (SIGINT/SIGTERM) ends the restore phase at
     its next safe point, and a re-run continues from there. ``metrics`` hears each phase start,

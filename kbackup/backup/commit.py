@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from kbackup import __version__
 from kbackup.backup.chain import ChainState
 from kbackup.backup.copier import Copier
+from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.settings import BackupSettings
 from kbackup.backup.spark_engine import SparkCopier
 from kbackup.backup.summary import BackupSummary, CommittedIncrement
 from kbackup.core.errors import KBackupError
 from kbackup.core.faults import crash_point
 from kbackup.core.logs import get_logger
-from kbackup.core.metrics import BackupMetrics
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import commit_manifest
 from kbackup.format.encryption import BackupKeys

@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.records import messages_to_batch
 from kbackup.backup.writer_thread import WriterThread
@@ -44,7 +45,6 @@ from kbackup.core.kafka import (
     translate_kafka_error,
 )
 from kbackup.core.logs import get_logger
-from kbackup.core.metrics import BackupMetrics
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.layout import new_run_id

@@ -30,6 +30,7 @@ from kbackup.backup.chain import ChainState
 from kbackup.backup.commit import Committer, manifest_settings
 from kbackup.backup.copier import Copier
 from kbackup.backup.lease import LeaseKeeper
+from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.plan import (
     check_missing_topics,
     check_same_source,
@@ -53,7 +54,6 @@ from kbackup.core.errors import (
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import ClusterMetadata, KafkaClients, check_client_properties
 from kbackup.core.logs import get_logger
-from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress, ProgressTask
 from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import Backup, BackupCatalog

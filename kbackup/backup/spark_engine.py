@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.backup.copier import Copier, entry_of
+from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KBackupError
 from kbackup.core.kafka import KafkaClients
 from kbackup.core.logs import get_logger
-from kbackup.core.metrics import BackupMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
 from kbackup.core.types import TopicPartitionKey

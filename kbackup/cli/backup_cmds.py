@@ -11,13 +11,13 @@ from kbackup.app.overrides import (
     backup_id_of,
     backup_job,
     metrics_settings,
-    spark_engine,
     storage_settings,
     with_bootstrap_servers,
     with_encryption_key,
     with_engine,
 )
 from kbackup.cli.common import (
+    BackupIdOption,
     BootstrapOption,
     ConfigOption,
     EncryptionKeyOption,
@@ -26,25 +26,23 @@ from kbackup.cli.common import (
     MetricsBindOption,
     MetricsPortOption,
     MetricsTextfileOption,
+    PathOption,
     SparkMasterOption,
     duration_flag,
     json_mode,
     load_config,
     print_json,
-    storage_path_option,
+    run_context,
 )
-from kbackup.cli.signals import stop_on_signals
 from kbackup.core.durations import format_duration
 from kbackup.core.errors import (
     BackupIntegrityError,
-    ConfigError,
     IncompleteBackupError,
     InterruptedByUser,
     NotFoundError,
     RecoveryPointAlert,
     UsageError,
 )
-from kbackup.core.progress import Progress
 from kbackup.core.secrets import redact
 from kbackup.core.times import iso_of_ms
 from kbackup.storage import Storage, open_storage
@@ -53,10 +51,6 @@ if TYPE_CHECKING:
     from kbackup.backup.status import UnreadableBackup
     from kbackup.core.config import StorageSettings
 
-PathOption = Annotated[
-    str | None, storage_path_option("Storage URL: a folder, file:///folder or s3://bucket/prefix.")
-]
-BackupIdOption = Annotated[str | None, typer.Option("--backup-id", metavar="ID", help="Name of the backup.")]
 #: Both spellings name the origin cluster: backup's --source-cluster-id (backup.source_cluster_id)
 #: and show-offset-mapping's older --source-cluster.
 SourceClusterOption = Annotated[
@@ -125,9 +119,7 @@ def backup(
     Example:
       kafka-backup backup -c backup.yaml --follow
     """
-    from kbackup.app.retention_hook import retention_after_commit
-    from kbackup.backup.runner import run_backup
-    from kbackup.core.metrics import BackupMetrics, exported
+    from kbackup.app import backup_run
 
     json_mode(as_json)
     cfg = with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key)
@@ -142,38 +134,15 @@ def backup(
         follow=follow,
     )
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = BackupMetrics(
-        job.backup_id,
-        mode="follow" if job.settings.continuous else "snapshot",
-        health_window_secs=observed.health_window_secs,
-    )
-    retention = cfg.backup.retention
-    if retention is not None and retention.empty:
-        raise ConfigError(
-            "backup.retention has no rule: set keep_last/keep_within/keep_hourly/daily/weekly/monthly, "
-            "older_than/before or max_total_bytes, or remove the section",
-        )
-    after_commit = retention_after_commit(retention, job.backup_id)
-    with (
-        exported(metrics, observed),
-        stop_on_signals("finishing the segments and committing what was copied") as stop,
-        Progress() as progress,
-    ):
-        summary = run_backup(
-            job,
-            stop=stop,
-            progress=progress,
-            metrics=metrics,
-            after_commit=after_commit,
-            engine=spark_engine(cfg),
-        )
-    # A follow run stopped with nothing new to commit since its last checkpoint ended cleanly.
-    interrupted = summary.stopped_early or (
-        stop.is_set() and not summary.increments and summary.nothing_new_since is None
-    )
+    metrics = backup_run.backup_metrics(job, observed)
+    with run_context(
+        metrics, observed, on_signal="finishing the segments and committing what was copied"
+    ) as run:
+        outcome = backup_run.run(cfg, job, stop=run.stop, progress=run.progress, metrics=metrics)
+    summary = outcome.summary
     if as_json:
-        print_json({**summary.to_dict(), "interrupted": interrupted})
-        if interrupted:
+        print_json(outcome.to_dict())
+        if outcome.interrupted:
             raise typer.Exit(InterruptedByUser.exit_code)
         if summary.problems:
             raise typer.Exit(IncompleteBackupError.exit_code)
@@ -199,7 +168,7 @@ def backup(
     )
     for problem in summary.problems:
         typer.echo(f"problem: {problem}")
-    if interrupted:
+    if outcome.interrupted:
         done = (
             f"increment {summary.increments[-1].increment} holds what was copied"
             if summary.increments

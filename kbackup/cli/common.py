@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kbackup.app import config as config_module
+from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import ConfigError
-from kbackup.core.progress import disable_progress
+from kbackup.core.progress import Progress, disable_progress
 from kbackup.core.secrets import redact
+
+if TYPE_CHECKING:
+    from kbackup.core.metrics import MetricsSettings, RunMetrics
 
 ConfigOption = Annotated[
     Path | None,
@@ -110,6 +118,17 @@ def storage_path_option(help_text: str) -> Any:
     return typer.Option("--path", "-p", metavar="URL", help=help_text, callback=checked_path)
 
 
+PathOption = Annotated[
+    str | None, storage_path_option("Storage URL: a folder, file:///folder or s3://bucket/prefix.")
+]
+BackupIdOption = Annotated[str | None, typer.Option("--backup-id", metavar="ID", help="Name of the backup.")]
+#: The backup a restore command reads, and the backup it restores.
+RestorePathOption = Annotated[str | None, storage_path_option("Storage URL of the backup.")]
+RestoreBackupIdOption = Annotated[
+    str | None, typer.Option("--backup-id", metavar="ID", help="Backup to restore.")
+]
+
+
 # The metrics options of the commands that run long (docs/observability.md); they go over the
 # config's metrics section.
 EncryptionKeyOption = Annotated[
@@ -175,6 +194,26 @@ MetricsTextfileOption = Annotated[
         help="Write the metrics to this file at each checkpoint and at exit (node-exporter).",
     ),
 ]
+
+
+@dataclass
+class RunContext:
+    """What a command that runs long hands its run: the event SIGINT/SIGTERM set, and the bars."""
+
+    stop: threading.Event
+    progress: Progress
+
+
+@contextmanager
+def run_context(metrics: RunMetrics, settings: MetricsSettings, *, on_signal: str) -> Iterator[RunContext]:
+    """The time a long command runs (backup, restore, three-phase-restore, drill): its metrics
+    served and written as ``settings`` say (a wrong setting is refused on entry, before any work),
+    SIGINT/SIGTERM turned into a stop at the run's next safe point (``on_signal`` says what stopping
+    does), and the progress bars."""
+    from kbackup.core.metrics import exported
+
+    with exported(metrics, settings), stop_on_signals(on_signal) as stop, Progress() as progress:
+        yield RunContext(stop, progress)
 
 
 def load_config(path: Path | None) -> config_module.KBackupConfig:

@@ -18,24 +18,22 @@ from kbackup.cli.common import (
     MetricsBindOption,
     MetricsPortOption,
     MetricsTextfileOption,
+    RestoreBackupIdOption,
+    RestorePathOption,
     SparkMasterOption,
     json_mode,
     load_config,
     print_json,
-    storage_path_option,
+    run_context,
 )
-from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import UsageError, VerificationError
-from kbackup.core.progress import Progress
 
 
 def three_phase_restore(
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,
-    path: Annotated[str | None, storage_path_option("Storage URL of the backup.")] = None,
-    backup_id: Annotated[
-        str | None, typer.Option("--backup-id", metavar="ID", help="Backup to restore.")
-    ] = None,
+    path: RestorePathOption = None,
+    backup_id: RestoreBackupIdOption = None,
     topics: Annotated[
         list[str] | None,
         typer.Option(
@@ -88,10 +86,10 @@ def three_phase_restore(
       kafka-backup three-phase-restore -c dr.yaml --dry-run
     """
     json_mode(as_json)
+    from kbackup.app.metrics import RecoveryMetrics
     from kbackup.app.overrides import metrics_settings, three_phase_config, with_encryption_key, with_engine
     from kbackup.app.three_phase import checked_backup_id, three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
-    from kbackup.core.metrics import RestoreMetrics, exported
 
     cfg = three_phase_config(
         with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key),
@@ -111,17 +109,15 @@ def three_phase_restore(
             typer.echo("\n".join(preview.lines()))
         return
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = RestoreMetrics(
+    metrics = RecoveryMetrics(
         checked_backup_id(cfg), command="three-phase-restore", health_window_secs=observed.health_window_secs
     )
-    with (
-        exported(metrics, observed),
-        stop_on_signals("stopping at the next safe point; run again to continue") as stop,
-        Progress() as progress,
-    ):
+    with run_context(
+        metrics, observed, on_signal="stopping at the next safe point; run again to continue"
+    ) as run:
         # Once the metrics settings are taken (a wrong one is named first), before any work.
         check_store_exists(cfg.storage)
-        summary = run_three_phase(cfg, progress=progress, stop=stop, metrics=metrics)
+        summary = run_three_phase(cfg, progress=run.progress, stop=run.stop, metrics=metrics)
         metrics.phase("done")
     if as_json:
         print_json(summary.to_dict())
@@ -180,8 +176,8 @@ def drill(
     """
     json_mode(as_json)
     from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill
+    from kbackup.app.metrics import RecoveryMetrics
     from kbackup.app.overrides import metrics_settings, with_encryption_key, with_engine
-    from kbackup.core.metrics import RestoreMetrics, exported
 
     if not local and config is None:
         raise UsageError("drill needs --config (source, target, storage), or --local")
@@ -198,19 +194,15 @@ def drill(
     # Named before the run, so that its metrics carry the backup id the drill takes.
     backup_id = LOCAL_DRILL_BACKUP_ID if local else drill_backup_id(cfg)
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = RestoreMetrics(backup_id, command="drill", health_window_secs=observed.health_window_secs)
-    with (
-        exported(metrics, observed),
-        stop_on_signals("stopping the drill at the next safe point") as stop,
-        Progress() as progress,
-    ):
+    metrics = RecoveryMetrics(backup_id, command="drill", health_window_secs=observed.health_window_secs)
+    with run_context(metrics, observed, on_signal="stopping the drill at the next safe point") as run:
         if local:
             report_path = report or Path("drill-report.json")
             result = run_local_drill(
                 report_path=report_path,
                 records_per_partition=records,
-                progress=progress,
-                stop=stop,
+                progress=run.progress,
+                stop=run.stop,
                 metrics=metrics,
                 engine=cfg.engine,
                 mapping=cfg.mapping,
@@ -224,8 +216,8 @@ def drill(
                     work_dir=Path(scratch),
                     report_path=report_path,
                     backup_id=backup_id,
-                    progress=progress,
-                    stop=stop,
+                    progress=run.progress,
+                    stop=run.stop,
                     metrics=metrics,
                 )
         if result.passed and result.unproven is None:

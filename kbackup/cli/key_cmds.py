@@ -8,11 +8,12 @@ from typing import Annotated
 import typer
 
 from kbackup.app.overrides import storage_settings, with_encryption_key
-from kbackup.cli.backup_cmds import PathOption, existing_store
+from kbackup.cli.backup_cmds import existing_store
 from kbackup.cli.common import (
     ConfigOption,
     EncryptionKeyOption,
     JsonOption,
+    PathOption,
     json_mode,
     load_config,
     print_json,

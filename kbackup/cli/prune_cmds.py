@@ -7,11 +7,13 @@ from typing import Annotated, Any
 import typer
 
 from kbackup.app.overrides import storage_settings, with_encryption_key
-from kbackup.cli.backup_cmds import BackupIdOption, PathOption, existing_store, size_text
+from kbackup.cli.backup_cmds import existing_store, size_text
 from kbackup.cli.common import (
+    BackupIdOption,
     ConfigOption,
     EncryptionKeyOption,
     JsonOption,
+    PathOption,
     json_mode,
     load_config,
     print_json,

@@ -11,8 +11,16 @@ import typer
 
 from kbackup.app.config import KBackupConfig
 from kbackup.app.overrides import backup_id_of, storage_settings, target_connection
-from kbackup.cli.backup_cmds import PathOption, check_store_exists
-from kbackup.cli.common import BootstrapOption, ConfigOption, JsonOption, json_mode, load_config, print_json
+from kbackup.cli.backup_cmds import check_store_exists
+from kbackup.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    JsonOption,
+    PathOption,
+    json_mode,
+    load_config,
+    print_json,
+)
 from kbackup.core.config import read_text_file
 from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.files import check_writable, write_file

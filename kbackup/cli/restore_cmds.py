@@ -1,4 +1,4 @@
-"""``restore``: options -> kbackup.restore.service -> printed plan or summary."""
+"""``restore``: options -> kbackup.restore (prepare, dry_run, run) -> printed plan or summary."""
 
 from __future__ import annotations
 
@@ -25,17 +25,16 @@ from kbackup.cli.common import (
     MetricsBindOption,
     MetricsPortOption,
     MetricsTextfileOption,
+    RestoreBackupIdOption,
+    RestorePathOption,
     SparkMasterOption,
     json_mode,
     load_config,
     pairs,
     print_json,
-    storage_path_option,
+    run_context,
 )
-from kbackup.cli.signals import stop_on_signals
 from kbackup.core.errors import ConfigError
-from kbackup.core.progress import Progress
-from kbackup.restore import service
 
 
 def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, int | None]]]:
@@ -60,10 +59,8 @@ def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, in
 def restore(
     config: ConfigOption = None,
     bootstrap_servers: BootstrapOption = None,
-    path: Annotated[str | None, storage_path_option("Storage URL of the backup.")] = None,
-    backup_id: Annotated[
-        str | None, typer.Option("--backup-id", metavar="ID", help="Backup to restore.")
-    ] = None,
+    path: RestorePathOption = None,
+    backup_id: RestoreBackupIdOption = None,
     topics: Annotated[
         list[str] | None,
         typer.Option(
@@ -168,7 +165,8 @@ def restore(
     Example:
       kafka-backup restore -c dr.yaml --dry-run
     """
-    from kbackup.core.metrics import RestoreMetrics, exported
+    import kbackup.restore as restore_stage
+    from kbackup.app.metrics import RecoveryMetrics
 
     json_mode(as_json)
     cfg = with_encryption_key(with_engine(load_config(config), engine, spark_master), encryption_key)
@@ -197,36 +195,35 @@ def restore(
     backup_id_of(cfg, backup_id)  # in the words and with the exit code of every command that needs one
     if dry_run:
         check_store_exists(inputs.storage)
-        job = service.prepare(
+        job = restore_stage.prepare(
             backup_id=inputs.backup_id, storage=inputs.storage, target=inputs.target, settings=inputs.settings
         )
-        report = service.dry_run(job)
+        report = restore_stage.dry_run(job)
         if as_json:
             print_json(report.to_dict())
         else:
             typer.echo("\n".join(report.lines()))
         return
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = RestoreMetrics(
-        service.required_backup_id(inputs.backup_id),
+    metrics = RecoveryMetrics(
+        restore_stage.required_backup_id(inputs.backup_id),
         command="restore",
         health_window_secs=observed.health_window_secs,
     )
-    with (
-        exported(metrics, observed),
-        stop_on_signals("committing what was produced, then stopping") as stop,
-    ):
+    with run_context(metrics, observed, on_signal="committing what was produced, then stopping") as run:
         # Once the metrics settings are taken (a wrong one is named first), before any work.
         check_store_exists(inputs.storage)
         metrics.phase("restore")
-        job = service.prepare(
+        job = restore_stage.prepare(
             backup_id=inputs.backup_id,
             storage=inputs.storage,
             target=inputs.target,
             settings=inputs.settings,
             metrics=metrics,
         )
-        summary = service.run(job, progress=Progress(), stop=stop, metrics=metrics, engine=spark_engine(cfg))
+        summary = restore_stage.run(
+            job, progress=run.progress, stop=run.stop, metrics=metrics, engine=spark_engine(cfg)
+        )
         metrics.phase("done")
     if as_json:
         print_json(summary.to_dict())

@@ -1,10 +1,11 @@
-"""Prometheus metrics and health of a run, in one place (docs/observability.md).
+"""Prometheus metrics and health of a run: what every run's metrics share (docs/observability.md).
 
 Everything is built on ``prometheus_client``: the metric types, the text exposition served on
-``/metrics``, and the atomic textfile for node-exporter. ``BackupMetrics`` are a backup's,
-``RestoreMetrics`` those of ``restore``, ``three-phase-restore`` and ``drill``; both share
-``RunMetrics`` (the registry, the health, the storage and cluster requests), the server and the
-textfile. Each run gets its own
+``/metrics``, and the atomic textfile for node-exporter. Each stage declares its own metrics as
+a table of :class:`MetricDeclaration` (kbackup.backup.metrics, kbackup.restore.metrics, and
+kbackup.app.metrics for the runs around a restore) on a :class:`RunMetrics`: the registry, the
+health, the storage and cluster requests. This module serves them and writes the textfile,
+knowing no stage. Each run gets its own
 ``CollectorRegistry`` (never the library's global one), so a process, or a test, can hold
 several. Every metric carries the ``backup_id`` label: textfiles of several scheduled backups
 sit side by side in one node-exporter folder, and an alert names the backup it is about.
@@ -19,19 +20,18 @@ import errno
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import Any, Literal, TypedDict
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, make_wsgi_app
 from prometheus_client import write_to_textfile as prometheus_write_textfile
 from pydantic import Field
 
-from kbackup import __version__
 from kbackup.core.config import StrictModel
 from kbackup.core.errors import ConfigError
 from kbackup.core.logs import get_logger
@@ -41,8 +41,6 @@ log = get_logger("metrics")
 #: A request to the source unanswered for this long makes the run not ready (a healthy cluster
 #: answers in milliseconds; a broker that went away leaves the request waiting for its timeout).
 SLOW_ANSWER_SECS = 10.0
-#: Seconds an increment commit may take, from a few segments on a local disk to a large upload.
-COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
 class MetricsSettings(StrictModel):
@@ -200,12 +198,78 @@ def _why(ok: float | None) -> str:
     return "has not answered yet" if ok is None else "failed since its last answer"
 
 
-@dataclass
-class _PartitionLag:
-    records: Any
-    seconds: Any
-    #: When records were first seen waiting with none of them read (monotonic), for their age.
-    behind_since: float | None = None
+#: What a metric is: prometheus-client's type for each kind a declaration names.
+MetricKind = Literal["counter", "gauge", "histogram", "info"]
+_METRIC_TYPES: dict[str, Any] = {"counter": Counter, "gauge": Gauge, "histogram": Histogram, "info": Info}
+
+
+@dataclass(frozen=True)
+class MetricDeclaration:
+    """One metric a run exports, as docs/observability.md lists it. Every metric carries the
+    ``backup_id`` label first; ``labels`` are the ones after it."""
+
+    name: str
+    kind: MetricKind
+    help: str
+    labels: tuple[str, ...] = ()
+    #: A histogram's bucket bounds (prometheus-client's defaults when None).
+    buckets: tuple[float, ...] | None = None
+
+
+def declare_metrics(registry: CollectorRegistry, table: Mapping[str, MetricDeclaration]) -> dict[str, Any]:
+    """The metrics of ``table`` registered in ``registry``, under the table's keys, in the table's
+    order (the order of the exposition)."""
+    metrics: dict[str, Any] = {}
+    for key, declared in table.items():
+        options = {"buckets": declared.buckets} if declared.buckets is not None else {}
+        metrics[key] = _METRIC_TYPES[declared.kind](
+            declared.name, declared.help, ["backup_id", *declared.labels], registry=registry, **options
+        )
+    return metrics
+
+
+def request_metrics(cluster: str) -> dict[str, MetricDeclaration]:
+    """The metrics of every run: the requests to the storage and to the ``cluster`` it reads or writes."""
+    return {
+        "storage_errors": MetricDeclaration(
+            "kafka_backup_storage_errors",
+            "counter",
+            "Storage requests that failed, by operation and kind (transient: retried; permanent).",
+            ("operation", "kind"),
+        ),
+        "storage_retries": MetricDeclaration(
+            "kafka_backup_storage_retries",
+            "counter",
+            "Storage requests sent again after a transient failure, by operation.",
+            ("operation",),
+        ),
+        "cluster_errors": MetricDeclaration(
+            f"kafka_backup_{cluster}_errors",
+            "counter",
+            f"Errors the {cluster} cluster's clients reported (a broker down, a request that failed), "
+            "by kind.",
+            ("kind",),
+        ),
+        "cluster_reachable": MetricDeclaration(
+            f"kafka_backup_{cluster}_reachable",
+            "gauge",
+            f"1 when the last request to the {cluster} cluster succeeded (what /readyz checks), else 0.",
+        ),
+        "storage_reachable": MetricDeclaration(
+            "kafka_backup_storage_reachable",
+            "gauge",
+            "1 when the last storage request succeeded (what /readyz checks), else 0.",
+        ),
+    }
+
+
+class RunTiming(TypedDict, total=False):
+    """How a run's metrics tell time, as :class:`RunMetrics` takes it (a stage's metrics pass it on):
+    the health window, the wall clock (Unix time) and the monotonic clock (tests move both by hand)."""
+
+    health_window_secs: float
+    wall_clock: Callable[[], float]
+    clock: Callable[[], float]
 
 
 class RunMetrics:
@@ -230,39 +294,14 @@ class RunMetrics:
         self._clock = clock
         #: Called where the run reaches a checkpoint (``exported`` writes the textfile there).
         self.after_checkpoint: Callable[[], None] = lambda: None
-        registry = self.registry
-        self._storage_errors = Counter(
-            "kafka_backup_storage_errors",
-            "Storage requests that failed, by operation and kind (transient: retried; permanent).",
-            ["backup_id", "operation", "kind"],
-            registry=registry,
-        )
-        self._storage_retries = Counter(
-            "kafka_backup_storage_retries",
-            "Storage requests sent again after a transient failure, by operation.",
-            ["backup_id", "operation"],
-            registry=registry,
-        )
-        self._cluster_errors = Counter(
-            f"kafka_backup_{cluster}_errors",
-            f"Errors the {cluster} cluster's clients reported (a broker down, a request that failed), "
-            "by kind.",
-            ["backup_id", "kind"],
-            registry=registry,
-        )
+        declared = declare_metrics(self.registry, request_metrics(cluster))
+        self._storage_errors = declared["storage_errors"]
+        self._storage_retries = declared["storage_retries"]
+        self._cluster_errors = declared["cluster_errors"]
         health = self.health
-        Gauge(
-            f"kafka_backup_{cluster}_reachable",
-            f"1 when the last request to the {cluster} cluster succeeded (what /readyz checks), else 0.",
-            ["backup_id"],
-            registry=registry,
-        ).labels(backup_id).set_function(lambda: float(health.source_reachable()))
-        Gauge(
-            "kafka_backup_storage_reachable",
-            "1 when the last storage request succeeded (what /readyz checks), else 0.",
-            ["backup_id"],
-            registry=registry,
-        ).labels(backup_id).set_function(lambda: float(health.storage_reachable()))
+        cluster_reachable, storage_reachable = declared["cluster_reachable"], declared["storage_reachable"]
+        cluster_reachable.labels(backup_id).set_function(lambda: float(health.source_reachable()))
+        storage_reachable.labels(backup_id).set_function(lambda: float(health.storage_reachable()))
 
     # -- requests (any thread) -----------------------------------------------------------------------
 
@@ -287,336 +326,6 @@ class RunMetrics:
         self.health.source_waiting()
 
     def cluster_answered(self) -> None:
-        self.health.source_answered()
-
-
-class BackupMetrics(RunMetrics):
-    """The metrics of one ``backup`` run (one-shot or ``--follow``), and its health."""
-
-    def __init__(
-        self,
-        backup_id: str,
-        *,
-        mode: str,
-        health_window_secs: float = 300,
-        wall_clock: Callable[[], float] = time.time,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(
-            backup_id,
-            cluster="source",
-            health_window_secs=health_window_secs,
-            wall_clock=wall_clock,
-            clock=clock,
-        )
-        registry = self.registry
-        Info(
-            "kafka_backup", "The backup this process runs: its id, mode and kafka-backup version.",
-            ["backup_id"], registry=registry,
-        ).labels(backup_id).info({"mode": mode, "version": __version__})  # fmt: skip
-        self._records = Counter(
-            "kafka_backup_records",
-            "Records copied from the source into segments.",
-            ["backup_id", "topic"],
-            registry=registry,
-        )
-        self._segments = Counter(
-            "kafka_backup_segments",
-            "Segment files written to storage.",
-            ["backup_id", "topic"],
-            registry=registry,
-        )
-        self._segment_bytes = Counter(
-            "kafka_backup_segment_bytes",
-            "Bytes of segment files written to storage (compressed Parquet).",
-            ["backup_id", "topic"],
-            registry=registry,
-        )
-        self._lag_records = Gauge(
-            "kafka_backup_lag_records",
-            "Records on the source not yet in a committed increment: the live end offset minus the "
-            "committed end offset.",
-            ["backup_id", "topic", "partition"],
-            registry=registry,
-        )
-        self._lag_seconds = Gauge(
-            "kafka_backup_lag_seconds",
-            "Age of the oldest record not yet in a committed increment (0: none).",
-            ["backup_id", "topic", "partition"],
-            registry=registry,
-        )
-        self._increments = Counter(
-            "kafka_backup_increments",
-            "Increments this process committed.",
-            ["backup_id"],
-            registry=registry,
-        ).labels(backup_id)
-        self._last_increment = Gauge(
-            "kafka_backup_last_increment_timestamp_seconds",
-            "When the backup's newest increment was committed (Unix time), by this run or an earlier one.",
-            ["backup_id"],
-            registry=registry,
-        )
-        self._commit_duration = Histogram(
-            "kafka_backup_increment_commit_duration_seconds",
-            "Time to commit an increment: finish and upload its open segments, write its manifest.",
-            ["backup_id"],
-            buckets=COMMIT_BUCKETS,
-            registry=registry,
-        ).labels(backup_id)
-        self._topic_records: dict[str, Any] = {}
-        self._partitions: dict[tuple[str, int], _PartitionLag] = {}
-
-    # -- copying (the consume loop and the upload thread) -------------------------------------------
-
-    def records_copied(self, topic: str, count: int) -> None:
-        """One batch of a topic's records went into segments."""
-        counter = self._topic_records.get(topic)
-        if counter is None:
-            counter = self._topic_records[topic] = self._records.labels(self.backup_id, topic)
-        counter.inc(count)
-
-    def segment_written(self, topic: str, size_bytes: int) -> None:
-        self._segments.labels(self.backup_id, topic).inc()
-        self._segment_bytes.labels(self.backup_id, topic).inc(size_bytes)
-
-    def partition_lag(
-        self, topic: str, partition: int, *, records: int, oldest_timestamp_ms: int | None
-    ) -> None:
-        """``records`` not yet committed; ``oldest_timestamp_ms``: the first of them read (None: none)."""
-        key = (topic, partition)
-        lag = self._partitions.get(key)
-        if lag is None:
-            labels = (self.backup_id, topic, str(partition))
-            lag = self._partitions[key] = _PartitionLag(
-                self._lag_records.labels(*labels), self._lag_seconds.labels(*labels)
-            )
-        lag.records.set(records)
-        if records <= 0:
-            lag.behind_since = None
-            lag.seconds.set(0)
-        elif oldest_timestamp_ms is not None and oldest_timestamp_ms >= 0:
-            lag.behind_since = None
-            lag.seconds.set(max(0.0, self._wall_clock() - oldest_timestamp_ms / 1000))
-        else:
-            # Records wait but none has been read yet: their age is at least the time they were seen.
-            now = self._clock()
-            if lag.behind_since is None:
-                lag.behind_since = now
-            lag.seconds.set(now - lag.behind_since)
-
-    def forget_partition(self, topic: str, partition: int) -> None:
-        """A partition no longer backed up (its topic was deleted) leaves the exposition."""
-        if self._partitions.pop((topic, partition), None) is not None:
-            labels = (self.backup_id, topic, str(partition))
-            self._lag_records.remove(*labels)
-            self._lag_seconds.remove(*labels)
-
-    # -- increments ----------------------------------------------------------------------------------
-
-    def backup_loaded(self, last_increment_unix: float | None) -> None:
-        """The backup's newest increment before this run, if it has one."""
-        if last_increment_unix is not None:
-            self._last_increment.labels(self.backup_id).set(last_increment_unix)
-
-    def increment_committed(self, duration_secs: float) -> None:
-        self._increments.inc()
-        self._commit_duration.observe(duration_secs)
-        self._last_increment.labels(self.backup_id).set(self._wall_clock())
-        self.health.turned(progressed=True)
-        self.health.storage_answered()
-        self.after_checkpoint()
-
-    # The copy loop reports its source's answers and errors under these names.
-
-    def source_answered(self) -> None:
-        self.cluster_answered()
-
-    def source_error(self, kind: str) -> None:
-        self.cluster_error(kind)
-
-
-#: The phases of each restore command, in order; ``done`` once the run ended well.
-RESTORE_PHASES = {
-    "restore": ("restore", "done"),
-    "three-phase-restore": ("restore", "mapping", "reset", "verify", "audit", "done"),
-    "drill": ("backup", "restore", "mapping", "reset", "verify", "audit", "proof", "done"),
-}
-
-
-@dataclass
-class _TopicRestore:
-    records: Any
-    bytes: Any
-    landed: Any
-    landed_count: int = 0
-
-
-class RestoreMetrics(RunMetrics):
-    """The metrics of one ``restore``, ``three-phase-restore`` or ``drill`` run, and its health.
-
-    ``/healthz`` watches the loop that produces records while it runs (the restore phase); the
-    other phases are bounded steps with their own timeouts, and answer alive. ``/readyz`` asks
-    for answers from the target cluster and the storage.
-    """
-
-    def __init__(
-        self,
-        backup_id: str,
-        *,
-        command: str,
-        health_window_secs: float = 300,
-        wall_clock: Callable[[], float] = time.time,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(
-            backup_id,
-            cluster="target",
-            health_window_secs=health_window_secs,
-            wall_clock=wall_clock,
-            clock=clock,
-        )
-        self.phases = RESTORE_PHASES[command]
-        registry = self.registry
-        Info(
-            "kafka_backup_restore",
-            "The restore this process runs: its backup id, command and kafka-backup version.",
-            ["backup_id"],
-            registry=registry,
-        ).labels(backup_id).info({"command": command, "version": __version__})
-        self._records = Counter(
-            "kafka_backup_restore_records",
-            "Records produced into the target topic by this run.",
-            ["backup_id", "topic"],
-            registry=registry,
-        )
-        self._bytes = Counter(
-            "kafka_backup_restore_bytes",
-            "Key and value bytes of the records produced into the target topic by this run.",
-            ["backup_id", "topic"],
-            registry=registry,
-        )
-        self._landed = Gauge(
-            "kafka_backup_restore_landed_records",
-            "Records of the restore on the target topic: produced by this run, by earlier runs of the "
-            "same restore, or found already there.",
-            ["backup_id", "topic"],
-            registry=registry,
-        )
-        self._planned = Gauge(
-            "kafka_backup_restore_planned_records",
-            "Records the restore puts on the target topic in all (absent where segments were not counted).",
-            ["backup_id", "topic"],
-            registry=registry,
-        )
-        self._transactions = Counter(
-            "kafka_backup_restore_transactions",
-            "Transactions this run committed on the target (exactly-once mode).",
-            ["backup_id"],
-            registry=registry,
-        ).labels(backup_id)
-        self._phase = Gauge(
-            "kafka_backup_restore_phase",
-            "1 for the phase the run is in (done: it ended well), 0 for the others.",
-            ["backup_id", "phase"],
-            registry=registry,
-        )
-        self._phase_seconds = Gauge(
-            "kafka_backup_restore_phase_duration_seconds",
-            "How long each phase of this run took (a phase done by an earlier run: 0).",
-            ["backup_id", "phase"],
-            registry=registry,
-        )
-        self._recovery = Gauge(
-            "kafka_backup_recovery_seconds",
-            "Seconds from the start of the run until every consumer group was committed on the target.",
-            ["backup_id"],
-            registry=registry,
-        )
-        self._disagreements = Gauge(
-            "kafka_backup_audit_disagreements",
-            "Committed group positions the audit (the full offset mapping) disagrees with; 0: it agrees.",
-            ["backup_id"],
-            registry=registry,
-        )
-        self._skipped = Gauge(
-            "kafka_backup_drill_skipped_records",
-            "Records the drill's groups would skip after the restore; 0: the drill passed.",
-            ["backup_id"],
-            registry=registry,
-        )
-        for phase in self.phases:
-            self._phase.labels(backup_id, phase).set(0)
-        self._topics: dict[str, _TopicRestore] = {}
-        self.current_phase: str | None = None
-        self._phase_started = clock()
-        self.health.unwatched_because = "no phase started yet"
-
-    # -- phases --------------------------------------------------------------------------------------
-
-    def phase(self, name: str) -> None:
-        """The run enters phase ``name`` (one of ``self.phases``); the textfile is written."""
-        now = self._clock()
-        if self.current_phase is not None:
-            self._phase_seconds.labels(self.backup_id, self.current_phase).set(now - self._phase_started)
-            self._phase.labels(self.backup_id, self.current_phase).set(0)
-        self._phase.labels(self.backup_id, name).set(1)
-        self.current_phase, self._phase_started = name, now
-        self.health.turned(progressed=True)
-        self.health.unwatched_because = "the run ended" if name == "done" else f"in the {name} phase"
-        self.after_checkpoint()
-
-    def groups_committed(self, recovery_secs: float) -> None:
-        self._recovery.labels(self.backup_id).set(recovery_secs)
-
-    def audited(self, disagreements: int) -> None:
-        self._disagreements.labels(self.backup_id).set(disagreements)
-
-    def drill_proved(self, skipped: int) -> None:
-        self._skipped.labels(self.backup_id).set(skipped)
-
-    # -- producing (the restore loop) ----------------------------------------------------------------
-
-    def _topic(self, topic: str) -> _TopicRestore:
-        found = self._topics.get(topic)
-        if found is None:
-            labels = (self.backup_id, topic)
-            found = self._topics[topic] = _TopicRestore(
-                self._records.labels(*labels), self._bytes.labels(*labels), self._landed.labels(*labels)
-            )
-        return found
-
-    def restore_planned(self, topic: str, *, planned: int | None, landed: int) -> None:
-        """Before producing: the target topic's records in all (None: not counted), and how many of
-        them earlier runs put there."""
-        if planned is not None:
-            self._planned.labels(self.backup_id, topic).set(planned)
-        found = self._topic(topic)
-        found.landed_count = landed
-        found.landed.set(landed)
-
-    def producing(self, running: bool) -> None:
-        """The produce loop starts (watched by ``/healthz``) or ends."""
-        self.health.turned(progressed=True)
-        self.health.unwatched_because = None if running else f"in the {self.current_phase} phase"
-
-    def records_produced(self, topic: str, count: int, size_bytes: int) -> None:
-        """One batch of records went to the target topic's producer."""
-        found = self._topic(topic)
-        found.records.inc(count)
-        found.bytes.inc(size_bytes)
-        found.landed_count += count
-        found.landed.set(found.landed_count)
-        self.health.turned(progressed=count > 0)
-
-    def records_already_landed(self, topic: str, count: int) -> None:
-        """Records of a batch found already on the target (an idempotent run resumed)."""
-        found = self._topic(topic)
-        found.landed_count += count
-        found.landed.set(found.landed_count)
-
-    def transaction_committed(self) -> None:
-        self._transactions.inc()
         self.health.source_answered()
 
 

@@ -1,1 +1,25 @@
-"""Stage 2, restore: replay a backup into a target cluster with origin headers."""
+"""Stage 2, restore: replay a backup into a target cluster with origin headers.
+
+What the stage offers the layers above it (the CLI's ``restore``, the three-phase restore and
+the drill): :func:`prepare` loads the backup, checks the settings and the target, and plans
+(a :class:`RestoreJob`); :func:`dry_run` says what a run of it would do now, changing nothing
+(a :class:`DryRunReport`); :func:`run` restores it (a :class:`RestoreSummary`), in this process
+or in Spark tasks, stopping at a safe point when asked; :class:`RestoreMetrics` counts what it
+produces and the phase its run is in.
+"""
+
+from kbackup.restore.metrics import RESTORE_RUN_PHASES, RestoreMetrics
+from kbackup.restore.service import DryRunReport, RestoreJob, dry_run, prepare, required_backup_id, run
+from kbackup.restore.summary import RestoreSummary
+
+__all__ = [
+    "RESTORE_RUN_PHASES",
+    "DryRunReport",
+    "RestoreJob",
+    "RestoreMetrics",
+    "RestoreSummary",
+    "dry_run",
+    "prepare",
+    "required_backup_id",
+    "run",
+]

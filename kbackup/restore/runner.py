@@ -23,7 +23,6 @@ from kbackup.core.faults import crash_point
 from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import Admin, KafkaClients, KafkaException
 from kbackup.core.logs import get_logger
-from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.encryption import BackupKeys
@@ -31,6 +30,7 @@ from kbackup.format.restore_progress import PartitionProgress
 from kbackup.restore.batches import batch_records
 from kbackup.restore.compaction import CompactionFacts, CompactionTally
 from kbackup.restore.integrity import SegmentWork
+from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import Mode, PartitionPlan, RestorePlan
 from kbackup.restore.resume import PartitionState
 from kbackup.restore.run_plan import RunPlan, plan_run, plan_run_after_fence

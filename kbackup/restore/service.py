@@ -15,11 +15,11 @@ from typing import Any
 from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.kafka import KafkaClients, check_client_properties
-from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id
+from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import RestorePlan, build_plan, restored_topics
 from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.run_plan import plan_run

@@ -35,10 +35,10 @@ from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import InterruptedByUser, KBackupError
 from kbackup.core.kafka import KafkaClients
 from kbackup.core.logs import get_logger
-from kbackup.core.metrics import RestoreMetrics
 from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
 from kbackup.format.encryption import BackupKeys
+from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import PartitionPlan, RestorePlan
 from kbackup.restore.run_plan import RunPlan
 from kbackup.restore.runner import ProducedPart, Restorer, conclude, report_planned, run_totals

@@ -25,7 +25,6 @@ from kbackup.core.kafka import (
     kafka_error_of,
     translate_kafka_error,
 )
-from kbackup.core.metrics import RestoreMetrics
 from kbackup.format.origin import Header
 from kbackup.format.restore_progress import (
     PROGRESS_PARTITION,
@@ -34,6 +33,7 @@ from kbackup.format.restore_progress import (
     progress_key,
 )
 from kbackup.restore.batches import BatchRecords
+from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import Mode, RestorePlan
 from kbackup.restore.settings import RestoreSettings
 

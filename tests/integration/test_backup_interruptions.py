@@ -332,7 +332,7 @@ def test_sigint_during_a_snapshot_run_exits_130_after_committing(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from kbackup.cli import backup_cmds
+    from kbackup.cli import common
     from kbackup.cli.main import run
 
     create_topic(source_cluster, unique_name)
@@ -340,7 +340,7 @@ def test_sigint_during_a_snapshot_run_exits_130_after_committing(
     monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10)
     # The CLI's progress display sends the process a real SIGINT when the first records arrive.
     monkeypatch.setattr(
-        backup_cmds, "Progress", lambda: RunOnFirstBatch(lambda: os.kill(os.getpid(), signal.SIGINT))
+        common, "Progress", lambda: RunOnFirstBatch(lambda: os.kill(os.getpid(), signal.SIGINT))
     )
     args = ["backup", "-b", source_cluster.bootstrap_servers, "--include", unique_name]
     args += ["--path", str(tmp_path), "--backup-id", "sig"]
@@ -351,7 +351,7 @@ def test_sigint_during_a_snapshot_run_exits_130_after_committing(
     first = BackupCatalog(open_storage(str(tmp_path))).load("sig").latest
     assert 0 < first.partitions[0].end_offset < 300
 
-    monkeypatch.setattr(backup_cmds, "Progress", lambda: RunOnFirstBatch(None))
+    monkeypatch.setattr(common, "Progress", lambda: RunOnFirstBatch(None))
     monkeypatch.setattr(copier_module, "CONSUME_BATCH", 10_000)
     assert run([*args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)

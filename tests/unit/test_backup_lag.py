@@ -15,9 +15,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kbackup.backup.copier import Copier
+from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.plan import PartitionPlan
 from kbackup.core.config import KafkaConnection
-from kbackup.core.metrics import BackupMetrics
 from kbackup.format.segments import SegmentLimits
 from kbackup.storage import LocalStorage
 

@@ -17,18 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kbackup import __version__
 from kbackup.app.config import KBackupConfig, load
+from kbackup.app.metrics import RecoveryMetrics as RestoreMetrics
 from kbackup.app.overrides import metrics_settings
+from kbackup.backup.metrics import BackupMetrics
 from kbackup.cli.main import run
 from kbackup.core.errors import ConfigError
-from kbackup.core.metrics import (
-    BackupMetrics,
-    Health,
-    MetricsServer,
-    MetricsSettings,
-    RestoreMetrics,
-    RunMetrics,
-    exported,
-)
+from kbackup.core.metrics import Health, MetricsServer, MetricsSettings, RunMetrics, exported
 from tests.support.metrics_text import Samples, parse
 
 
