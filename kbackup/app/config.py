@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from kbackup.app.drill_settings import DrillSettings, ThreePhaseSettings
 from kbackup.backup.settings import BackupSettings, SourceSettings
@@ -37,16 +37,6 @@ class BackupSection(BackupSettings):
             "as `kafka-backup prune --execute` would apply it (docs/prune.md)."
         ),
     )
-
-    @model_validator(mode="after")
-    def _retention_has_a_rule(self) -> BackupSection:
-        # An empty section would prune nothing after every increment: a mistake, never a policy.
-        if self.retention is not None and self.retention.empty:
-            raise ValueError(
-                "backup.retention has no rule: set keep_last/keep_within/keep_hourly/daily/weekly/monthly, "
-                "older_than/before or max_total_bytes, or remove the section"
-            )
-        return self
 
 
 Connection = TypeVar("Connection", bound=KafkaConnection)

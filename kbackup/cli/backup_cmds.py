@@ -134,11 +134,11 @@ def backup(
         follow=follow,
     )
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
-    metrics = backup_run.backup_metrics(job, observed)
+    prepared = backup_run.prepare(cfg, job, observed)
     with run_context(
-        metrics, observed, on_signal="finishing the segments and committing what was copied"
+        prepared.metrics, observed, on_signal="finishing the segments and committing what was copied"
     ) as run:
-        outcome = backup_run.run(cfg, job, stop=run.stop, progress=run.progress, metrics=metrics)
+        outcome = backup_run.run(cfg, prepared, stop=run.stop, progress=run.progress)
     summary = outcome.summary
     if as_json:
         print_json(outcome.to_dict())

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from kbackup.backup.runner import BackupJob
+from kbackup.backup import BackupJob
 from kbackup.cli import reset_cmds
 from kbackup.cli.app import app
 from kbackup.cli.main import run
@@ -383,7 +383,7 @@ def test_both_spellings_of_the_source_cluster_are_taken(command: tuple[str, ...]
 def test_either_source_cluster_spelling_reaches_the_backup(
     option: str, folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kbackup.backup import runner
+    import kbackup.backup as backup_stage
 
     seen: list[str] = []
 
@@ -391,7 +391,7 @@ def test_either_source_cluster_spelling_reaches_the_backup(
         seen.append(job.settings.source_cluster_id or "")
         raise PreconditionError("stopped before copying")
 
-    monkeypatch.setattr(runner, "run_backup", run_backup)
+    monkeypatch.setattr(backup_stage, "run_backup", run_backup)
     code = run(["backup", option, "prod-east", "-b", NO_BROKER, "-p", STORE, "--backup-id", "b"])
     assert code == PreconditionError.exit_code, capsys.readouterr().err
     assert seen == ["prod-east"]
