@@ -24,6 +24,7 @@ from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import Admin, KafkaClients, KafkaException
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
+from kbackup.core.retry import call_with_retries
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.restore_progress import PartitionProgress
@@ -464,27 +465,31 @@ def wait_until_visible(
         for q in range(next(t.target_partitions for t in plan.topics if t.target_topic == topic))
     ]
     admin = Admin(clients)
-    deadline = time.monotonic() + settings.timeout_secs
     try:
         ends = admin.list_offsets(partitions, "latest", read_committed=False)
         pending = sorted(partitions)
-        while pending:
+
+        def below_their_ends() -> list[TopicPartitionKey]:
+            nonlocal pending
             stable = admin.list_offsets(pending, "latest", read_committed=True)
             pending = [key for key in pending if stable[key] < ends[key]]
-            if pending and time.monotonic() > deadline:
-                named = ", ".join(f"{topic}/{partition}" for topic, partition in pending[:5])
-                more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
-                raise UnverifiedError(
-                    f"restored records of {named}{more} were committed but not readable with "
-                    f"read_committed after {settings.timeout_secs:g}s (its last stable offset "
-                    "stays below its end: a commit marker not yet written, or another producer's "
-                    "open transaction on the topic)",
-                    hint="run the same command again: the records are committed and it checks again "
-                    "(restore.timeout_secs waits longer)",
-                    retryable=True,
-                )
-            if pending:
-                time.sleep(0.05)
+            return pending
+
+        pending = call_with_retries(
+            below_their_ends, within_secs=settings.timeout_secs, delay_secs=0.05, until=lambda left: not left
+        )
+        if pending:
+            named = ", ".join(f"{topic}/{partition}" for topic, partition in pending[:5])
+            more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
+            raise UnverifiedError(
+                f"restored records of {named}{more} were committed but not readable with "
+                f"read_committed after {settings.timeout_secs:g}s (its last stable offset "
+                "stays below its end: a commit marker not yet written, or another producer's "
+                "open transaction on the topic)",
+                hint="run the same command again: the records are committed and it checks again "
+                "(restore.timeout_secs waits longer)",
+                retryable=True,
+            )
     except UnverifiedError:
         raise
     except KBackupError as exc:

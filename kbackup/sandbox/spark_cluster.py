@@ -16,13 +16,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbackup.core.errors import PreconditionError
+from kbackup.core.retry import call_with_retries
 from kbackup.sandbox.kafka import free_port
 
 
@@ -140,21 +140,22 @@ def local_spark_cluster(
                     cluster.master_url,
                 )
             )
-        deadline = time.monotonic() + timeout_secs
-        while True:
+
+        def workers_or_a_death() -> str:
             with contextlib.suppress(OSError, ValueError):
                 if cluster.alive_workers() >= workers:
-                    break
-            dead = [p for p in cluster.processes if p.poll() is not None]
-            if dead or time.monotonic() > deadline:
-                logs = "\n".join(
-                    f"--- {path.name}\n{path.read_text(errors='replace')[-1500:]}"
-                    for path in root.glob("*.log")
-                )
-                raise PreconditionError(
-                    f"the Spark standalone cluster did not start ({workers} worker(s) wanted):\n{logs}"
-                )
-            time.sleep(0.5)
+                    return "started"
+            return "died" if any(p.poll() is not None for p in cluster.processes) else "starting"
+
+        state = call_with_retries(
+            workers_or_a_death, within_secs=timeout_secs, delay_secs=0.5, until=lambda now: now != "starting"
+        )
+        if state != "started":
+            logs = "\n".join(
+                f"--- {path.name}\n{path.read_text(errors='replace')[-1500:]}" for path in root.glob("*.log")
+            )
+            wanted = f"{workers} worker(s) wanted"
+            raise PreconditionError(f"the Spark standalone cluster did not start ({wanted}):\n{logs}")
         yield cluster
     finally:
         cluster.stop()
