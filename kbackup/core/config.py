@@ -313,15 +313,16 @@ class StorageSettings(StrictModel):
         ge=1,
         le=50,
         description=(
-            "Attempts per S3 request at least, with exponential backoff (0.5 s doubling up to 10 s), "
-            "however short retry_timeout_secs is. "
+            "Tries of an S3 request made however short retry_timeout_secs is, the waits between them "
+            "doubling from 0.05 s (8 tries: 6.35 s); after them a failing request is tried again while "
+            "retry_timeout_secs lasts, waiting 0.5 s doubling up to 10 s. "
             "Unset: 8 for backup, restore, three-phase-restore, `prune --execute`, `rekey --execute` and "
             "`validate --deep`, 3 for the commands run by hand (`list`, `describe`, `status`, `validate`, "
             "a plan of `prune` or `rekey`, `parquet-key`)."
         ),
     )
-    # With exponential backoff from 0.5 s to 10 s (kbackup.core.retry, the one retry layer: botocore
-    # tries once), this lets a run ride out an endpoint restart.
+    # After max_attempts' quick tries, with exponential backoff from 0.5 s to 10 s (kbackup.core.retry,
+    # the one retry layer: botocore tries once), this lets a run ride out an endpoint restart.
     retry_timeout_secs: float = Field(
         default=120,
         ge=0,

@@ -39,7 +39,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
     return clock
 
 
-def unreachable(retry_timeout_secs: float) -> StorageSettings:
+def unreachable(retry_timeout_secs: float, max_attempts: int = 1) -> StorageSettings:
     return StorageSettings.model_validate(
         {
             "url": "s3://bucket/prefix",
@@ -47,7 +47,7 @@ def unreachable(retry_timeout_secs: float) -> StorageSettings:
             "region": "us-east-1",
             "access_key_id": "k",
             "secret_access_key": "s",
-            "max_attempts": 1,  # botocore tries once: the tries counted below are the outer loop's
+            "max_attempts": max_attempts,
             "retry_timeout_secs": retry_timeout_secs,
         }
     )
@@ -71,6 +71,25 @@ def test_the_backoff_doubles_up_to_its_cap(clock: VirtualClock) -> None:
         storage.size("b1/manifests/00000000.json")
     # 0.5, 1, 2, 4, 8, then the 10 s cap while the next try starts within 60 s (55.5 s waited).
     assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0]
+
+
+def test_max_attempts_is_a_quick_burst_that_a_short_retry_timeout_does_not_stretch(
+    clock: VirtualClock,
+) -> None:
+    storage = open_storage(unreachable(retry_timeout_secs=5, max_attempts=8))
+    with pytest.raises(StorageError, match="still failing after 6s"):
+        storage.size("b1/manifests/00000000.json")
+    # Eight tries 0.05 s doubling apart (6.35 s, as botocore's own retries waited); a next try after
+    # 0.5 s more would start past the 5 s: the request gives up there, not after 8 tries of the
+    # 0.5-10 s backoff (35.5 s).
+    assert clock.sleeps == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2])
+
+
+def test_after_the_burst_the_backoff_runs_while_retry_timeout_lasts(clock: VirtualClock) -> None:
+    storage = open_storage(unreachable(retry_timeout_secs=60, max_attempts=3))
+    with pytest.raises(StorageError, match="still failing after"):
+        storage.size("b1/manifests/00000000.json")
+    assert clock.sleeps == pytest.approx([0.05, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0])
 
 
 def test_retry_timeout_zero_fails_on_the_first_error(clock: VirtualClock) -> None:
