@@ -44,8 +44,14 @@ class SourceCluster:
             failing = list(metadata.unavailable)
             return not failing or (wanted is not None and not wanted(failing))
 
+        # Only the answer is polled: a cluster that does not answer fails within the connection's
+        # own timeout, as the first request of every command does.
         return call_with_retries(
-            self.admin.metadata, within_secs=METADATA_RETRY_SECS, delay_secs=0.5, until=complete
+            self.admin.metadata,
+            within_secs=METADATA_RETRY_SECS,
+            delay_secs=0.5,
+            retry_errors=False,
+            until=complete,
         )
 
     def offsets(

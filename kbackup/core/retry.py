@@ -10,6 +10,8 @@ is decided in one place. Two kinds of "not yet" are retried:
   once: the backends classify their failures into retryable and terminal ``KBackupError``\\ s,
   and this layer never looks at a client library's exceptions;
 - a poll's answer that ``until`` does not accept yet (a topic's leader still being elected).
+  A poll whose request has its own patience (an admin request waits out its connect timeout)
+  passes ``retry_errors=False``: its errors are raised at once, only its answers are polled.
 
 A client library's own retries must be turned off under this layer (botocore's
 ``total_max_attempts`` is 1), or the attempts multiply and ``within_secs`` no longer bounds
@@ -43,6 +45,7 @@ def call_with_retries(
     max_delay_secs: float | None = None,
     min_attempts: int = 1,
     min_attempts_delay_secs: float = 0.05,
+    retry_errors: bool = True,
     until: Callable[[T], bool] | None = None,
     on_retry: Callable[[KBackupError, float], None] | None = None,
     on_give_up: Callable[[KBackupError, float], KBackupError] | None = None,
@@ -71,7 +74,7 @@ def call_with_retries(
         try:
             answer = attempt()
         except KBackupError as error:
-            if not error.retryable:
+            if not (retry_errors and error.retryable):
                 raise
             wait = next_wait()
             if wait is None:
