@@ -77,13 +77,14 @@ def click_error(exc: BaseException, args: list[str]) -> KBackupError | None:
 def report_error(error: KBackupError, *, as_json: bool) -> None:
     if as_json:
         payload = {
+            **error.json_context,
             "error": {
                 "kind": error.kind,
                 "message": error.message,
                 "hint": error.hint,
                 "retryable": error.retryable,
                 "exit_code": error.exit_code,
-            }
+            },
         }
         print(redact(json.dumps(payload, indent=2)))
     first, _, rest = error.message.partition("\n")

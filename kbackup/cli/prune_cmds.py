@@ -164,9 +164,14 @@ def prune(
     if plan.deletes == 0:
         refused = []
     if not execute:
-        _show(plan, as_json, executed=None)
         if refused:
-            raise PreconditionError(refused[0], hint="check the policy; --force allows it")
+            error = PreconditionError(refused[0], hint="check the policy; --force allows it")
+            # Under --json the plan goes out with the error, in one document.
+            error.json_context = {**plan.to_dict(), "executed": None}
+            if not as_json:
+                _show(plan, as_json, executed=None)
+            raise error
+        _show(plan, as_json, executed=None)
         return
     if refused:
         raise PreconditionError(refused[0], hint="check the policy; --force allows it; nothing was removed")

@@ -25,6 +25,9 @@ class KBackupError(Exception):
         self.message = message
         self.hint = hint
         self.retryable = self.retryable_by_default if retryable is None else retryable
+        #: What the command had to say besides the error (a refused plan): under ``--json`` its keys
+        #: go into the one JSON object printed, beside ``error``, so stdout stays one document.
+        self.json_context: dict[str, object] = {}
 
     def __str__(self) -> str:
         return self.message

@@ -204,6 +204,15 @@ def test_rules_across_backups_remove_whole_backups_but_never_a_leased_one(
     assert "would remove every backup" in err
     assert BackupCatalog(storage).backup_ids() == ["night-1", "night-3", "night-4"]
 
+    # The refused plan under --json: one document on stdout, the plan and the error in it.
+    code, out, err = cli("prune", "-p", path, "--all", "--keep-last", "0", "--json")
+    assert code == PreconditionError.exit_code
+    refused = json.loads(out)
+    assert refused["error"]["exit_code"] == PreconditionError.exit_code
+    assert "would remove every backup" in refused["error"]["message"]
+    assert {"night-1", "night-3", "night-4"} <= {item["backup_id"] for item in refused["backups"]}
+    assert refused["executed"] is None
+
 
 def test_bad_input_fails_with_one_line_and_removes_nothing(
     source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, cli: RunCli
