@@ -182,3 +182,15 @@ def test_check_offline_refuses_bad_azure_sections_in_one_line(
     assert words in err
     assert KEY not in err
     assert "SAS-MARKER" not in err
+
+
+def test_path_flag_to_a_folder_drops_the_files_azure_section(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-c azure.yaml --path ./copy``: the account and credentials are the file's container's."""
+    Path("c.yaml").write_text(
+        "source:\n  bootstrap_servers: [k:9092]\nstorage:\n  url: az://backups\n  azure:\n"
+        f"    account_name: acct01\n    account_key: {KEY}\n"
+    )
+    (folder / "copy").mkdir()
+    assert run(["list", "-c", "c.yaml", "--path", "./copy"]) == 0, capsys.readouterr().err
