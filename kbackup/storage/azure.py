@@ -13,6 +13,7 @@ from azure.core.exceptions import (
     AzureError,
     ClientAuthenticationError,
     HttpResponseError,
+    IncompleteReadError,
     ResourceExistsError,
     ResourceNotFoundError,
     ServiceRequestError,
@@ -84,12 +85,19 @@ class AzureBlobStorage(Storage):
     def _error(self, exc: AzureError, action: str, key: str | None = None) -> StorageError:
         """One StorageError naming the object and what to do; retryable only if waiting can fix it."""
         where = f"{self.url}/{key}" if key else self.url
-        if isinstance(exc, ClientAuthenticationError) and exc.response is None:
+        if isinstance(exc, ClientAuthenticationError) and exc.status_code is None:
             # azure-identity found no identity (or could not get a token for it): nothing to retry.
             return StorageError(
                 f"no Azure credentials to {action} {where}: storage.azure sets no account_key, sas_token "
                 "or connection_string, and DefaultAzureCredential found no identity",
                 hint=_CREDENTIALS_HINT,
+            )
+        if isinstance(exc, IncompleteReadError):
+            # A response cut short (a DecodeError, so an HttpResponseError, with the status of a success).
+            return StorageError(
+                f"{action} {where} failed: the response from {self.endpoint} was cut short",
+                hint="check that the blob service is reachable",
+                retryable=True,
             )
         if isinstance(exc, HttpResponseError) and exc.status_code is not None:
             return self._response_error(exc, action, where, key)

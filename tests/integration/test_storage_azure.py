@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ from kbackup.core.errors import StorageError
 from kbackup.core.secrets import redact
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import Storage, open_storage
+from kbackup.storage import azure as azure_module
 from kbackup.storage.azure import AzureBlobStorage
 from tests.conftest import TEST_BUCKET
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
@@ -215,3 +217,40 @@ def test_backup_validate_and_restore_through_azure_from_the_cli(
     copies = consume_all(target_cluster, restored, [0, 1])
     assert [(r.partition, r.key, r.value) for r in copies] == [(r.partition, r.key, r.value) for r in source]
     assert ACCOUNT_KEY not in capsys.readouterr().err
+
+
+def test_a_file_above_the_single_put_size_goes_in_blocks_committed_whole(
+    azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(azure_module, "SINGLE_PUT_SIZE", 64 * 1024)
+    monkeypatch.setattr(azure_module, "BLOCK_SIZE", 64 * 1024)
+    storage = azure_storage(azurite, prefix=f"blocks-{uuid.uuid4().hex[:8]}")
+    assert isinstance(storage, AzureBlobStorage)
+    source = tmp_path / "segment.parquet"
+    source.write_bytes(os.urandom(300_000))
+    storage.put_file("data/t/0/seg.parquet", source)
+    blob = azurite.service().get_blob_client(TEST_BUCKET, f"{storage.prefix}/data/t/0/seg.parquet")
+    committed, uncommitted = blob.get_block_list("all")
+    assert len(committed) == 5
+    assert uncommitted == []
+    assert storage.get_bytes("data/t/0/seg.parquet") == source.read_bytes()
+
+
+def test_cli_check_writes_nothing_and_a_missing_container_is_exit_7(
+    azurite: Azurite, source_cluster: LocalKafkaCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = f"check-{uuid.uuid4().hex[:8]}"
+    good = config_file(
+        tmp_path / "good.yaml",
+        source={"bootstrap_servers": [source_cluster.bootstrap_servers]},
+        storage=azurite.storage_settings(TEST_BUCKET, prefix),
+    )
+    assert run(["check", "-c", str(good)]) == 0, capsys.readouterr()
+    container = azurite.service().get_container_client(TEST_BUCKET)
+    assert list(container.list_blobs(name_starts_with=prefix)) == []
+    missing = config_file(tmp_path / "missing.yaml", storage=azurite.storage_settings("no-such-container"))
+    capsys.readouterr()
+    assert run(["list", "-c", str(missing)]) == StorageError.exit_code == 7
+    err = capsys.readouterr().err
+    assert "container no-such-container does not exist" in err.splitlines()[0]
+    assert ACCOUNT_KEY not in err

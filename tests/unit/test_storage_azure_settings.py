@@ -5,6 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    IncompleteReadError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+)
+from azure.identity import CredentialUnavailableError
 
 from kbackup.cli.main import run
 from kbackup.core.config import AzureLocation, StorageSettings, azure_location
@@ -194,3 +203,60 @@ def test_path_flag_to_a_folder_drops_the_files_azure_section(
     )
     (folder / "copy").mkdir()
     assert run(["list", "-c", "c.yaml", "--path", "./copy"]) == 0, capsys.readouterr().err
+
+
+def service_error(kind: type[HttpResponseError], status: int, code: str) -> HttpResponseError:
+    error = kind(message=f"{code} (status {status})")
+    error.status_code = status
+    error.error_code = code  # type: ignore[attr-defined]  # set by the storage SDK on its errors
+    return error
+
+
+@pytest.mark.parametrize(
+    ("failure", "retryable", "words"),
+    [
+        (
+            service_error(HttpResponseError, 503, "ServerBusy"),
+            True,
+            "write az://backups/p/k failed: ServerBusy",
+        ),
+        (service_error(HttpResponseError, 429, "TooManyRequests"), True, "TooManyRequests (HTTP 429)"),
+        (service_error(HttpResponseError, 500, "InternalError"), True, "InternalError (HTTP 500)"),
+        (
+            service_error(ResourceNotFoundError, 404, "ContainerNotFound"),
+            False,
+            "container backups does not exist",
+        ),
+        (
+            service_error(ClientAuthenticationError, 403, "AuthenticationFailed"),
+            False,
+            "the Azure credentials were rejected (AuthenticationFailed)",
+        ),
+        (service_error(HttpResponseError, 403, "AuthorizationPermissionMismatch"), False, "denied"),
+        (ServiceRequestError("connection refused"), True, "cannot connect to https://acct01.blob"),
+        (IncompleteReadError(message="cut"), True, "was cut short"),
+        (CredentialUnavailableError("no identity"), False, "no Azure credentials to write"),
+    ],
+    ids=[
+        "busy",
+        "throttled",
+        "500",
+        "no-container",
+        "bad-key",
+        "no-role",
+        "refused",
+        "cut-short",
+        "no-identity",
+    ],
+)
+def test_failures_are_classified_retryable_or_terminal(
+    failure: AzureError, retryable: bool, words: str
+) -> None:
+    storage = open_storage(
+        settings(url="az://backups/p", azure={"account_name": "acct01", "account_key": KEY})
+    )
+    assert isinstance(storage, AzureBlobStorage)
+    error = storage._error(failure, "write", "k")
+    assert error.retryable is retryable
+    assert words in error.message
+    assert "\n" not in error.message
