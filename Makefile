@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help demo test test-unit test-integration lint install system-deps browser promtool jars docs clean bench bench-quick
+.PHONY: help demo test test-unit test-integration lint install system-deps browser promtool azurite jars docs clean bench bench-quick
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -23,14 +23,14 @@ test test-unit test-integration: export KBACKUP_REQUIRE_PROMTOOL := 1
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: install jars browser promtool ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
+test: install jars browser promtool azurite ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
 	$(MAKE) --no-print-directory lint
 	$(PYTEST)
 
 test-unit: install promtool ## Unit tests only: no Kafka, no S3, no Spark
 	$(PYTEST) -m "not integration"
 
-test-integration: install jars browser promtool ## Integration tests: real Kafka clusters, moto's S3 server, Spark, Chromium
+test-integration: install jars browser promtool azurite ## Integration tests: real Kafka clusters, moto's S3 server, Azurite, Spark, Chromium
 	$(PYTEST) -m integration
 
 lint: install ## ruff (with the banned-api rule), mypy strict and the import-layer contracts
@@ -63,6 +63,17 @@ promtool: install ## Prometheus' promtool (from Debian's prometheus package, the
 	  cp root/usr/bin/promtool "$(abspath $(BIN))/promtool.partial" && \
 	  chmod 755 "$(abspath $(BIN))/promtool.partial" && \
 	  mv "$(abspath $(BIN))/promtool.partial" "$(abspath $(BIN))/promtool"; \
+	fi
+
+# Azurite, the Azure Storage emulator, from the npm registry at a pinned version, into the cache folder
+# beside the Kafka jars (tests/support/azurite.py starts its blob service per test worker).
+AZURITE_VERSION := 3.37.0
+AZURITE_DIR := $(or $(KBACKUP_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kafka-backup)/azurite-$(AZURITE_VERSION)
+azurite: ## Azurite 3.37.0 (the Azure Storage emulator, from npm) into ~/.cache/kafka-backup, if missing
+	@if ! test -x "$(AZURITE_DIR)/node_modules/.bin/azurite-blob"; then \
+	  command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }; \
+	  echo "installing Azurite $(AZURITE_VERSION) into $(AZURITE_DIR)"; \
+	  mkdir -p "$(AZURITE_DIR)" && npm install --prefix "$(AZURITE_DIR)" --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION); \
 	fi
 
 install: system-deps $(INSTALLED) ## Create .venv and install kafka-backup with its test tools

@@ -1,4 +1,4 @@
-"""Shared fixtures: two real local Kafka clusters, moto's S3 server, and a tuned local Spark session.
+"""Shared fixtures: two real local Kafka clusters, moto's S3 server, Azurite and a tuned local Spark session.
 
 Services start once per test session, on first use, so unit-only runs
 (``pytest -m "not integration"``) never start a JVM.
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.azurite import Azurite
 from tests.support.cli_run import RunCli, cli_in_process
 from tests.support.s3server import S3Server
 
@@ -87,6 +88,16 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 
 
 @pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """Azurite's blob service on a loopback port (one per worker), with the test container created."""
+    server = Azurite(folder=tmp_path_factory.mktemp("azurite"))
+    server.start()
+    server.service().create_container(TEST_BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """One local[2] SparkSession for the whole run, with Spark's Kafka source resolved from Maven."""
     from kbackup.mapping.spark_session import build_spark_session
@@ -112,7 +123,7 @@ def fixture_path() -> Path:
     return Path(__file__).parent / "fixtures"
 
 
-_SERVICE_FIXTURES = {"kafka_clusters", "source_cluster", "target_cluster", "s3_server", "spark"}
+_SERVICE_FIXTURES = {"kafka_clusters", "source_cluster", "target_cluster", "s3_server", "azurite", "spark"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -24,6 +24,7 @@ from kbackup.app.config import KBackupConfig
 from kbackup.backup import BackupJob
 from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import (
+    AZURE_SCHEMES,
     KafkaConnection,
     StorageSettings,
     encryption_from_spec,
@@ -112,6 +113,8 @@ def _storage_at(storage: StorageSettings, path: str) -> StorageSettings:
         # are the file's bucket's, not the folder's; kept, the folder would be refused for them.
         for name in storage.s3_only_keys():
             data.pop(name, None)
+    if urlparse(path).scheme not in AZURE_SCHEMES:
+        data.pop("azure", None)  # the account and credentials of the file's container, not the path's
     data["url"] = path
     return validate_config(data, StorageSettings, "--path", flags={"url": "--path"})
 

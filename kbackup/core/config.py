@@ -250,8 +250,124 @@ def encryption_from_spec(spec: str, source: str) -> EncryptionSettings:
     return validate_config({key: value}, EncryptionSettings, source, flags={key: source})
 
 
+#: Storage URL schemes of Azure Blob Storage: ``az://container/prefix``, and the
+#: ``abfs(s)://container@account.dfs.core.windows.net/prefix`` spelling Spark and Hadoop users write.
+AZURE_SCHEMES = ("az", "abfs", "abfss")
+#: Azure's container names: 3-63 lowercase letters, digits and single hyphens, a letter or digit at each end.
+_CONTAINER_NAME = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+_ACCOUNT_NAME = re.compile(r"^[a-z0-9]{3,24}$")
+#: The host of an abfs URL: the account, then the Data Lake (dfs) or blob service and the cloud's suffix.
+_ABFS_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:dfs|blob)\.(?P<suffix>[a-z0-9.-]+)$")
+
+
+@dataclass(frozen=True)
+class AzureLocation:
+    """Where an Azure storage URL points: the container, the prefix in it, and for an abfs URL the
+    account and the cloud's endpoint suffix (``core.windows.net``, ``core.chinacloudapi.cn``)."""
+
+    container: str
+    prefix: str
+    account: str | None = None
+    endpoint_suffix: str | None = None
+
+
+def azure_location(url: str) -> AzureLocation:
+    """The parts of ``az://container/prefix`` or ``abfs[s]://container@account.dfs.SUFFIX/prefix``;
+    ValueError saying what is wrong (the URL holds no secret: credentials are keys of their own)."""
+    parsed = urlparse(url)
+    prefix = parsed.path.strip("/")
+    if parsed.query or parsed.fragment:
+        raise ValueError(
+            f"{url}: an Azure storage URL takes no ?query or #fragment (write storage.azure keys)"
+        )
+    if parsed.scheme == "az":
+        container, account, suffix = parsed.netloc, None, None
+        if "@" in container:
+            raise ValueError(
+                f"{url}: expected az://container/prefix (an account goes in storage.azure.account_name)"
+            )
+    else:
+        container, _, host = parsed.netloc.rpartition("@")
+        match = _ABFS_HOST.match(host)
+        if not container or match is None:
+            raise ValueError(
+                f"{url}: expected {parsed.scheme}://container@account.dfs.core.windows.net/prefix"
+            )
+        account, suffix = match.group("account"), match.group("suffix")
+    if not _CONTAINER_NAME.match(container):
+        raise ValueError(
+            f"{url}: {container!r} is not an Azure container name (3-63 lowercase letters, digits and "
+            "single hyphens, a letter or digit at each end)"
+        )
+    return AzureLocation(container, prefix, account, suffix)
+
+
+class AzureStorageSettings(StrictModel):
+    """``storage.azure``: the account and credentials of an Azure Blob Storage URL (``az://``, ``abfs://``).
+
+    At most one of ``connection_string``, ``account_key`` and ``sas_token``; none: azure-identity's
+    ``DefaultAzureCredential`` (environment, workload identity, managed identity, Azure CLI).
+    """
+
+    account_name: str | None = Field(
+        default=None,
+        description=(
+            "The storage account (`az://` URLs need it, or `endpoint`, or `connection_string`); an "
+            "`abfs://container@ACCOUNT.dfs.core.windows.net` URL names it itself."
+        ),
+    )
+    endpoint: str | None = Field(
+        default=None,
+        description=(
+            "The blob service endpoint, for Azurite (`http://127.0.0.1:10000/devstoreaccount1`) or a "
+            "sovereign cloud (`https://ACCOUNT.blob.core.chinacloudapi.cn`); unset: "
+            "`https://ACCOUNT.blob.core.windows.net`."
+        ),
+    )
+    connection_string: SecretStr | None = Field(
+        default=None,
+        description="A storage account connection string (it names the account and endpoint). A secret.",
+    )
+    account_key: SecretStr | None = Field(
+        default=None, description="The storage account's access key (base64). A secret, never printed."
+    )
+    sas_token: SecretStr | None = Field(
+        default=None,
+        description="A shared access signature (`sv=...&sig=...`) to read, write, list and delete. A secret.",
+    )
+
+    @field_validator("account_name")
+    @classmethod
+    def _check_account(cls, account: str | None) -> str | None:
+        if account is not None and not _ACCOUNT_NAME.match(account):
+            raise ValueError("is not a storage account name (3-24 lowercase letters and digits)")
+        return account
+
+    @field_validator("endpoint")
+    @classmethod
+    def _check_endpoint(cls, endpoint: str | None) -> str | None:
+        return None if endpoint is None else checked_endpoint(endpoint)
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> AzureStorageSettings:
+        given = [name for name in _AZURE_CREDENTIAL_KEYS if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"{_and(given)} are each a credential: keep one")
+        if self.connection_string is not None:
+            beside = [name for name in ("account_name", "endpoint") if getattr(self, name) is not None]
+            if beside:
+                raise ValueError(
+                    f"the connection string names the account and endpoint: remove {_and(beside)}"
+                )
+        return self
+
+
+#: The keys of ``storage.azure`` that are credentials; none set: DefaultAzureCredential.
+_AZURE_CREDENTIAL_KEYS = ("connection_string", "account_key", "sas_token")
+
+
 class StorageSettings(StrictModel):
-    """Where backups live: a local folder (the default) or an S3-compatible bucket.
+    """Where backups live: a local folder (the default), an S3-compatible bucket or an Azure container.
 
     ``url`` picks the backend (``/path``, ``file:///path`` or ``s3://bucket/prefix``).
     The seed tool's ``backend`` + ``path`` / ``bucket`` + ``prefix`` keys are
@@ -264,7 +380,9 @@ class StorageSettings(StrictModel):
         default=None,
         description=(
             "Where backups live: a folder (`./kafka-backups`, `file:///data/backups`) or "
-            "`s3://bucket/prefix`. Unset: built from the keys below, else `./kafka-backups`. A relative "
+            "`s3://bucket/prefix`, or Azure's `az://container/prefix` (also "
+            "`abfs://container@account.dfs.core.windows.net/prefix`; account and credentials in "
+            "`storage.azure`). Unset: built from the keys below, else `./kafka-backups`. A relative "
             "folder is relative to the config file's folder (to the current folder with `--path`). An "
             "S3 URL may end in `?region=R&endpoint=http://host:port` (the OSO kafka-backup spelling of "
             "`region` and `endpoint_url`); no other query, and no user name or password."
@@ -300,6 +418,10 @@ class StorageSettings(StrictModel):
     sse_kms_key_id: str | None = Field(
         default=None,
         description="KMS key id or ARN with `sse: aws:kms`; unset: the bucket's AWS-managed key.",
+    )
+    azure: AzureStorageSettings | None = Field(
+        default=None,
+        description="Azure Blob Storage account and credentials, for an `az://` or `abfs://` url.",
     )
     encryption: EncryptionSettings | None = Field(
         default=None,
@@ -399,8 +521,13 @@ class StorageSettings(StrictModel):
             return url
         parsed = urlparse(url)
         scheme = parsed.scheme
+        if scheme in AZURE_SCHEMES:
+            azure_location(url)
+            return url
         if scheme not in ("", "file", "s3") and not re.match(r"^[A-Za-z]:[\\/]", url):
-            raise ValueError(f"expected a folder path, file:// or s3:// URL, got scheme {scheme!r}")
+            raise ValueError(
+                f"expected a folder path, file://, s3://, az:// or abfs:// URL, got scheme {scheme!r}"
+            )
         # A mistyped URL must not quietly become a folder: 's3//bucket/prod' would back up to
         # ./s3/bucket/prod on local disk and exit 0.
         mistyped = _MISTYPED_SCHEME.match(url) if not scheme else None
@@ -481,6 +608,7 @@ class StorageSettings(StrictModel):
             raise ValueError(
                 "path is the folder of backend filesystem; an s3 backend takes bucket and prefix"
             )
+        self._check_azure_keys()
         folder = self.explicit_folder()
         if folder is not None:
             unread = [name for name in self.s3_only_keys() if getattr(self, name) is not None]
@@ -492,10 +620,45 @@ class StorageSettings(StrictModel):
                 )
         return self
 
+    def _check_azure_keys(self) -> None:
+        """An Azure URL takes storage.azure and no S3 key; any other store takes no storage.azure."""
+        on_azure = self.url is not None and urlparse(self.url).scheme in AZURE_SCHEMES
+        if not on_azure:
+            if self.azure is not None:
+                raise ValueError(
+                    f"azure is for an az:// or abfs:// url, and the store is {self.resolved_url()}: "
+                    "remove it, or write url: az://container/prefix"
+                )
+            return
+        assert self.url is not None
+        unread = [name for name in self.s3_only_keys() if getattr(self, name) is not None]
+        if unread:
+            one = len(unread) == 1
+            raise ValueError(
+                f"{_and(unread)} {'is' if one else 'are'} for an S3 store, and the url is Azure's: remove "
+                f"{'it' if one else 'them'} (the account and credentials go in storage.azure)"
+            )
+        location = azure_location(self.url)
+        azure = self.azure or AzureStorageSettings()
+        if location.account and azure.account_name and location.account != azure.account_name:
+            raise ValueError(
+                f"the url names the account {location.account} and azure.account_name is "
+                f"{azure.account_name}: give it in one place"
+            )
+        account = location.account or azure.account_name
+        if account is None and azure.endpoint is None and azure.connection_string is None:
+            raise ValueError(
+                "an az:// url needs the storage account: set azure.account_name (or azure.endpoint, or "
+                "azure.connection_string), or write abfs://container@ACCOUNT.dfs.core.windows.net/prefix"
+            )
+        if azure.account_key is not None and account is None:
+            raise ValueError("azure.account_key needs the account it belongs to: set azure.account_name")
+
     def explicit_folder(self) -> str | None:
         """How the file says the store is a folder (``url /data``, ``backend filesystem``), if it does."""
         if self.url is not None:
-            return None if urlparse(self.url).scheme == "s3" else f"url {printable_url(self.url)}"
+            remote = urlparse(self.url).scheme in ("s3", *AZURE_SCHEMES)
+            return None if remote else f"url {printable_url(self.url)}"
         if self.backend == "filesystem":
             return "backend filesystem"
         if self.backend is None and self.bucket is None and self.path is not None:
@@ -1147,6 +1310,8 @@ def _register_input_secrets(value: Any, annotation: Any, secrecy: Secrecy = "pla
         return
     if secrecy == "url":
         for leaf in _leaves(value):
+            if urlparse(leaf).scheme in AZURE_SCHEMES:
+                continue  # abfs://container@account...: the part before '@' is a container, not a user
             userinfo = leaf.rpartition("@")[0].rpartition("//")[2]
             if userinfo:
                 register_secret(userinfo)

@@ -1,11 +1,11 @@
-"""Object storage: one interface, a local folder or S3, picked by the storage URL."""
+"""Object storage: one interface, a local folder, S3 or Azure Blob Storage, picked by the storage URL."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from kbackup.core.config import StorageSettings, validate_config
+from kbackup.core.config import AZURE_SCHEMES, StorageSettings, azure_location, validate_config
 from kbackup.core.errors import ConfigError, StorageError
 from kbackup.storage.base import ObjectInfo, Storage, check_key
 from kbackup.storage.keys import KeyEncryptionKey, open_key
@@ -23,10 +23,11 @@ __all__ = [
 
 
 def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float | None = None) -> Storage:
-    """The storage a URL names: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path.
+    """The storage a URL names: ``s3://bucket/prefix``, ``az://container/prefix`` (or
+    ``abfs://container@account.dfs.core.windows.net/prefix``), ``file:///folder`` or a folder path.
 
     ``check_timeout_secs`` (``check``): each S3 request is tried once, with this connect and read
-    timeout, instead of being retried for ``storage.retry_timeout_secs``.
+    timeout, instead of being retried for ``storage.retry_timeout_secs`` (each Azure request too).
     """
     if isinstance(settings, str):
         settings = validate_config({"url": settings}, StorageSettings, "storage url")
@@ -44,19 +45,32 @@ def _open_location(settings: StorageSettings, check_timeout_secs: float | None) 
             raise ConfigError(f"storage url {url!r}: expected s3://bucket[/prefix]")
         from kbackup.storage.s3 import S3Storage
 
-        prefix = unquote(parsed.path).strip("/")
-        if prefix:
-            # S3 keys are plain strings, but path-style endpoints (MinIO, proxies) normalise '..'
-            # and '.': a prefix must be made of safe segments like every object key below it.
-            try:
-                check_key(prefix)
-            except StorageError as exc:
-                raise ConfigError(
-                    f"storage url {url!r}: the prefix {prefix!r} is not a safe relative path "
-                    "(no '..', '.', empty segments or characters outside letters, digits and . _ = + @ , -)",
-                    hint="name a plain prefix such as s3://bucket/backups/prod",
-                ) from exc
+        prefix = _safe_prefix(url, unquote(parsed.path).strip("/"), "s3://bucket/backups/prod")
         return S3Storage(parsed.netloc, prefix, settings, check_timeout_secs=check_timeout_secs)
+    if parsed.scheme in AZURE_SCHEMES:
+        try:
+            location = azure_location(url)
+        except ValueError as exc:
+            raise ConfigError(f"storage url: {exc}") from None
+        _safe_prefix(url, location.prefix, "az://container/backups/prod")
+        from kbackup.storage.azure import AzureBlobStorage
+
+        return AzureBlobStorage(url, settings, check_timeout_secs=check_timeout_secs)
     if parsed.scheme == "file":
         return LocalStorage(Path(unquote(parsed.path)))
     return LocalStorage(Path(url))
+
+
+def _safe_prefix(url: str, prefix: str, example: str) -> str:
+    # Object keys are plain strings, but path-style endpoints (MinIO, proxies, Azurite) normalise
+    # '..' and '.': a prefix must be made of safe segments like every object key below it.
+    if prefix:
+        try:
+            check_key(prefix)
+        except StorageError as exc:
+            raise ConfigError(
+                f"storage url {url!r}: the prefix {prefix!r} is not a safe relative path "
+                "(no '..', '.', empty segments or characters outside letters, digits and . _ = + @ , -)",
+                hint=f"name a plain prefix such as {example}",
+            ) from exc
+    return prefix
