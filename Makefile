@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help demo test test-unit test-integration lint install system-deps browser promtool jars docs clean bench bench-quick
+.PHONY: help demo test test-unit test-integration lint install system-deps browser promtool fake-gcs jars docs clean bench bench-quick
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -23,14 +23,14 @@ test test-unit test-integration: export KBACKUP_REQUIRE_PROMTOOL := 1
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: install jars browser promtool ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
+test: install jars browser promtool fake-gcs ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
 	$(MAKE) --no-print-directory lint
 	$(PYTEST)
 
 test-unit: install promtool ## Unit tests only: no Kafka, no S3, no Spark
 	$(PYTEST) -m "not integration"
 
-test-integration: install jars browser promtool ## Integration tests: real Kafka clusters, moto's S3 server, Spark, Chromium
+test-integration: install jars browser promtool fake-gcs ## Integration tests: real Kafka clusters, moto's S3 server, fake-gcs-server, Spark, Chromium
 	$(PYTEST) -m integration
 
 lint: install ## ruff (with the banned-api rule), mypy strict and the import-layer contracts
@@ -64,6 +64,12 @@ promtool: install ## Prometheus' promtool (from Debian's prometheus package, the
 	  chmod 755 "$(abspath $(BIN))/promtool.partial" && \
 	  mv "$(abspath $(BIN))/promtool.partial" "$(abspath $(BIN))/promtool"; \
 	fi
+
+# The Cloud Storage emulator the suite starts (tests/support/gcs_server.py): fake-gcs-server, pinned
+# there, built once with `go install` into ~/.cache/kafka-backup/fake-gcs-server/VERSION.
+fake-gcs: install ## fake-gcs-server (the Cloud Storage emulator of the tests), built with Go, if missing
+	@command -v go >/dev/null || { echo "fake-gcs-server is built with Go: install Go (golang-go)"; exit 1; }
+	$(BIN)/python -m tests.support.gcs_server install
 
 install: system-deps $(INSTALLED) ## Create .venv and install kafka-backup with its test tools
 

@@ -1,4 +1,4 @@
-"""Object storage: one interface, a local folder or S3, picked by the storage URL."""
+"""Object storage: one interface, a local folder, S3 or Google Cloud Storage, picked by the storage URL."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ __all__ = [
 
 
 def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float | None = None) -> Storage:
-    """The storage a URL names: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path.
+    """The storage a URL names: ``s3://bucket/prefix``, ``gs://bucket/prefix``, ``file:///folder``
+    or a plain folder path.
 
-    ``check_timeout_secs`` (``check``): each S3 request is tried once, with this connect and read
+    ``check_timeout_secs`` (``check``): each S3 or GCS request is tried once, with this connect and read
     timeout, instead of being retried for ``storage.retry_timeout_secs``.
     """
     if isinstance(settings, str):
@@ -39,24 +40,35 @@ def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float |
 def _open_location(settings: StorageSettings, check_timeout_secs: float | None) -> Storage:
     url = settings.resolved_url()
     parsed = urlparse(url)
-    if parsed.scheme == "s3":
+    if parsed.scheme in ("s3", "gs"):
         if not parsed.netloc:
-            raise ConfigError(f"storage url {url!r}: expected s3://bucket[/prefix]")
+            raise ConfigError(f"storage url {url!r}: expected {parsed.scheme}://bucket[/prefix]")
+        prefix = _bucket_prefix(url, parsed.scheme, unquote(parsed.path).strip("/"))
+        if parsed.scheme == "gs":
+            from kbackup.storage.gcs import GcsStorage
+
+            return GcsStorage(parsed.netloc, prefix, settings, check_timeout_secs=check_timeout_secs)
         from kbackup.storage.s3 import S3Storage
 
-        prefix = unquote(parsed.path).strip("/")
-        if prefix:
-            # S3 keys are plain strings, but path-style endpoints (MinIO, proxies) normalise '..'
-            # and '.': a prefix must be made of safe segments like every object key below it.
-            try:
-                check_key(prefix)
-            except StorageError as exc:
-                raise ConfigError(
-                    f"storage url {url!r}: the prefix {prefix!r} is not a safe relative path "
-                    "(no '..', '.', empty segments or characters outside letters, digits and . _ = + @ , -)",
-                    hint="name a plain prefix such as s3://bucket/backups/prod",
-                ) from exc
         return S3Storage(parsed.netloc, prefix, settings, check_timeout_secs=check_timeout_secs)
     if parsed.scheme == "file":
         return LocalStorage(Path(unquote(parsed.path)))
     return LocalStorage(Path(url))
+
+
+def _bucket_prefix(url: str, scheme: str, prefix: str) -> str:
+    """The key prefix of a bucket URL, if it is made of safe segments like every object key below it.
+
+    Object keys are plain strings, but path-style endpoints (MinIO, proxies, emulators) normalise
+    '..' and '.'.
+    """
+    if prefix:
+        try:
+            check_key(prefix)
+        except StorageError as exc:
+            raise ConfigError(
+                f"storage url {url!r}: the prefix {prefix!r} is not a safe relative path "
+                "(no '..', '.', empty segments or characters outside letters, digits and . _ = + @ , -)",
+                hint=f"name a plain prefix such as {scheme}://bucket/backups/prod",
+            ) from exc
+    return prefix
