@@ -112,6 +112,8 @@ def _storage_at(storage: StorageSettings, path: str) -> StorageSettings:
         # are the file's bucket's, not the folder's; kept, the folder would be refused for them.
         for name in storage.s3_only_keys():
             data.pop(name, None)
+    if urlparse(path).scheme != "gs":
+        data.pop("gcs", None)  # as the S3 keys: the file's bucket's settings, not the new location's
     data["url"] = path
     return validate_config(data, StorageSettings, "--path", flags={"url": "--path"})
 

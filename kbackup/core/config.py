@@ -176,7 +176,10 @@ class GcsStorageSettings(StrictModel):
 
     project: str | None = Field(
         default=None,
-        description="Google Cloud project id (billing of requester-pays buckets); unset: none sent.",
+        description=(
+            "Google Cloud project id the client is opened for; the requests kafka-backup makes name "
+            "only the bucket, so none is needed. Unset: none."
+        ),
     )
     endpoint_url: str | None = Field(
         default=None,
@@ -297,9 +300,11 @@ def encryption_from_spec(spec: str, source: str) -> EncryptionSettings:
 
 
 class StorageSettings(StrictModel):
-    """Where backups live: a local folder (the default) or an S3-compatible bucket.
+    """Where backups live: a local folder (the default), an S3-compatible bucket or a Google Cloud
+    Storage bucket.
 
-    ``url`` picks the backend (``/path``, ``file:///path`` or ``s3://bucket/prefix``).
+    ``url`` picks the backend (``/path``, ``file:///path``, ``s3://bucket/prefix`` or
+    ``gs://bucket/prefix``, with its keys in ``gcs``).
     The seed tool's ``backend`` + ``path`` / ``bucket`` + ``prefix`` keys are
     accepted as well and turned into a URL, but not beside ``url``. The S3 keys
     (``bucket``, ``prefix``, ``sse``, ``sse_kms_key_id``; ``endpoint_url``, ``region`` and the
@@ -363,9 +368,9 @@ class StorageSettings(StrictModel):
         ge=1,
         le=50,
         description=(
-            "Tries of an S3 request made however short retry_timeout_secs is, the waits between them "
-            "doubling from 0.05 s (8 tries: 6.35 s); after them a failing request is tried again while "
-            "retry_timeout_secs lasts, waiting 0.5 s doubling up to 10 s. "
+            "Tries of an S3 or Cloud Storage request made however short retry_timeout_secs is, the "
+            "waits between them doubling from 0.05 s (8 tries: 6.35 s); after them a failing request "
+            "is tried again while retry_timeout_secs lasts, waiting 0.5 s doubling up to 10 s. "
             "Unset: 8 for backup, restore, three-phase-restore, `prune --execute`, `rekey --execute` and "
             "`validate --deep`, 3 for the commands run by hand (`list`, `describe`, `status`, `validate`, "
             "a plan of `prune` or `rekey`, `parquet-key`)."
@@ -378,10 +383,10 @@ class StorageSettings(StrictModel):
         ge=0,
         le=3600,
         description=(
-            "How long a failing S3 request (connection refused or reset, 5xx, throttling) is tried "
-            "again before the run fails with a storage error; 0 turns it off. Unset: 120 for the "
-            "commands that run unattended (as for max_attempts), 3 for the commands run by hand, so a "
-            "store that refuses connections fails `list` or `status` in seconds."
+            "How long a failing S3 or Cloud Storage request (connection refused or reset, 5xx, "
+            "throttling) is tried again before the run fails with a storage error; 0 turns it off. "
+            "Unset: 120 for the commands that run unattended (as for max_attempts), 3 for the "
+            "commands run by hand, so a store that refuses connections fails `list` or `status` in seconds."
         ),
     )
 

@@ -98,9 +98,15 @@ class GcsStorage(Storage):
                 project=gcs_settings.project, credentials=credentials, client_options=options
             )
         except auth_errors.DefaultCredentialsError:
+            named = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+            found = (
+                f"GOOGLE_APPLICATION_CREDENTIALS names {named}, which is not a usable credentials file"
+                if named
+                else "Application Default Credentials found none"
+            )
             raise StorageError(
                 f"no Google Cloud credentials to open {self.url}: storage.gcs.credentials_file is not "
-                "set and Application Default Credentials found none",
+                f"set and {found}",
                 hint="set storage.gcs.credentials_file to a service account's JSON key, export "
                 "GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login`",
             ) from None
@@ -270,8 +276,20 @@ class GcsStorage(Storage):
             names.extend(common[len(full_prefix) :].rstrip("/") for common in page.prefixes)
         return sorted(names)
 
+    def _fetch(self, fetch: Callable[[], T]) -> T:
+        """A download, whose 404 says only 'No such object' even when the bucket is missing (the
+        metadata requests name the bucket): asked once more on the error path, which it is."""
+        try:
+            return fetch()
+        except google_errors.NotFound as exc:
+            if _names_missing_bucket(exc) or self._bucket.exists(retry=None, timeout=self._timeout):
+                raise
+            raise google_errors.NotFound("The specified bucket does not exist.") from None  # type: ignore[no-untyped-call]
+
     def _read(self, key: str) -> bytes:
-        data: bytes = self._blob(key).download_as_bytes(retry=None, timeout=self._timeout)
+        data: bytes = self._fetch(
+            lambda: self._blob(key).download_as_bytes(retry=None, timeout=self._timeout)
+        )
         return data
 
     def get_bytes(self, key: str) -> bytes:
@@ -281,7 +299,9 @@ class GcsStorage(Storage):
         self._call(
             "download",
             key,
-            lambda: self._blob(key).download_to_filename(str(path), retry=None, timeout=self._timeout),
+            lambda: self._fetch(
+                lambda: self._blob(key).download_to_filename(str(path), retry=None, timeout=self._timeout)
+            ),
         )
 
     def size(self, key: str) -> int | None:

@@ -12,13 +12,16 @@ from pathlib import Path
 import pytest
 from google.api_core.exceptions import PreconditionFailed
 
+from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
-from kbackup.sandbox.kafka import free_port
+from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import Storage, open_storage
 from kbackup.storage import gcs as gcs_backend
 from tests.conftest import TEST_BUCKET
+from tests.support.config_files import config_file
 from tests.support.gcs_server import GcsServer
+from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.storage_contract import StorageContract
 
 
@@ -85,6 +88,8 @@ def test_missing_bucket_is_named(gcs_server: GcsServer) -> None:
         storage.size("manifest.json")
     with pytest.raises(StorageError, match="bucket no-such-bucket does not exist"):
         list(storage.list(""))
+    with pytest.raises(StorageError, match="bucket no-such-bucket does not exist"):
+        storage.get_bytes("manifest.json")
 
 
 def test_an_unreachable_endpoint_is_retried_then_named(caplog: pytest.LogCaptureFixture) -> None:
@@ -138,3 +143,67 @@ def test_a_service_account_key_is_never_printed(tmp_path: Path) -> None:
     assert str(credentials) in caught.value.message
     assert secret not in caught.value.message
     assert secret not in (caught.value.hint or "")
+
+
+def test_backup_validate_and_restore_through_cloud_storage(
+    gcs_server: GcsServer,
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The commands a user runs, end to end on the emulator: a backup lands segments and a manifest
+    in the bucket, `validate --deep` reads every segment back, and a restore copies every record."""
+    create_topic(source_cluster, unique_name, partitions=2)
+    produce(
+        source_cluster,
+        unique_name,
+        [Record(key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(40)],
+    )
+    commit_group(source_cluster, f"{unique_name}-g", {(unique_name, 0): 3})
+    restored = f"{unique_name}-restored"
+    config = config_file(
+        tmp_path / "gcs.yaml",
+        backup_id="nightly",
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage=gcs_server.storage_settings(TEST_BUCKET, unique_name),
+        restore={"topic_mapping": {unique_name: restored}},
+    )
+    c = ["-c", str(config)]
+    assert run(["check", "--offline", *c]) == 0, capsys.readouterr().err
+    assert run(["backup", *c]) == 0, capsys.readouterr().err
+    names = [blob.name for blob in gcs_server.client().list_blobs(TEST_BUCKET, prefix=f"{unique_name}/")]
+    assert any(name.endswith(".parquet") for name in names), names
+    assert any("/manifests/" in name for name in names), names
+    assert run(["list", *c]) == 0, capsys.readouterr().err
+    assert run(["validate", "--deep", *c]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert run(["restore", *c]) == 0, capsys.readouterr().err
+    source = consume_all(source_cluster, unique_name, [0, 1])
+    copies = consume_all(target_cluster, restored, [0, 1])
+    assert len(source) == 40
+    assert [(r.partition, r.key, r.value) for r in copies] == [(r.partition, r.key, r.value) for r in source]
+
+
+def test_a_missing_bucket_fails_the_backup_in_one_line_with_the_storage_exit_code(
+    gcs_server: GcsServer,
+    source_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = config_file(
+        tmp_path / "gcs.yaml",
+        backup_id="nightly",
+        source={"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": ["none"]}},
+        storage=gcs_server.storage_settings("no-such-bucket", "x"),
+    )
+    capsys.readouterr()
+    assert run(["backup", "-c", str(config)]) == StorageError.exit_code
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1, err
+    assert "bucket no-such-bucket does not exist" in err[0]
