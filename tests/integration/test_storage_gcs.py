@@ -109,6 +109,19 @@ def test_an_unreachable_endpoint_is_retried_then_named(caplog: pytest.LogCapture
     assert any("trying again" in record.getMessage() for record in caplog.records)
 
 
+def test_check_tries_an_unreachable_endpoint_once() -> None:
+    settings = StorageSettings.model_validate(
+        {
+            "url": f"gs://{TEST_BUCKET}/x",
+            "gcs": {"endpoint_url": f"http://127.0.0.1:{free_port()}", "anonymous": True},
+        }
+    )
+    storage = open_storage(settings, check_timeout_secs=2)
+    with pytest.raises(StorageError, match="check tries once, with a 2s timeout") as caught:
+        storage.check_writable()
+    assert not caught.value.retryable
+
+
 @pytest.mark.parametrize("content", [None, "this is not json {", '{"type": "authorized_user"}'])
 def test_a_bad_credentials_file_fails_at_once_naming_it(tmp_path: Path, content: str | None) -> None:
     credentials = tmp_path / "key.json"
@@ -123,7 +136,7 @@ def test_a_bad_credentials_file_fails_at_once_naming_it(tmp_path: Path, content:
         assert content not in caught.value.message
 
 
-def test_a_service_account_key_is_never_printed(tmp_path: Path) -> None:
+def test_a_service_account_key_is_never_printed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A key file whose private key does not parse: the message names the file, not what it holds."""
     secret = "kbackup-test-private-key-material-0123456789"
     credentials = tmp_path / "key.json"
@@ -138,11 +151,12 @@ def test_a_service_account_key_is_never_printed(tmp_path: Path) -> None:
         )
     )
     settings = {"url": f"gs://{TEST_BUCKET}/x", "gcs": {"credentials_file": str(credentials)}}
-    with pytest.raises(StorageError) as caught:
+    with caplog.at_level(logging.DEBUG), pytest.raises(StorageError) as caught:
         open_gcs(settings)
     assert str(credentials) in caught.value.message
     assert secret not in caught.value.message
     assert secret not in (caught.value.hint or "")
+    assert secret not in caplog.text
 
 
 def test_backup_validate_and_restore_through_cloud_storage(
@@ -176,6 +190,7 @@ def test_backup_validate_and_restore_through_cloud_storage(
     )
     c = ["-c", str(config)]
     assert run(["check", "--offline", *c]) == 0, capsys.readouterr().err
+    assert run(["check", *c]) == 0, capsys.readouterr().err
     assert run(["backup", *c]) == 0, capsys.readouterr().err
     names = [blob.name for blob in gcs_server.client().list_blobs(TEST_BUCKET, prefix=f"{unique_name}/")]
     assert any(name.endswith(".parquet") for name in names), names
@@ -184,6 +199,9 @@ def test_backup_validate_and_restore_through_cloud_storage(
     assert run(["validate", "--deep", *c]) == 0, capsys.readouterr().err
     capsys.readouterr()
     assert run(["restore", *c]) == 0, capsys.readouterr().err
+    assert [
+        blob.name for blob in gcs_server.client().list_blobs(TEST_BUCKET, prefix=f"{unique_name}/")
+    ] == names
     source = consume_all(source_cluster, unique_name, [0, 1])
     copies = consume_all(target_cluster, restored, [0, 1])
     assert len(source) == 40
