@@ -27,6 +27,7 @@ from kbackup.sandbox.kafka import free_port
 MODULE = "github.com/fsouza/fake-gcs-server"
 VERSION = "v1.56.1"
 PROJECT = "kbackup-test-project"
+GO_TARBALL_BINARY = "/usr/local/go/bin/go"
 
 
 def binary_path() -> Path:
@@ -39,7 +40,8 @@ def install() -> Path:
     target = binary_path()
     if os.access(target, os.X_OK):
         return target
-    go = shutil.which("go")
+    # The official Go tarball's place, for a shell whose PATH lacks it.
+    go = shutil.which("go") or (GO_TARBALL_BINARY if os.access(GO_TARBALL_BINARY, os.X_OK) else None)
     if go is None:
         raise SystemExit(f"fake-gcs-server {VERSION} needs Go to build (`go install {MODULE}@{VERSION}`)")
     # Built into a folder of its own, then moved: an interrupted build leaves no half binary.
