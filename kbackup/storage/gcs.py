@@ -243,13 +243,14 @@ class GcsStorage(Storage):
 
         return self._call("write", key, put_once)
 
-    def _pages(self, action: str, key: str | None, **request: Any) -> Iterator[Any]:
-        """list_blobs page by page, each page one request retried on its own (a listing can be
-        long): a failed page is asked for again with the token of the page before it."""
+    def _pages(self, action: str, key: str | None, **request: Any) -> Iterator[tuple[Any, list[Any]]]:
+        """list_blobs page by page, as (the page, its blobs), each page one request retried on its
+        own (a listing can be long): a failed page is asked for again with the token of the page
+        before it."""
         token: str | None = None
         while True:
 
-            def next_page(token: str | None = token) -> tuple[Any, str | None]:
+            def next_page(token: str | None = token) -> tuple[tuple[Any, list[Any]], str | None]:
                 blobs = self._client.list_blobs(
                     self._bucket,
                     page_token=token,
@@ -277,8 +278,9 @@ class GcsStorage(Storage):
         return sorted(names)
 
     def _fetch(self, fetch: Callable[[], T]) -> T:
-        """A download, whose 404 says only 'No such object' even when the bucket is missing (the
-        metadata requests name the bucket): asked once more on the error path, which it is."""
+        """Run a download. Its 404 says 'No such object' even when the bucket is missing (the
+        metadata requests name the bucket), so on that error path the bucket is looked up to tell
+        the two apart."""
         try:
             return fetch()
         except google_errors.NotFound as exc:
