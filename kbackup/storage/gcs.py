@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +35,8 @@ UPLOAD_CHUNK_BYTES = 32 * 1024 * 1024
 LIST_PAGE_SIZE = 1000
 #: The Google client's own variable naming an emulator: that endpoint, and no credentials.
 EMULATOR_HOST_VARIABLE = "STORAGE_EMULATOR_HOST"
+#: getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a resolver down, is not one).
+_NO_SUCH_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
 #: Backoff of the outer retry loop (``storage.retry_timeout_secs``), as for S3.
 RETRY_FIRST_DELAY_SECS = 0.5
 RETRY_MAX_DELAY_SECS = 10.0
@@ -138,6 +141,11 @@ class GcsStorage(Storage):
             return StorageError(
                 f"access to {where} denied while trying to {action}",
                 hint="check the service account's roles on the bucket (storage.objectAdmin)",
+            )
+        if isinstance(exc, requests.exceptions.ConnectionError) and _unresolvable(exc):
+            return StorageError(
+                f"the host of {self.endpoint} does not resolve ({action} {where})",
+                hint="check storage.gcs.endpoint_url (or STORAGE_EMULATOR_HOST)",
             )
         if isinstance(exc, _TRANSIENT_ERRORS):
             return StorageError(
@@ -400,6 +408,11 @@ def _reason(exc: BaseException) -> str:
         if isinstance(cause, OSError) and cause.strerror:
             return cause.strerror
     return f"{type(exc).__name__}: {exc}"
+
+
+def _unresolvable(exc: BaseException) -> bool:
+    """The endpoint's host name does not exist (not a resolver that is down for a moment)."""
+    return any(isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_HOST for cause in _causes(exc))
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

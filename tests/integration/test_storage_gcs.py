@@ -109,6 +109,19 @@ def test_an_unreachable_endpoint_is_retried_then_named(caplog: pytest.LogCapture
     assert any("trying again" in record.getMessage() for record in caplog.records)
 
 
+def test_an_endpoint_host_that_does_not_resolve_fails_at_once() -> None:
+    settings = {
+        "url": f"gs://{TEST_BUCKET}/x",
+        "gcs": {"endpoint_url": "http://no-such-host.invalid:4443", "anonymous": True},
+        "max_attempts": 5,
+    }
+    with pytest.raises(
+        StorageError, match=r"the host of http://no-such-host\.invalid:4443 does not resolve"
+    ) as caught:
+        open_gcs(settings).size("manifest.json")
+    assert not caught.value.retryable
+
+
 def test_check_tries_an_unreachable_endpoint_once() -> None:
     settings = StorageSettings.model_validate(
         {
