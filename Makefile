@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help demo test test-unit test-integration lint install system-deps browser promtool azurite jars docs clean bench bench-quick
+.PHONY: help demo test test-unit test-integration lint install system-deps browser promtool azurite fake-gcs jars docs clean bench bench-quick
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -23,14 +23,14 @@ test test-unit test-integration: export KBACKUP_REQUIRE_PROMTOOL := 1
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: install jars browser promtool azurite ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
+test: install jars browser promtool azurite fake-gcs ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
 	$(MAKE) --no-print-directory lint
 	$(PYTEST)
 
 test-unit: install promtool ## Unit tests only: no Kafka, no S3, no Spark
 	$(PYTEST) -m "not integration"
 
-test-integration: install jars browser promtool azurite ## Integration tests: real Kafka clusters, moto's S3 server, Azurite, Spark, Chromium
+test-integration: install jars browser promtool azurite fake-gcs ## Integration tests: real Kafka clusters, moto's S3 server, Azurite, fake-gcs-server, Spark, Chromium
 	$(PYTEST) -m integration
 
 lint: install ## ruff (with the banned-api rule), mypy strict and the import-layer contracts
@@ -75,6 +75,11 @@ azurite: ## Azurite 3.37.0 (the Azure Storage emulator, from npm) into ~/.cache/
 	  echo "installing Azurite $(AZURITE_VERSION) into $(AZURITE_DIR)"; \
 	  mkdir -p "$(AZURITE_DIR)" && npm install --prefix "$(AZURITE_DIR)" --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION); \
 	fi
+
+# The Cloud Storage emulator the suite starts (tests/support/gcs_server.py): fake-gcs-server, pinned
+# there, built once with `go install` into ~/.cache/kafka-backup/fake-gcs-server/VERSION.
+fake-gcs: install ## fake-gcs-server (the Cloud Storage emulator of the tests), built with Go, if missing
+	$(BIN)/python -m tests.support.gcs_server install
 
 install: system-deps $(INSTALLED) ## Create .venv and install kafka-backup with its test tools
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: two real local Kafka clusters, moto's S3 server, Azurite and a tuned local Spark session.
+"""Shared fixtures: two real local Kafka clusters, moto's S3 server, Azurite, fake-gcs-server and a
+tuned local Spark session.
 
 Services start once per test session, on first use, so unit-only runs
 (``pytest -m "not integration"``) never start a JVM.
@@ -17,6 +18,7 @@ import pytest
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.azurite import Azurite
 from tests.support.cli_run import RunCli, cli_in_process
+from tests.support.gcs_server import GcsServer
 from tests.support.s3server import S3Server
 
 # Progress bars would interleave with pytest's output.
@@ -98,6 +100,16 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
 
 
 @pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
+    """fake-gcs-server on a loopback port (one per worker), with the test bucket created."""
+    server = GcsServer(log_path=tmp_path_factory.mktemp("fake-gcs") / "fake-gcs.log")
+    server.start()
+    server.create_bucket(TEST_BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """One local[2] SparkSession for the whole run, with Spark's Kafka source resolved from Maven."""
     from kbackup.mapping.spark_session import build_spark_session
@@ -123,7 +135,15 @@ def fixture_path() -> Path:
     return Path(__file__).parent / "fixtures"
 
 
-_SERVICE_FIXTURES = {"kafka_clusters", "source_cluster", "target_cluster", "s3_server", "azurite", "spark"}
+_SERVICE_FIXTURES = {
+    "kafka_clusters",
+    "source_cluster",
+    "target_cluster",
+    "s3_server",
+    "azurite",
+    "gcs_server",
+    "spark",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -115,6 +115,8 @@ def _storage_at(storage: StorageSettings, path: str) -> StorageSettings:
             data.pop(name, None)
     if urlparse(path).scheme not in AZURE_SCHEMES:
         data.pop("azure", None)  # the account and credentials of the file's container, not the path's
+    if urlparse(path).scheme != "gs":
+        data.pop("gcs", None)  # as the S3 keys: the file's bucket's settings, not the new location's
     data["url"] = path
     return validate_config(data, StorageSettings, "--path", flags={"url": "--path"})
 

@@ -166,6 +166,55 @@ class KafkaConnection(StrictModel):
 StorageBackend = Literal["filesystem", "s3"]
 
 
+class GcsStorageSettings(StrictModel):
+    """Google Cloud Storage (``gs://bucket/prefix``): the project, the endpoint and the credentials.
+
+    Credentials, first found first: ``credentials_file`` (a service account's JSON key), ``anonymous``
+    (an emulator), ``STORAGE_EMULATOR_HOST`` (the Google client's own: that endpoint, no
+    credentials), else Google Application Default Credentials.
+    """
+
+    project: str | None = Field(
+        default=None,
+        description=(
+            "Google Cloud project id the client is opened for; the requests kafka-backup makes name "
+            "only the bucket, so none is needed. Unset: none."
+        ),
+    )
+    endpoint_url: str | None = Field(
+        default=None,
+        description=(
+            "JSON API endpoint for an emulator (fake-gcs-server) or a sovereign cloud; unset: "
+            "`STORAGE_EMULATOR_HOST` if set, else https://storage.googleapis.com."
+        ),
+    )
+    credentials_file: str | None = Field(
+        default=None,
+        description=(
+            "A service account's JSON key file; unset: Google Application Default Credentials "
+            "(`GOOGLE_APPLICATION_CREDENTIALS`, gcloud's login, the metadata server). Its content is "
+            "never printed."
+        ),
+    )
+    anonymous: bool = Field(
+        default=False,
+        description=(
+            "Send no credentials (an emulator at `endpoint_url`); `STORAGE_EMULATOR_HOST` implies it."
+        ),
+    )
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _check_endpoint(cls, endpoint: str | None) -> str | None:
+        return None if endpoint is None else checked_endpoint(endpoint)
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> GcsStorageSettings:
+        if self.anonymous and self.credentials_file is not None:
+            raise ValueError("anonymous sends no credentials and credentials_file names some: keep one")
+        return self
+
+
 class EncryptionSettings(StrictModel):
     """Client-side encryption of backups (docs/security.md): where the key-encryption key is.
 
@@ -367,9 +416,11 @@ _AZURE_CREDENTIAL_KEYS = ("connection_string", "account_key", "sas_token")
 
 
 class StorageSettings(StrictModel):
-    """Where backups live: a local folder (the default), an S3-compatible bucket or an Azure container.
+    """Where backups live: a local folder (the default), an S3-compatible bucket, a Google Cloud
+    Storage bucket or an Azure container.
 
-    ``url`` picks the backend (``/path``, ``file:///path`` or ``s3://bucket/prefix``).
+    ``url`` picks the backend (``/path``, ``file:///path``, ``s3://bucket/prefix`` or
+    ``gs://bucket/prefix``, with its keys in ``gcs``).
     The seed tool's ``backend`` + ``path`` / ``bucket`` + ``prefix`` keys are
     accepted as well and turned into a URL, but not beside ``url``. The S3 keys
     (``bucket``, ``prefix``, ``sse``, ``sse_kms_key_id``; ``endpoint_url``, ``region`` and the
@@ -379,10 +430,11 @@ class StorageSettings(StrictModel):
     url: str | None = Field(
         default=None,
         description=(
-            "Where backups live: a folder (`./kafka-backups`, `file:///data/backups`) or "
-            "`s3://bucket/prefix`, or Azure's `az://container/prefix` (also "
-            "`abfs://container@account.dfs.core.windows.net/prefix`; account and credentials in "
-            "`storage.azure`). Unset: built from the keys below, else `./kafka-backups`. A relative "
+            "Where backups live: a folder (`./kafka-backups`, `file:///data/backups`), "
+            "`s3://bucket/prefix`, `gs://bucket/prefix` (Google Cloud Storage, settings in `gcs`), or "
+            "Azure's `az://container/prefix` (also `abfs://container@account.dfs.core.windows.net/prefix`; "
+            "account and credentials in `storage.azure`). "
+            "Unset: built from the keys below, else `./kafka-backups`. A relative "
             "folder is relative to the config file's folder (to the current folder with `--path`). An "
             "S3 URL may end in `?region=R&endpoint=http://host:port` (the OSO kafka-backup spelling of "
             "`region` and `endpoint_url`); no other query, and no user name or password."
@@ -423,6 +475,9 @@ class StorageSettings(StrictModel):
         default=None,
         description="Azure Blob Storage account and credentials, for an `az://` or `abfs://` url.",
     )
+    gcs: GcsStorageSettings | None = Field(
+        default=None, description="Google Cloud Storage settings of a `gs://bucket/prefix` url."
+    )
     encryption: EncryptionSettings | None = Field(
         default=None,
         description=(
@@ -435,9 +490,9 @@ class StorageSettings(StrictModel):
         ge=1,
         le=50,
         description=(
-            "Tries of an S3 request made however short retry_timeout_secs is, the waits between them "
-            "doubling from 0.05 s (8 tries: 6.35 s); after them a failing request is tried again while "
-            "retry_timeout_secs lasts, waiting 0.5 s doubling up to 10 s. "
+            "Tries of an S3 or Cloud Storage request made however short retry_timeout_secs is, the "
+            "waits between them doubling from 0.05 s (8 tries: 6.35 s); after them a failing request "
+            "is tried again while retry_timeout_secs lasts, waiting 0.5 s doubling up to 10 s. "
             "Unset: 8 for backup, restore, three-phase-restore, `prune --execute`, `rekey --execute` and "
             "`validate --deep`, 3 for the commands run by hand (`list`, `describe`, `status`, `validate`, "
             "a plan of `prune` or `rekey`, `parquet-key`)."
@@ -450,10 +505,10 @@ class StorageSettings(StrictModel):
         ge=0,
         le=3600,
         description=(
-            "How long a failing S3 request (connection refused or reset, 5xx, throttling) is tried "
-            "again before the run fails with a storage error; 0 turns it off. Unset: 120 for the "
-            "commands that run unattended (as for max_attempts), 3 for the commands run by hand, so a "
-            "store that refuses connections fails `list` or `status` in seconds."
+            "How long a failing S3 or Cloud Storage request (connection refused or reset, 5xx, "
+            "throttling) is tried again before the run fails with a storage error; 0 turns it off. "
+            "Unset: 120 for the commands that run unattended (as for max_attempts), 3 for the "
+            "commands run by hand, so a store that refuses connections fails `list` or `status` in seconds."
         ),
     )
 
@@ -524,9 +579,9 @@ class StorageSettings(StrictModel):
         if scheme in AZURE_SCHEMES:
             azure_location(url)
             return url
-        if scheme not in ("", "file", "s3") and not re.match(r"^[A-Za-z]:[\\/]", url):
+        if scheme not in ("", "file", *CLOUD_SCHEMES) and not re.match(r"^[A-Za-z]:[\\/]", url):
             raise ValueError(
-                f"expected a folder path, file://, s3://, az:// or abfs:// URL, got scheme {scheme!r}"
+                f"expected a folder path, file://, s3://, gs://, az:// or abfs:// URL, got scheme {scheme!r}"
             )
         # A mistyped URL must not quietly become a folder: 's3//bucket/prod' would back up to
         # ./s3/bucket/prod on local disk and exit 0.
@@ -540,15 +595,21 @@ class StorageSettings(StrictModel):
                 f"{shown!r} looks like {printable_url(meant)} with the colon missing "
                 f"(a folder really named so: ./{shown})"
             )
-        if scheme in ("s3", "file") and "@" in parsed.netloc:
+        if scheme in ("s3", "gs", "file") and "@" in parsed.netloc:
             # boto3 would take 'user:password@bucket' for a bucket name and print it in its error.
             raise ValueError(
                 f"{shown}: a storage URL cannot hold a user name or password; set "
                 "storage.access_key_id and storage.secret_access_key (write ${ENV_VAR}), or leave "
                 "them to the AWS credential chain"
             )
-        if scheme == "s3" and not parsed.netloc:
-            raise ValueError(f"{shown!r}: expected s3://bucket[/prefix]")
+        if scheme in CLOUD_SCHEMES and not parsed.netloc:
+            raise ValueError(f"{shown!r}: expected {scheme}://bucket[/prefix]")
+        if scheme == "gs" and not _GCS_BUCKET_NAME.match(parsed.netloc):
+            raise ValueError(
+                f"{shown}: {parsed.netloc!r} is not a Cloud Storage bucket name ({_GCS_BUCKET_CHARACTERS})"
+            )
+        if scheme == "gs" and parsed.query:
+            raise ValueError(f"{shown}: a gs:// URL takes no ?query; write the keys of storage.gcs")
         if scheme == "s3" and not _BUCKET_NAME.match(parsed.netloc):
             # Found here, not as botocore's "Invalid bucket name" and its regexes on the first request.
             raise ValueError(f"{shown}: {parsed.netloc!r} is not a bucket name ({_BUCKET_CHARACTERS})")
@@ -609,6 +670,7 @@ class StorageSettings(StrictModel):
                 "path is the folder of backend filesystem; an s3 backend takes bucket and prefix"
             )
         self._check_azure_keys()
+        self._check_gcs_keys()
         folder = self.explicit_folder()
         if folder is not None:
             unread = [name for name in self.s3_only_keys() if getattr(self, name) is not None]
@@ -654,10 +716,37 @@ class StorageSettings(StrictModel):
         if azure.account_key is not None and account is None:
             raise ValueError("azure.account_key needs the account it belongs to: set azure.account_name")
 
+    def _check_gcs_keys(self) -> None:
+        # A gs:// store reads none of the S3 keys, and only a gs:// store reads storage.gcs: each
+        # refused where it would be ignored, as S3's keys are on a folder.
+        on_gcs = self.url is not None and urlparse(self.url).scheme == "gs"
+        if on_gcs:
+            unread = [name for name in self.s3_only_keys() if getattr(self, name) is not None]
+            if unread:
+                one = len(unread) == 1
+                raise ValueError(
+                    f"{_and(unread)} {'is' if one else 'are'} for an S3 store, and url "
+                    f"{printable_url(self.url or '')} is Google Cloud Storage: remove "
+                    f"{'it' if one else 'them'} (its keys go under storage.gcs)"
+                )
+        elif self.gcs is not None:
+            raise ValueError(
+                f"gcs is for a gs://bucket/prefix url, and {self.where()} is not one: remove gcs, "
+                "or write url: gs://bucket/prefix"
+            )
+
+    def where(self) -> str:
+        """Where the file says backups are, in words safe to print."""
+        if self.url is not None:
+            return f"url {printable_url(self.url)}"
+        if self.bucket is not None:
+            return f"bucket {self.bucket}"
+        return f"path {self.path}" if self.path is not None else f"the default folder {DEFAULT_STORAGE_PATH}"
+
     def explicit_folder(self) -> str | None:
         """How the file says the store is a folder (``url /data``, ``backend filesystem``), if it does."""
         if self.url is not None:
-            remote = urlparse(self.url).scheme in ("s3", *AZURE_SCHEMES)
+            remote = urlparse(self.url).scheme in (*CLOUD_SCHEMES, *AZURE_SCHEMES)
             return None if remote else f"url {printable_url(self.url)}"
         if self.backend == "filesystem":
             return "backend filesystem"
@@ -686,6 +775,14 @@ INTERACTIVE_RETRY_TIMEOUT_SECS = 3.0
 _BUCKET_NAME = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 _BUCKET_CHARACTERS = (
     "letters, digits, '.', '-' and '_'; an endpoint's host and port go in storage.endpoint_url"
+)
+
+#: The URL schemes of object stores (anything else is a folder path or file://).
+CLOUD_SCHEMES = ("s3", "gs")
+#: Google Cloud Storage bucket names (lower case; dots only in domain-named buckets).
+_GCS_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+_GCS_BUCKET_CHARACTERS = (
+    "3 to 222 lower-case letters, digits, '.', '-' and '_', starting and ending with a letter or digit"
 )
 
 #: The seed tool's keys of where backups are, which ``url`` replaces.

@@ -1,4 +1,5 @@
-"""Object storage: one interface, a local folder, S3 or Azure Blob Storage, picked by the storage URL."""
+"""Object storage: one interface over a local folder, S3, Google Cloud Storage or Azure Blob Storage,
+picked by the storage URL."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ __all__ = [
 
 
 def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float | None = None) -> Storage:
-    """The storage a URL names: ``s3://bucket/prefix``, ``az://container/prefix`` (or
-    ``abfs://container@account.dfs.core.windows.net/prefix``), ``file:///folder`` or a folder path.
+    """The storage a URL names: ``s3://bucket/prefix``, ``gs://bucket/prefix``,
+    ``az://container/prefix`` (or ``abfs://container@account.dfs.core.windows.net/prefix``),
+    ``file:///folder`` or a plain folder path.
 
-    ``check_timeout_secs`` (``check``): each S3 request is tried once, with this connect and read
-    timeout, instead of being retried for ``storage.retry_timeout_secs`` (each Azure request too).
+    ``check_timeout_secs`` (``check``): each S3, GCS or Azure request is tried once, with this
+    connect and read timeout, instead of being retried for ``storage.retry_timeout_secs``.
     """
     if isinstance(settings, str):
         settings = validate_config({"url": settings}, StorageSettings, "storage url")
@@ -40,12 +42,16 @@ def open_storage(settings: StorageSettings | str, *, check_timeout_secs: float |
 def _open_location(settings: StorageSettings, check_timeout_secs: float | None) -> Storage:
     url = settings.resolved_url()
     parsed = urlparse(url)
-    if parsed.scheme == "s3":
+    if parsed.scheme in ("s3", "gs"):
         if not parsed.netloc:
-            raise ConfigError(f"storage url {url!r}: expected s3://bucket[/prefix]")
+            raise ConfigError(f"storage url {url!r}: expected {parsed.scheme}://bucket[/prefix]")
+        prefix = _safe_prefix(url, unquote(parsed.path).strip("/"), f"{parsed.scheme}://bucket/backups/prod")
+        if parsed.scheme == "gs":
+            from kbackup.storage.gcs import GcsStorage
+
+            return GcsStorage(parsed.netloc, prefix, settings, check_timeout_secs=check_timeout_secs)
         from kbackup.storage.s3 import S3Storage
 
-        prefix = _safe_prefix(url, unquote(parsed.path).strip("/"), "s3://bucket/backups/prod")
         return S3Storage(parsed.netloc, prefix, settings, check_timeout_secs=check_timeout_secs)
     if parsed.scheme in AZURE_SCHEMES:
         try:
@@ -62,8 +68,9 @@ def _open_location(settings: StorageSettings, check_timeout_secs: float | None) 
 
 
 def _safe_prefix(url: str, prefix: str, example: str) -> str:
-    # Object keys are plain strings, but path-style endpoints (MinIO, proxies, Azurite) normalise
-    # '..' and '.': a prefix must be made of safe segments like every object key below it.
+    """The key prefix of a bucket or container URL, if it is made of safe segments like every
+    object key below it: keys are plain strings, but path-style endpoints (MinIO, proxies,
+    emulators) normalise '..' and '.'."""
     if prefix:
         try:
             check_key(prefix)

@@ -53,9 +53,9 @@ class RequestObserver(Protocol):
 
 
 class Storage(ABC):
-    """Write-once object storage: a local folder or an S3 bucket prefix.
+    """Write-once object storage: a local folder, an S3 or a Google Cloud Storage bucket prefix.
 
-    A remote backend (S3 today, GCS and Azure next) sends each request through
+    A remote backend (S3 and GCS today, Azure next) sends each request through
     ``kbackup.core.retry.call_with_retries``, as ``S3Storage._call`` does: its client library
     tries once (no retries of its own underneath), each failure becomes a ``StorageError``
     whose ``retryable`` says whether waiting may help, and the observer hears of every try.

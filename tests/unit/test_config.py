@@ -157,8 +157,8 @@ def test_storage_url_resolution(settings: dict[str, str], url: str) -> None:
 
 
 def test_storage_url_rejects_unknown_scheme() -> None:
-    with pytest.raises(ValueError, match="scheme 'gs'"):
-        StorageSettings.model_validate({"url": "gs://bucket"})
+    with pytest.raises(ValueError, match="scheme 'ftp'"):
+        StorageSettings.model_validate({"url": "ftp://bucket"})
 
 
 @pytest.mark.parametrize(

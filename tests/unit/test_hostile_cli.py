@@ -180,7 +180,7 @@ def test_wrong_restore_selections_are_refused_before_the_network(
         ("restore:\n  partitions: {orders: [-1]}\n", "restore.partitions"),
         ("restore:\n  time_window_start: 99999999999999999999999\n", "restore.time_window_start"),
         ("backup:\n  segment_max_bytes: 1.5e400\n", "backup.segment_max_bytes"),
-        ("storage:\n  url: gs://bucket\n", "storage.url"),
+        ("storage:\n  url: ftp://bucket\n", "storage.url"),
         ("storage:\n  sse: des\n", "storage.sse"),
         ("mode: everything\n", "mode"),
         ("- a list\n- not a mapping\n", "expected a mapping"),

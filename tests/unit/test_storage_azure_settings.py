@@ -167,7 +167,7 @@ def test_check_offline_accepts_azure_sections(
             "azure.account_key needs the account it belongs to",
         ),
         ("url: az://Backups\n", "is not an Azure container name"),
-        ("url: gs://bucket\n", "az:// or abfs:// URL, got scheme 'gs'"),
+        ("url: ftp://bucket\n", "az:// or abfs:// URL, got scheme 'ftp'"),
     ],
     ids=[
         "typo",
