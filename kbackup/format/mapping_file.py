@@ -262,9 +262,13 @@ def render_csv(mapping: OffsetMapping) -> str:
     out = io.StringIO()
     out.write("# " + json.dumps(mapping.header(), separators=(",", ":")) + "\n")
     writer = csv.writer(out, lineterminator="\n")
+    # The writer quotes a cell holding a "\n" (its line end) but not a lone "\r", which a reader takes
+    # for a line end: a row with one has its text cells quoted, so every name reads back as written.
+    quoting = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writerow(RANGE_COLUMNS)
     for item in mapping.ranges:
-        writer.writerow([getattr(item, column) for column in RANGE_COLUMNS])
+        row = [getattr(item, column) for column in RANGE_COLUMNS]
+        (quoting if any(isinstance(cell, str) and "\r" in cell for cell in row) else writer).writerow(row)
     return out.getvalue()
 
 

@@ -196,3 +196,22 @@ def test_lookup_and_positions_for_the_reset_stage() -> None:
     assert mapping.scanned_end("prod-payments", 1) == 0
     assert mapping.target_position("prod-payments", 1, {}) is None
     assert mapping.records == 2656 + 2501 + 1 + 9
+
+
+@pytest.mark.parametrize("name", ["0\r", "a\rb", "a\r\nb", 'q"\r'])
+def test_csv_reads_back_a_name_holding_a_carriage_return(name: str) -> None:
+    # Found by the hostile-parser fuzz test: the csv writer quotes a cell holding its own line end
+    # ("\n") but not a lone "\r", which the reader then took for a line end.
+    from kbackup.format.mapping_file import parse_mapping, render_csv
+
+    mapping = OffsetMapping(
+        source_cluster="prod",
+        ranges=[
+            OffsetRange(name, 0, "orders", 1, 100, 199, 0, 99),
+            OffsetRange("plain", 0, name, 0, 5, 9, 0, 4),
+        ],
+        scanned=[ScannedPartition("orders", 1, 0, 100), ScannedPartition(name, 0, 0, 5)],
+        created_at=datetime(2026, 11, 22, 3, 0, tzinfo=UTC),
+    )
+    text = render_csv(mapping)
+    assert parse_mapping(text.encode(), "m.csv") == mapping
