@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
@@ -22,11 +21,11 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from kbackup.core.config import AzureLocation, StorageSettings, azure_location
-from kbackup.core.errors import KBackupError, StorageError
+from kbackup.core.errors import StorageError
 from kbackup.core.logs import get_logger
-from kbackup.core.retry import call_with_retries
 from kbackup.core.secrets import register_secret
-from kbackup.storage.base import ObjectInfo, Storage, check_key
+from kbackup.storage.base import ObjectInfo, check_key
+from kbackup.storage.remote import RemoteStorage, os_reason, unresolvable
 
 log = get_logger("storage.azure")
 T = TypeVar("T")
@@ -44,9 +43,6 @@ BLOCK_SIZE = 8 * 1024 * 1024
 TRANSFER_CONCURRENCY = 4
 #: Blobs one listing page asks for (Azure's own maximum is 5,000).
 LIST_PAGE_SIZE = 5000
-#: Backoff of the outer retry loop (``storage.retry_timeout_secs``), as for S3.
-RETRY_FIRST_DELAY_SECS = 0.5
-RETRY_MAX_DELAY_SECS = 10.0
 
 _NOT_FOUND_CODES = {"BlobNotFound", "ResourceNotFound"}
 _CONTAINER_MISSING_CODES = {"ContainerNotFound", "ContainerBeingDeleted"}
@@ -57,11 +53,11 @@ _CREDENTIALS_HINT = (
     "${ENV_VAR} for secrets), or give DefaultAzureCredential an identity (AZURE_CLIENT_ID with "
     "AZURE_CLIENT_SECRET or a workload identity, a managed identity, or `az login`)"
 )
-#: getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a resolver down, is not one).
-_NO_SUCH_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
 
 
-class AzureBlobStorage(Storage):
+class AzureBlobStorage(RemoteStorage):
+    retry_log = log
+
     def __init__(
         self, url: str, settings: StorageSettings, *, check_timeout_secs: float | None = None
     ) -> None:
@@ -69,10 +65,7 @@ class AzureBlobStorage(Storage):
         self.container = location.container
         self.prefix = location.prefix
         self.url = f"az://{self.container}/{self.prefix}" if self.prefix else f"az://{self.container}"
-        self.retry_timeout_secs = settings.retry_timeout_secs
-        self.max_attempts = settings.max_attempts
-        self.patience_shortened = settings.patience_shortened
-        self.check_timeout_secs = check_timeout_secs
+        self._take_patience(settings, check_timeout_secs)
         service = _service_client(location, settings, check_timeout_secs)
         # Without the query: a SAS token's client puts the token there, and errors name the endpoint.
         self.endpoint = service.url.partition("?")[0].rstrip("/")
@@ -102,12 +95,12 @@ class AzureBlobStorage(Storage):
         if isinstance(exc, HttpResponseError) and exc.status_code is not None:
             return self._response_error(exc, action, where, key)
         if isinstance(exc, ServiceRequestError | ServiceResponseError):
-            if _unresolvable(exc):
+            if unresolvable(exc):
                 return StorageError(
                     f"the host of {self.endpoint} does not resolve ({action} {where})",
                     hint="check storage.azure.account_name or storage.azure.endpoint",
                 )
-            reason = _os_reason(exc) or type(exc).__name__
+            reason = os_reason(exc) or type(exc).__name__
             return StorageError(
                 f"{action} {where} failed: cannot connect to {self.endpoint} ({reason})",
                 hint="check storage.azure.endpoint and that the blob service is reachable",
@@ -146,64 +139,12 @@ class AzureBlobStorage(Storage):
             retryable=status >= 500 or status == 429 or code in _TRANSIENT_CODES,
         )
 
-    def _call(self, action: str, key: str | None, request: Callable[[], T]) -> T:
-        """Run one request; retry a transient failure with backoff (``storage.max_attempts`` tries at
-        least, then while ``retry_timeout_secs`` lasts); ``check`` tries each request once."""
-        checking = self.check_timeout_secs is not None
-
-        def say_retry(error: KBackupError, delay: float) -> None:
-            log.warning("%s; trying again in %.1fs", error.message, delay)
-            if self.observer is not None:
-                self.observer.storage_request_retried(action)
-
-        return call_with_retries(
-            lambda: self._try(action, key, request),
-            within_secs=0 if checking else self.retry_timeout_secs,
-            delay_secs=RETRY_FIRST_DELAY_SECS,
-            max_delay_secs=RETRY_MAX_DELAY_SECS,
-            min_attempts=1 if checking else self.max_attempts,
-            on_retry=say_retry,
-            on_give_up=self._give_up,
-        )
-
-    def _try(self, action: str, key: str | None, request: Callable[[], T]) -> T:
-        """One try of a request: its answer, or its failure as a StorageError (told to the observer)."""
-        observer = self.observer
-        try:
-            answer = request()
-        except AzureError as exc:
-            error = self._error(exc, action, key)
-            if observer is not None:
-                if isinstance(exc, ResourceNotFoundError) and _error_code(exc) in _NOT_FOUND_CODES:
-                    observer.storage_request_succeeded(action)  # "no such blob" is an answer
-                else:
-                    observer.storage_request_failed(action, transient=error.retryable)
-            raise error from None
-        if observer is not None:
-            observer.storage_request_succeeded(action)
-        return answer
-
-    def _give_up(self, error: KBackupError, elapsed: float) -> KBackupError:
-        """The last transient failure of a request, saying how long it was retried and how to wait longer."""
-        if self.check_timeout_secs is not None:
-            return StorageError(
-                f"{error.message}; check tries once, with a {self.check_timeout_secs:g}s timeout",
-                hint=error.hint,
-            )
-        wait = "to wait longer, set storage.retry_timeout_secs"
-        if self.patience_shortened:
-            return StorageError(
-                f"{error.message} (still failing after {elapsed:.0f}s of retries; a command run by "
-                f"hand tries for {self.retry_timeout_secs:g}s)",
-                hint=f"{error.hint}; {wait}" if error.hint else wait,
-                retryable=True,
-            )
-        return StorageError(
-            f"{error.message} (still failing after {elapsed:.0f}s of retries; "
-            f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
-            hint=error.hint,
-            retryable=True,
-        )
+    def _failure(self, exc: Exception, action: str, key: str | None) -> tuple[StorageError, bool] | None:
+        if not isinstance(exc, AzureError):
+            return None
+        # "No such blob" is an answer; "no such container" is not.
+        answered = isinstance(exc, ResourceNotFoundError) and _error_code(exc) in _NOT_FOUND_CODES
+        return self._error(exc, action, key), answered
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call("write", key, lambda: self._container.upload_blob(self._key(key), data, overwrite=True))
@@ -385,32 +326,6 @@ def _service_client(
 
         credential = DefaultAzureCredential()
     return BlobServiceClient(endpoint, credential=credential, **options)
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from or while handling, innermost last."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        inner = getattr(current, "inner_exception", None)
-        current = (
-            current.__cause__ or current.__context__ or (inner if isinstance(inner, BaseException) else None)
-        )
-
-
-def _unresolvable(exc: BaseException) -> bool:
-    """The endpoint's host name does not exist (not a resolver that is down for a moment)."""
-    return any(isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_HOST for cause in _causes(exc))
-
-
-def _os_reason(exc: BaseException) -> str | None:
-    """The operating system's words for why a connection failed ('Connection refused'), if any."""
-    for cause in reversed(list(_causes(exc))):
-        if isinstance(cause, OSError) and cause.strerror:
-            return cause.strerror
-    return None
 
 
 def _error_code(exc: AzureError) -> str | None:

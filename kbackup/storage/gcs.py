@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,10 +19,10 @@ from google.cloud import storage as gcs
 from google.resumable_media import common as media_errors
 
 from kbackup.core.config import GcsStorageSettings, StorageSettings
-from kbackup.core.errors import KBackupError, StorageError
+from kbackup.core.errors import StorageError
 from kbackup.core.logs import get_logger
-from kbackup.core.retry import call_with_retries
-from kbackup.storage.base import ObjectInfo, Storage, check_key
+from kbackup.storage.base import ObjectInfo, check_key
+from kbackup.storage.remote import RemoteStorage, causes, unresolvable
 
 log = get_logger("storage.gcs")
 T = TypeVar("T")
@@ -35,11 +34,6 @@ UPLOAD_CHUNK_BYTES = 32 * 1024 * 1024
 LIST_PAGE_SIZE = 1000
 #: The Google client's own variable naming an emulator: that endpoint, and no credentials.
 EMULATOR_HOST_VARIABLE = "STORAGE_EMULATOR_HOST"
-#: getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a resolver down, is not one).
-_NO_SUCH_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
-#: Backoff of the outer retry loop (``storage.retry_timeout_secs``), as for S3.
-RETRY_FIRST_DELAY_SECS = 0.5
-RETRY_MAX_DELAY_SECS = 10.0
 #: Failures that can go away by themselves: the store asks to slow down or is briefly down, a
 #: connection is refused, reset or times out, a download arrives damaged.
 _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
@@ -69,7 +63,9 @@ _REQUEST_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class GcsStorage(Storage):
+class GcsStorage(RemoteStorage):
+    retry_log = log
+
     def __init__(
         self,
         bucket: str,
@@ -84,10 +80,7 @@ class GcsStorage(Storage):
         gcs_settings = settings.gcs or GcsStorageSettings()
         emulator = os.environ.get(EMULATOR_HOST_VARIABLE)
         self.endpoint = gcs_settings.endpoint_url or emulator or "https://storage.googleapis.com"
-        self.retry_timeout_secs = settings.retry_timeout_secs
-        self.max_attempts = settings.max_attempts
-        self.patience_shortened = settings.patience_shortened
-        self.check_timeout_secs = check_timeout_secs
+        self._take_patience(settings, check_timeout_secs)
         #: (connect, read) seconds of every request; ``check`` answers in seconds.
         self._timeout: tuple[float, float] = (
             (check_timeout_secs, check_timeout_secs) if check_timeout_secs is not None else (10.0, 60.0)
@@ -142,7 +135,7 @@ class GcsStorage(Storage):
                 f"access to {where} denied while trying to {action}",
                 hint="check the service account's roles on the bucket (storage.objectAdmin)",
             )
-        if isinstance(exc, requests.exceptions.ConnectionError) and _unresolvable(exc):
+        if isinstance(exc, requests.exceptions.ConnectionError) and unresolvable(exc):
             return StorageError(
                 f"the host of {self.endpoint} does not resolve ({action} {where})",
                 hint="check storage.gcs.endpoint_url (or STORAGE_EMULATOR_HOST)",
@@ -158,68 +151,12 @@ class GcsStorage(Storage):
             hint="check storage.gcs.endpoint_url and the bucket name",
         )
 
-    def _call(self, action: str, key: str | None, request: Callable[[], T]) -> T:
-        """Run one request; retry a transient failure with backoff (``storage.max_attempts`` tries at
-        least, then for as long as ``retry_timeout_secs`` allows). The Google client retries nothing
-        itself (``retry=None`` on each call): this is the one retry layer. ``check`` tries once."""
-        checking = self.check_timeout_secs is not None
-
-        def say_retry(error: KBackupError, delay: float) -> None:
-            log.warning("%s; trying again in %.1fs", error.message, delay)
-            if self.observer is not None:
-                self.observer.storage_request_retried(action)
-
-        return call_with_retries(
-            lambda: self._try(action, key, request),
-            within_secs=0 if checking else self.retry_timeout_secs,
-            delay_secs=RETRY_FIRST_DELAY_SECS,
-            max_delay_secs=RETRY_MAX_DELAY_SECS,
-            min_attempts=1 if checking else self.max_attempts,
-            on_retry=say_retry,
-            on_give_up=self._give_up,
-        )
-
-    def _try(self, action: str, key: str | None, request: Callable[[], T]) -> T:
-        """One try of a request: its answer, or its failure as a StorageError (told to the observer)."""
-        observer = self.observer
-        try:
-            answer = request()
-        except StorageError:
-            raise
-        except _REQUEST_ERRORS as exc:
-            error = self._error(exc, action, key)
-            if observer is not None:
-                if isinstance(exc, google_errors.NotFound) and not _names_missing_bucket(exc):
-                    observer.storage_request_succeeded(action)  # "no such object" is an answer
-                else:
-                    observer.storage_request_failed(action, transient=error.retryable)
-            raise error from None
-        if observer is not None:
-            observer.storage_request_succeeded(action)
-        return answer
-
-    def _give_up(self, error: KBackupError, elapsed: float) -> KBackupError:
-        """The last transient failure of a request, saying how long it was retried and how to wait longer."""
-        if self.check_timeout_secs is not None:
-            return StorageError(
-                f"{error.message}; check tries once, with a {self.check_timeout_secs:g}s timeout",
-                hint=error.hint,
-            )
-        if self.patience_shortened:
-            return StorageError(
-                f"{error.message} (still failing after {elapsed:.0f}s of retries; a command run by "
-                f"hand tries for {self.retry_timeout_secs:g}s)",
-                hint=f"{error.hint}; to wait longer, set storage.retry_timeout_secs"
-                if error.hint
-                else "to wait longer, set storage.retry_timeout_secs",
-                retryable=True,
-            )
-        return StorageError(
-            f"{error.message} (still failing after {elapsed:.0f}s of retries; "
-            f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
-            hint=error.hint,
-            retryable=True,
-        )
+    def _failure(self, exc: Exception, action: str, key: str | None) -> tuple[StorageError, bool] | None:
+        if not isinstance(exc, _REQUEST_ERRORS):
+            return None
+        # "No such object" is an answer; "no such bucket" is not.
+        answered = isinstance(exc, google_errors.NotFound) and not _names_missing_bucket(exc)
+        return self._error(exc, action, key), answered
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call(
@@ -404,21 +341,7 @@ def _reason(exc: BaseException) -> str:
     """A short reason for a failed request: the API's status and message, or the connection's."""
     if isinstance(exc, google_errors.GoogleAPICallError):
         return f"{exc.code} {exc.message}".strip()
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if isinstance(cause, OSError) and cause.strerror:
             return cause.strerror
     return f"{type(exc).__name__}: {exc}"
-
-
-def _unresolvable(exc: BaseException) -> bool:
-    """The endpoint's host name does not exist (not a resolver that is down for a moment)."""
-    return any(isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_HOST for cause in _causes(exc))
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__

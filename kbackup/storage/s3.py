@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,10 +14,10 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kbackup.core.config import StorageSettings
-from kbackup.core.errors import KBackupError, StorageError
+from kbackup.core.errors import StorageError
 from kbackup.core.logs import get_logger
-from kbackup.core.retry import call_with_retries
-from kbackup.storage.base import ObjectInfo, Storage, check_key
+from kbackup.storage.base import ObjectInfo, check_key
+from kbackup.storage.remote import RemoteStorage, os_reason, unresolvable
 
 log = get_logger("storage.s3")
 T = TypeVar("T")
@@ -54,8 +53,6 @@ _CREDENTIAL_KEYS = {
     "aws_secret_access_key": "storage.secret_access_key",
     "aws_session_token": "storage.session_token",
 }
-#: getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a resolver down, is not one).
-_NO_SUCH_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
 #: Failures on the way to the store that can go away by themselves: a refused or reset connection,
 #: a timeout, a response cut short. Any other botocore error (no credentials, an invalid endpoint
 #: or bucket name, a TLS certificate not trusted) stays until something is changed.
@@ -64,12 +61,11 @@ _TRANSIENT_ERRORS = (
     botocore_errors.HTTPClientError,
     botocore_errors.IncompleteReadError,
 )
-#: Backoff of the outer retry loop (``storage.retry_timeout_secs``): doubles from the first to the cap.
-RETRY_FIRST_DELAY_SECS = 0.5
-RETRY_MAX_DELAY_SECS = 10.0
 
 
-class S3Storage(Storage):
+class S3Storage(RemoteStorage):
+    retry_log = log
+
     def __init__(
         self,
         bucket: str,
@@ -83,12 +79,7 @@ class S3Storage(Storage):
         self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self.endpoint = settings.endpoint_url
         self.region = settings.region
-        self.retry_timeout_secs = settings.retry_timeout_secs
-        self.max_attempts = settings.max_attempts
-        #: The retries were shortened for a command a person waits on (the give-up says how to wait).
-        self.patience_shortened = settings.patience_shortened
-        #: ``check``: each request tried once with this timeout, so a preflight answers in seconds.
-        self.check_timeout_secs = check_timeout_secs
+        self._take_patience(settings, check_timeout_secs)
         credentials: dict[str, Any] = {}
         if settings.access_key_id is not None:
             credentials["aws_access_key_id"] = settings.access_key_id.get_secret_value()
@@ -154,13 +145,13 @@ class S3Storage(Storage):
                 f"partial S3 credentials in {given}: {missing} is not set ({action} {where})",
                 hint=f"set {missing}, or remove the other credential keys to use boto3's default chain",
             )
-        if isinstance(exc, botocore_errors.EndpointConnectionError) and _unresolvable(exc) and self.endpoint:
+        if isinstance(exc, botocore_errors.EndpointConnectionError) and unresolvable(exc) and self.endpoint:
             return StorageError(
                 f"the host of storage.endpoint_url {self.endpoint} does not resolve ({action} {where})",
                 hint="check storage.endpoint_url",
             )
         if isinstance(exc, _TRANSIENT_ERRORS) and "CERTIFICATE_VERIFY_FAILED" not in str(exc):
-            reason = _os_reason(exc)
+            reason = os_reason(exc)
             failure = (
                 f"cannot connect to {endpoint} ({reason})"
                 if isinstance(exc, botocore_errors.EndpointConnectionError) and reason
@@ -206,80 +197,20 @@ class S3Storage(Storage):
             f"{action} {where} failed: {code}", retryable=status >= 500 or code in _TRANSIENT_CODES
         )
 
-    def _call(self, action: str, key: str | None, request: Callable[[], T]) -> T:
-        """Run one S3 request; retry a transient failure with backoff (``storage.max_attempts``
-        tries at least, then for as long as ``retry_timeout_secs`` allows).
-
-        A failure that retrying cannot fix (access denied, no such bucket or key) is raised at
-        once; a transient one (connection error, 5xx, throttling) only once the time is up,
-        saying for how long it was retried. ``check`` tries each request once.
-        """
-        checking = self.check_timeout_secs is not None
-
-        def say_retry(error: KBackupError, delay: float) -> None:
-            log.warning("%s; trying again in %.1fs", error.message, delay)
-            if self.observer is not None:
-                self.observer.storage_request_retried(action)
-
-        return call_with_retries(
-            lambda: self._try(action, key, request),
-            within_secs=0 if checking else self.retry_timeout_secs,
-            delay_secs=RETRY_FIRST_DELAY_SECS,
-            max_delay_secs=RETRY_MAX_DELAY_SECS,
-            min_attempts=1 if checking else self.max_attempts,
-            on_retry=say_retry,
-            on_give_up=self._give_up,
-        )
-
-    def _try(self, action: str, key: str | None, request: Callable[[], T]) -> T:
-        """One try of a request: its answer, or its failure as a StorageError (told to the observer)."""
-        observer = self.observer
+    def _failure(self, exc: Exception, action: str, key: str | None) -> tuple[StorageError, bool] | None:
         cause: Exception
-        try:
-            answer = request()
-        except (ClientError, BotoCoreError) as exc:
+        if isinstance(exc, ClientError | BotoCoreError):
             cause = exc
-        except Boto3Error as exc:
+        elif isinstance(exc, Boto3Error):
             # upload_file/download_file wrap a ClientError (S3UploadFailedError, raised while
             # handling it) or give up on their own (RetriesExceededError): report the inner error.
             inner = exc.__cause__ or exc.__context__
             cause = inner if isinstance(inner, ClientError | BotoCoreError) else exc
         else:
-            if observer is not None:
-                observer.storage_request_succeeded(action)
-            return answer
-        error = self._error(cause, action, key)
-        if observer is not None:
-            if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND_CODES:
-                # The store answered: "no such key" is an answer (a reader looks before it writes).
-                observer.storage_request_succeeded(action)
-            else:
-                observer.storage_request_failed(action, transient=error.retryable)
-        raise error
-
-    def _give_up(self, error: KBackupError, elapsed: float) -> KBackupError:
-        """The last transient failure of a request, saying how long it was retried and how to wait longer."""
-        if self.check_timeout_secs is not None:
-            # A preflight reports what it found; a run would retry for retry_timeout_secs.
-            return StorageError(
-                f"{error.message}; check tries once, with a {self.check_timeout_secs:g}s timeout",
-                hint=error.hint,
-            )
-        if self.patience_shortened:
-            return StorageError(
-                f"{error.message} (still failing after {elapsed:.0f}s of retries; a command run by "
-                f"hand tries for {self.retry_timeout_secs:g}s)",
-                hint=f"{error.hint}; to wait longer, set storage.retry_timeout_secs"
-                if error.hint
-                else "to wait longer, set storage.retry_timeout_secs",
-                retryable=True,
-            )
-        return StorageError(
-            f"{error.message} (still failing after {elapsed:.0f}s of retries; "
-            f"storage.retry_timeout_secs is {self.retry_timeout_secs:g})",
-            hint=error.hint,
-            retryable=True,
-        )
+            return None
+        # The store answered: "no such key" is an answer (a reader looks before it writes).
+        answered = isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND_CODES
+        return self._error(cause, action, key), answered
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call(
@@ -418,26 +349,3 @@ class S3Storage(Storage):
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", "unknown"))
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from or while handling, innermost last."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _unresolvable(exc: BaseException) -> bool:
-    """The endpoint's host name does not exist (not a resolver that is down for a moment)."""
-    return any(isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_HOST for cause in _causes(exc))
-
-
-def _os_reason(exc: BaseException) -> str | None:
-    """The operating system's words for why a connection failed ('Connection refused'), if any."""
-    for cause in reversed(list(_causes(exc))):
-        if isinstance(cause, OSError) and cause.strerror:
-            return cause.strerror
-    return None

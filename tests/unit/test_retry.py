@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import types
-
 import pytest
 
-from kbackup.core import retry
 from kbackup.core.errors import KafkaOperationError
 from kbackup.core.retry import call_with_retries
-
-
-class VirtualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
-    clock = VirtualClock()
-    monkeypatch.setattr(retry, "time", types.SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
-    return clock
+from tests.support.virtual_clock import VirtualClock
+from tests.support.virtual_clock import clock as clock  # the fixture
 
 
 def unreachable() -> int:

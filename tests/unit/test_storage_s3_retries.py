@@ -6,37 +6,14 @@ assert what the loop does, its waits and its tries, never the wall clock of a sh
 
 from __future__ import annotations
 
-import types
-
 import pytest
 
-from kbackup.core import retry
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
 from kbackup.sandbox.kafka import free_port
 from kbackup.storage import open_storage
-
-
-class VirtualClock:
-    """Stands in for the ``time`` module of the retry loop: sleeping moves the clock, nothing waits."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
-    clock = VirtualClock()
-    monkeypatch.setattr(retry, "time", types.SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
-    return clock
+from tests.support.virtual_clock import VirtualClock
+from tests.support.virtual_clock import clock as clock  # the fixture
 
 
 def unreachable(retry_timeout_secs: float, max_attempts: int = 1) -> StorageSettings:
