@@ -107,8 +107,8 @@ def checked_path(value: str | None) -> str | None:
     """An empty ``--path`` is a mistake (a variable that was not set), not the config's storage."""
     if value is not None and not value.strip():
         raise ConfigError(
-            "--path is empty: give a folder, file:///folder, s3://bucket/prefix or az://container/prefix, "
-            "or leave the option out to use storage.url"
+            "--path is empty: give a folder, file:///folder, s3://bucket/prefix, gs://bucket/prefix or "
+            "az://container/prefix, or leave the option out to use storage.url"
         )
     return value
 
@@ -121,7 +121,7 @@ def storage_path_option(help_text: str) -> Any:
 PathOption = Annotated[
     str | None,
     storage_path_option(
-        "Storage URL: a folder, file:///folder, s3://bucket/prefix or az://container/prefix."
+        "Storage URL: a folder, file:///folder, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix."
     ),
 ]
 BackupIdOption = Annotated[str | None, typer.Option("--backup-id", metavar="ID", help="Name of the backup.")]

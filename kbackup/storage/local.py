@@ -118,7 +118,7 @@ class LocalStorage(Storage):
             check_key(prefix.rstrip("/"))
         if not folder.is_dir():
             return []
-        return sorted(entry.name for entry in folder.iterdir() if entry.is_dir())
+        return sorted(entry.name for entry in folder.iterdir() if entry.is_dir() and _holds_an_object(entry))
 
     def get_bytes(self, key: str) -> bytes:
         path = self._path(key)
@@ -176,3 +176,17 @@ class LocalStorage(Storage):
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._path(key).unlink()
+
+
+def _holds_an_object(folder: Path) -> bool:
+    """Whether any object lies below ``folder``.
+
+    An object store has no folders, only key prefixes, and a prefix goes with its last object. A
+    folder here stays when a delete empties it (removing it would race a writer that has just made
+    it), so listing skips empty ones: else a backup a prune removed is listed again by its empty
+    folders, and every later prune plans it as a damaged backup.
+    """
+    for _dirpath, _dirnames, filenames in os.walk(folder):
+        if any(not name.startswith(".tmp-") for name in filenames):
+            return True
+    return False

@@ -124,6 +124,11 @@ def test_removing_every_backup_needs_force_and_then_removes_exactly_what_the_pla
     assert {key: after[key] for key in after} == {key: before[key] for key in after}  # the rest unchanged
     assert set(after) == {*under(before, "z-broken/"), "README"}  # nothing left behind either
     assert BackupCatalog(LocalStorage(store)).backup_ids() == ["z-broken"]
+    # Gone from every listing, as on an object store: the folders the removal emptied do not make
+    # a later prune plan the removed backups again (as damaged ones).
+    assert BackupCatalog(LocalStorage(store)).stored_ids() == ["z-broken"]
+    later = plan_prune(LocalStorage(store), RetentionSettings(keep_last=0, force=True))
+    assert [item.backup_id for item in later.backups] == ["z-broken"]
     assert json.loads(out)["executed"]["objects_removed"] == len(expected_gone)
 
     # A policy that removes nothing is not refused: nothing is left that it could remove (the
