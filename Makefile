@@ -93,11 +93,11 @@ $(INSTALLED): pyproject.toml
 jars: install ## Resolve Apache Kafka's jars from Maven Central into ~/.cache/kafka-backup (once)
 	$(BIN)/python -m kbackup.sandbox.jars
 
-bench: install jars ## Run every benchmark (backup, restore, mapping, reset, accuracy) and write docs/benchmarks.md
+bench: install jars azurite fake-gcs ## Run every benchmark (backup, restore, mapping, reset, accuracy) and write docs/benchmarks.md
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench all
 
-bench-quick: install jars ## Every benchmark at smoke sizes; writes nothing into docs/ (logs in bench-results/quick)
+bench-quick: install jars azurite fake-gcs ## Every benchmark at smoke sizes; writes nothing into docs/ (logs in bench-results/quick)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench all --quick
 

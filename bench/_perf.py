@@ -147,18 +147,19 @@ class StartedBackup:
 def start_backup(
     bootstrap: str,
     topic: str,
-    storage_dir: Path,
+    storage_dir: Path | dict[str, object],
     backup_id: str,
     flags: Sequence[str] = (),
     /,
     **settings: object,
 ) -> StartedBackup:
     """Start ``kafka-backup backup`` (with ``flags``) as a child process, without waiting for it.
-    ``settings`` go into the config's ``backup`` section."""
+    ``storage_dir`` is a folder or a whole ``storage`` section; ``settings`` go into the config's
+    ``backup`` section."""
     config = {
         "backup_id": backup_id,
         "source": {"bootstrap_servers": [bootstrap], "topics": {"include": [topic]}},
-        "storage": {"url": str(storage_dir)},
+        "storage": {"url": str(storage_dir)} if isinstance(storage_dir, Path) else storage_dir,
         "backup": {"consumer_group_snapshot": True, **settings},
     }
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
@@ -171,7 +172,7 @@ def start_backup(
 def measured_backup(
     bootstrap: str,
     topic: str,
-    storage_dir: Path,
+    storage_dir: Path | dict[str, object],
     backup_id: str,
     flags: Sequence[str] = (),
     /,

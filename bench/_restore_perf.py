@@ -262,7 +262,7 @@ def producer_performance(
 
 
 def restore_cli(
-    storage_root: Path,
+    storage_root: Path | str,
     backup_id: str,
     bootstrap: str,
     *,

@@ -54,6 +54,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench._emulators import Emulator, moto_command
 from bench._perf import refuse_smoke_figures_in_docs, replace_section
 
 START_MARKER = "<!-- prune:start -->"
@@ -232,48 +233,20 @@ def free_port() -> int:
         return port
 
 
-class MotoServer:
+class MotoServer(Emulator):
     """``python -m moto.server`` on a loopback port; its access log (werkzeug's, on stderr) in a file."""
 
     def __init__(self, log_path: Path) -> None:
-        self.log_path = log_path
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        port = free_port()
+        super().__init__("moto server", moto_command(port), port, log_path)
 
     @property
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> MotoServer:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"moto server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.__exit__()
-                    raise RuntimeError(f"moto server did not listen on {self.port} within 60 s") from None
-                time.sleep(0.1)
-
-    def __exit__(self, *_: object) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
-        self.process = None
+        super().__enter__()
+        return self
 
     def storage(self) -> dict[str, str]:
         """The ``storage:`` section of a config pointing at the bucket."""

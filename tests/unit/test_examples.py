@@ -48,6 +48,8 @@ def test_there_are_examples() -> None:
         "offset-reset.yaml",
         "continuous-backup.yaml",
         "drill.yaml",
+        "backup-gcs.yaml",
+        "backup-azure.yaml",
     } <= names
     assert {CI_WORKFLOW.name, K8S_CRONJOB.name, PROMETHEUS_ALERTS.name, "grafana-dashboard.json"} <= names
 
