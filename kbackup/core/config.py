@@ -27,6 +27,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -262,7 +263,7 @@ class GcsStorageSettings(StrictModel):
         description=(
             "Cloud KMS key of every object written (CMEK): "
             "`projects/P/locations/L/keyRings/R/cryptoKeys/K`, without a key version (the key's "
-            "primary version is used). A key's name, not the key: printed like any setting. The "
+            "primary version is used). A key's name, not a secret. The "
             "bucket's service agent needs `roles/cloudkms.cryptoKeyEncrypterDecrypter` on it. Unset: "
             "the bucket's default key, else Google-managed encryption."
         ),
@@ -479,7 +480,7 @@ class AzureStorageSettings(StrictModel):
         default=None,
         description=(
             "Encryption scope of every blob written (a scope defined on the storage account, for a "
-            "customer-managed key); its name, not a key: printed like any setting. Unset: the "
+            "customer-managed key); a name, not a secret. Unset: the "
             "container's default scope, else the account's encryption."
         ),
     )
@@ -688,7 +689,13 @@ class StorageSettings(StrictModel):
 
     @field_validator("storage_class", mode="before")
     @classmethod
-    def _check_storage_class(cls, value: Any) -> Any:
+    def _check_storage_class(cls, value: Any, info: ValidationInfo) -> Any:
+        # storage_class sits beside sse, as S3's keys do: written so for another cloud, the line
+        # names that cloud's key (its values are not S3's, so "must be STANDARD, ..." would mislead).
+        url = str(info.data.get("url") or "")
+        elsewhere = _OTHER_CLOUDS_CLASS.get(urlparse(url).scheme)
+        if value is not None and elsewhere is not None:
+            raise ValueError(f"is S3's storage class, and the url is {elsewhere[0]}'s: write {elsewhere[1]}")
         return _readable_class(
             value, S3StorageClass, {"GLACIER": _S3_ARCHIVE, "DEEP_ARCHIVE": _S3_ARCHIVE}, "S3"
         )
@@ -919,6 +926,11 @@ _GCS_BUCKET_CHARACTERS = (
 
 #: The seed tool's keys of where backups are, which ``url`` replaces.
 _SEED_LOCATION_KEYS = ("backend", "path", "bucket", "prefix")
+#: Where the other clouds' URLs take their storage class (access tier).
+_OTHER_CLOUDS_CLASS = {
+    "gs": ("Google Cloud Storage", "storage.gcs.storage_class"),
+    **{scheme: ("Azure", "storage.azure.access_tier") for scheme in AZURE_SCHEMES},
+}
 #: Storage keys only the S3 store reads.
 _S3_STORE_KEYS = ("bucket", "prefix", "sse", "sse_kms_key_id", "storage_class")
 #: Storage keys the S3 store reads, and a KMS key-encryption key as well.
