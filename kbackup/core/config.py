@@ -197,6 +197,13 @@ _GCS_KMS_KEY_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/
 _AZURE_ENCRYPTION_SCOPE = re.compile(r"^(?=.{3,63}$)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*$")
 
 
+def _name_matching(name: str | None, pattern: re.Pattern[str], what: str) -> str | None:
+    """``name`` if it has the form of ``what``."""
+    if name is not None and not pattern.match(name):
+        raise ValueError(f"{name!r} is not {what}")
+    return name
+
+
 def _readable_class(value: Any, accepted: Any, unreadable: Mapping[str, str], cloud: str) -> Any:
     """``value`` if it is not a storage class whose objects must be restored before a read; a class
     written in another case than the cloud's is named in the cloud's spelling."""
@@ -282,13 +289,13 @@ class GcsStorageSettings(StrictModel):
     @field_validator("kms_key_name")
     @classmethod
     def _check_kms_key_name(cls, name: str | None) -> str | None:
-        if name is not None and not _GCS_KMS_KEY_NAME.match(name):
-            # A version (.../cryptoKeyVersions/1) would be dropped by the client without a word.
-            raise ValueError(
-                f"{name!r} is not a Cloud KMS key name: expected "
-                "projects/P/locations/L/keyRings/R/cryptoKeys/K (no cryptoKeyVersions)"
-            )
-        return name
+        # A version (.../cryptoKeyVersions/1) would be dropped by the client without a word.
+        return _name_matching(
+            name,
+            _GCS_KMS_KEY_NAME,
+            "a Cloud KMS key name: expected projects/P/locations/L/keyRings/R/cryptoKeys/K "
+            "(no cryptoKeyVersions)",
+        )
 
     @model_validator(mode="after")
     def _one_credential(self) -> GcsStorageSettings:
@@ -505,12 +512,12 @@ class AzureStorageSettings(StrictModel):
     @field_validator("encryption_scope")
     @classmethod
     def _check_encryption_scope(cls, scope: str | None) -> str | None:
-        if scope is not None and not _AZURE_ENCRYPTION_SCOPE.match(scope):
-            raise ValueError(
-                f"{scope!r} is not an encryption scope name (3 to 63 letters, digits and dashes, each "
-                "dash between two letters or digits)"
-            )
-        return scope
+        return _name_matching(
+            scope,
+            _AZURE_ENCRYPTION_SCOPE,
+            "an encryption scope name (3 to 63 letters, digits and dashes, each dash between two "
+            "letters or digits)",
+        )
 
     @model_validator(mode="after")
     def _one_credential(self) -> AzureStorageSettings:

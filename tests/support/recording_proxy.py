@@ -30,22 +30,10 @@ class RecordedRequest:
 
 
 @dataclass
-class RecordingProxy:
-    upstream_port: int
+class RecordingProxy(FaultyProxy):
+    """A :class:`FaultyProxy` left forwarding, keeping what each client connection sent."""
+
     _sent: list[bytearray] = field(default_factory=list, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-
-    def __post_init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, name="recording-proxy", daemon=True).start()
-
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._listener.close()
 
     def requests(self) -> list[RecordedRequest]:
         """Every request the clients sent so far, connection by connection."""
@@ -62,21 +50,14 @@ class RecordingProxy:
                 found.append(RecordedRequest(match.group(1).decode(), match.group(2).decode(), headers))
         return found
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return  # closed
-            threading.Thread(target=self._forward, args=(client,), daemon=True).start()
-
-    def _forward(self, client: socket.socket) -> None:
+    def _forward(self, client: socket.socket, lose_answer: bool = False) -> None:
+        # Always forwarding (the mode stays "forward"): lose_answer is never set.
         sent = bytearray()
         with self._lock:
             self._sent.append(sent)
         with client, socket.create_connection(("127.0.0.1", self.upstream_port), timeout=10) as upstream:
             upstream.settimeout(None)
-            answers = threading.Thread(target=FaultyProxy._pump, args=(upstream, client), daemon=True)
+            answers = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
             answers.start()
             with contextlib.suppress(OSError):
                 while chunk := client.recv(65536):
