@@ -9,6 +9,8 @@ Where an emulator keeps an option, its stored property is what is checked (moto:
 ServerSideEncryption, SSEKMSKeyId; fake-gcs-server: storageClass; Azurite: the access tier). Where
 it drops one (fake-gcs-server forgets ``kmsKeyName``; Azurite keeps no encryption scope), what the
 client library sent is read from the wire through a recording proxy in front of the emulator.
+A segment big enough to go up in parts (S3 multipart, a resumable upload, Azure blocks) is checked
+on its own: each client sends those as a request sequence of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from kbackup.backup.lease import LeaseKeeper
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
 from kbackup.storage import Storage, open_storage
+from kbackup.storage import azure as azure_backend
+from kbackup.storage import s3 as s3_backend
 from tests.conftest import TEST_BUCKET
 from tests.support.azurite import ACCOUNT, Azurite
 from tests.support.backup_builder import write_increment
@@ -35,6 +39,7 @@ BACKUP_ID = "b"
 RECORDS = 10
 CMEK_KEY = "projects/kbackup-test/locations/europe-west1/keyRings/backups/cryptoKeys/segments"
 ENCRYPTION_SCOPE = "kbackup-scope"
+MIB = 1024 * 1024
 
 
 def open_with(settings: Mapping[str, object]) -> Storage:
@@ -154,6 +159,81 @@ def test_azure_segments_get_the_access_tier_and_every_blob_the_encryption_scope(
     assert len(writes) >= len(blobs)
     for write in writes:
         assert write.headers.get("x-ms-encryption-scope") == ENCRYPTION_SCOPE, write.target
+
+
+def big_segment(folder: Path, size: int) -> Path:
+    path = folder / "big.parquet"
+    path.write_bytes(b"x" * size)
+    return path
+
+
+# Real segments are tens of MiB: each client then sends them in parts (S3 multipart, a Cloud Storage
+# resumable upload, Azure blocks), a request sequence of its own, which must carry the options too.
+def test_s3_a_segment_sent_in_parts_carries_the_class_and_kms_key(
+    s3_server: S3Server, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_backend, "MULTIPART_THRESHOLD", 5 * MIB)  # S3's smallest part
+    storage = open_with(
+        {
+            **s3_server.storage_settings(TEST_BUCKET, unique_name),
+            "storage_class": "ONEZONE_IA",
+            "sse": "aws:kms",
+            "sse_kms_key_id": "alias/kbackup-test",
+        }
+    )
+    storage.move_file("big.parquet", big_segment(tmp_path, 6 * MIB))
+    head = s3_server.client().head_object(Bucket=TEST_BUCKET, Key=f"{unique_name}/big.parquet")
+    assert head["ETag"].endswith('-1"')  # a multipart upload's ETag counts its parts
+    assert (head["StorageClass"], head["SSEKMSKeyId"]) == ("ONEZONE_IA", "alias/kbackup-test")
+
+
+def test_gcs_a_segment_sent_resumably_carries_the_class_and_cmek_key(
+    gcs_server: GcsServer, proxy_to_gcs: RecordingProxy, unique_name: str, tmp_path: Path
+) -> None:
+    settings = {"endpoint_url": proxy_to_gcs.endpoint_url, "anonymous": True}
+    storage = open_with(
+        {
+            "url": f"gs://{TEST_BUCKET}/{unique_name}",
+            "gcs": {**settings, "storage_class": "NEARLINE", "kms_key_name": CMEK_KEY},
+        }
+    )
+    storage.move_file("big.parquet", big_segment(tmp_path, 8 * MIB + 1))  # above the client's 8 MiB
+    blob = gcs_server.client().bucket(TEST_BUCKET).get_blob(f"{unique_name}/big.parquet")
+    assert (blob.size, blob.storage_class) == (8 * MIB + 1, "NEARLINE")
+    starts = [
+        parse_qs(urlsplit(request.target).query)
+        for request in proxy_to_gcs.requests()
+        if request.method == "POST" and "uploadType=resumable" in request.target
+    ]
+    assert [query.get("kmsKeyName") for query in starts] == [[CMEK_KEY]]
+
+
+def test_azure_a_segment_sent_in_blocks_carries_the_tier_and_encryption_scope(
+    azurite: Azurite,
+    proxy_to_azurite: RecordingProxy,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(azure_backend, "SINGLE_PUT_SIZE", MIB)
+    monkeypatch.setattr(azure_backend, "BLOCK_SIZE", MIB)
+    settings = azurite.storage_settings(TEST_BUCKET, unique_name)
+    settings["azure"] = {
+        **settings["azure"],
+        "endpoint": f"{proxy_to_azurite.endpoint_url}/{ACCOUNT}",
+        "access_tier": "Cold",
+        "encryption_scope": ENCRYPTION_SCOPE,
+    }
+    open_with(settings).move_file("big.parquet", big_segment(tmp_path, 2 * MIB + MIB // 2))
+    blob = azurite.service().get_blob_client(TEST_BUCKET, f"{unique_name}/big.parquet")
+    assert blob.get_blob_properties().blob_tier == "Cold"
+    assert len(blob.get_block_list("committed")[0]) == 3
+    writes = [request for request in proxy_to_azurite.requests() if request.method == "PUT"]
+    assert {request.target.rpartition("comp=")[2].partition("&")[0] for request in writes} == {
+        "block",
+        "blocklist",
+    }
+    assert {request.headers.get("x-ms-encryption-scope") for request in writes} == {ENCRYPTION_SCOPE}
 
 
 @pytest.mark.parametrize("cloud", ["gcs", "azure"])
