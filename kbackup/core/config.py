@@ -27,6 +27,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -165,6 +166,59 @@ class KafkaConnection(StrictModel):
 
 StorageBackend = Literal["filesystem", "s3"]
 
+# The storage classes (access tiers) a backup's segments may be written in: those whose objects
+# are read at once. A class that needs a restore or rehydration request first (hours, per object)
+# would turn every restore into a failure; it is refused offline, pointing at lifecycle rules.
+S3StorageClass = Literal[
+    "STANDARD",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER_IR",
+    "REDUCED_REDUNDANCY",
+    "EXPRESS_ONEZONE",
+    "OUTPOSTS",
+]
+#: Cloud Storage reads ARCHIVE objects at once (it only bills more per read): allowed.
+GcsStorageClass = Literal["STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"]
+AzureAccessTier = Literal["Hot", "Cool", "Cold"]
+
+_S3_ARCHIVE = (
+    "its objects cannot be read until each is restored (hours), so a restore would fail; use "
+    "GLACIER_IR (read at once), or move older segments there with a lifecycle rule instead"
+)
+_AZURE_ARCHIVE = (
+    "an archived blob cannot be read until it is rehydrated (hours), so a restore would fail; use "
+    "Cool or Cold, or move older segments there with a lifecycle management rule instead"
+)
+#: projects/P/locations/L/keyRings/R/cryptoKeys/K: a key, not one of its versions.
+_GCS_KMS_KEY_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
+#: Azure's rule for an encryption scope's name.
+_AZURE_ENCRYPTION_SCOPE = re.compile(r"^(?=.{3,63}$)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*$")
+
+
+def _name_matching(name: str | None, pattern: re.Pattern[str], what: str) -> str | None:
+    """``name`` if it has the form of ``what``."""
+    if name is not None and not pattern.match(name):
+        raise ValueError(f"{name!r} is not {what}")
+    return name
+
+
+def _readable_class(value: Any, accepted: Any, unreadable: Mapping[str, str], cloud: str) -> Any:
+    """``value`` if it is not a storage class whose objects must be restored before a read; a class
+    written in another case than the cloud's is named in the cloud's spelling."""
+    if not isinstance(value, str):
+        return value  # the Literal says what is expected
+    for name, why in unreadable.items():
+        if name.lower() == value.lower():
+            raise ValueError(f"{value} is refused: {why}")
+    names = get_args(accepted)
+    if value not in names:
+        spelled = [name for name in names if name.lower() == value.lower()]
+        if spelled:
+            raise ValueError(f"{value!r} is written {spelled[0]} ({cloud}'s spelling)")
+    return value
+
 
 class GcsStorageSettings(StrictModel):
     """Google Cloud Storage (``gs://bucket/prefix``): the project, the endpoint and the credentials.
@@ -202,11 +256,46 @@ class GcsStorageSettings(StrictModel):
             "Send no credentials (an emulator at `endpoint_url`); `STORAGE_EMULATOR_HOST` implies it."
         ),
     )
+    storage_class: GcsStorageClass | None = Field(
+        default=None,
+        description=(
+            "Storage class of the segment objects (the record data); manifests, leases and keyrings "
+            "keep the bucket's default class, since they are small, read by every list, status and "
+            "restore, and the colder classes bill a minimum duration and a fee per read. `ARCHIVE` "
+            "objects are read at once (no rehydration), so it is accepted. Unset: the bucket's default."
+        ),
+    )
+    kms_key_name: str | None = Field(
+        default=None,
+        description=(
+            "Cloud KMS key of every object written (CMEK): "
+            "`projects/P/locations/L/keyRings/R/cryptoKeys/K`, without a key version (the key's "
+            "primary version is used). A key's name, not a secret. The "
+            "bucket's service agent needs `roles/cloudkms.cryptoKeyEncrypterDecrypter` on it. Unset: "
+            "the bucket's default key, else Google-managed encryption."
+        ),
+    )
 
     @field_validator("endpoint_url")
     @classmethod
     def _check_endpoint(cls, endpoint: str | None) -> str | None:
         return None if endpoint is None else checked_endpoint(endpoint)
+
+    @field_validator("storage_class", mode="before")
+    @classmethod
+    def _check_storage_class(cls, value: Any) -> Any:
+        return _readable_class(value, GcsStorageClass, {}, "Cloud Storage")
+
+    @field_validator("kms_key_name")
+    @classmethod
+    def _check_kms_key_name(cls, name: str | None) -> str | None:
+        # A version (.../cryptoKeyVersions/1) would be dropped by the client without a word.
+        return _name_matching(
+            name,
+            _GCS_KMS_KEY_NAME,
+            "a Cloud KMS key name: expected projects/P/locations/L/keyRings/R/cryptoKeys/K "
+            "(no cryptoKeyVersions)",
+        )
 
     @model_validator(mode="after")
     def _one_credential(self) -> GcsStorageSettings:
@@ -384,6 +473,24 @@ class AzureStorageSettings(StrictModel):
         default=None,
         description="A shared access signature (`sv=...&sig=...`) to read, write, list and delete. A secret.",
     )
+    access_tier: AzureAccessTier | None = Field(
+        default=None,
+        description=(
+            "Access tier of the segment blobs (the record data); manifests, leases and keyrings keep "
+            "the account's default tier, since they are small, read by every list, status and restore, "
+            "and Cool and Cold bill a minimum duration and a fee per read. `Archive` is refused: an "
+            "archived blob cannot be read until it is rehydrated (hours); move old segments there with "
+            "a lifecycle management rule instead. Unset: the account's default tier."
+        ),
+    )
+    encryption_scope: str | None = Field(
+        default=None,
+        description=(
+            "Encryption scope of every blob written (a scope defined on the storage account, for a "
+            "customer-managed key); a name, not a secret. Unset: the "
+            "container's default scope, else the account's encryption."
+        ),
+    )
 
     @field_validator("account_name")
     @classmethod
@@ -396,6 +503,21 @@ class AzureStorageSettings(StrictModel):
     @classmethod
     def _check_endpoint(cls, endpoint: str | None) -> str | None:
         return None if endpoint is None else checked_endpoint(endpoint)
+
+    @field_validator("access_tier", mode="before")
+    @classmethod
+    def _check_access_tier(cls, value: Any) -> Any:
+        return _readable_class(value, AzureAccessTier, {"Archive": _AZURE_ARCHIVE}, "Azure")
+
+    @field_validator("encryption_scope")
+    @classmethod
+    def _check_encryption_scope(cls, scope: str | None) -> str | None:
+        return _name_matching(
+            scope,
+            _AZURE_ENCRYPTION_SCOPE,
+            "an encryption scope name (3 to 63 letters, digits and dashes, each dash between two "
+            "letters or digits)",
+        )
 
     @model_validator(mode="after")
     def _one_credential(self) -> AzureStorageSettings:
@@ -423,8 +545,9 @@ class StorageSettings(StrictModel):
     ``gs://bucket/prefix``, with its keys in ``gcs``).
     The seed tool's ``backend`` + ``path`` / ``bucket`` + ``prefix`` keys are
     accepted as well and turned into a URL, but not beside ``url``. The S3 keys
-    (``bucket``, ``prefix``, ``sse``, ``sse_kms_key_id``; ``endpoint_url``, ``region`` and the
-    credentials unless ``encryption.kms_key_id`` reads them) are refused on a folder.
+    (``bucket``, ``prefix``, ``sse``, ``sse_kms_key_id``, ``storage_class``; ``endpoint_url``,
+    ``region`` and the credentials unless ``encryption.kms_key_id`` reads them) are refused on a
+    folder.
     """
 
     url: str | None = Field(
@@ -470,6 +593,16 @@ class StorageSettings(StrictModel):
     sse_kms_key_id: str | None = Field(
         default=None,
         description="KMS key id or ARN with `sse: aws:kms`; unset: the bucket's AWS-managed key.",
+    )
+    storage_class: S3StorageClass | None = Field(
+        default=None,
+        description=(
+            "S3 storage class of the segment objects (the record data); manifests, leases and keyrings "
+            "stay `STANDARD`, since they are small, read by every list, status and restore, and the "
+            "infrequent-access classes bill a minimum size (128 KiB) and duration. `GLACIER` and "
+            "`DEEP_ARCHIVE` are refused: their objects cannot be read until restored (hours); move "
+            "old segments there with a lifecycle rule instead. Unset: `STANDARD`."
+        ),
     )
     azure: AzureStorageSettings | None = Field(
         default=None,
@@ -560,6 +693,19 @@ class StorageSettings(StrictModel):
         # botocore would take 'minio:9000' as an invalid endpoint only on the first request, or
         # 'htp://minio:9000' as one it cannot resolve; both are typos, found here before any call.
         return None if endpoint is None else checked_endpoint(endpoint)
+
+    @field_validator("storage_class", mode="before")
+    @classmethod
+    def _check_storage_class(cls, value: Any, info: ValidationInfo) -> Any:
+        # storage_class sits beside sse, as S3's keys do: written so for another cloud, the line
+        # names that cloud's key (its values are not S3's, so "must be STANDARD, ..." would mislead).
+        url = str(info.data.get("url") or "")
+        elsewhere = _OTHER_CLOUDS_CLASS.get(urlparse(url).scheme)
+        if value is not None and elsewhere is not None:
+            raise ValueError(f"is S3's storage class, and the url is {elsewhere[0]}'s: write {elsewhere[1]}")
+        return _readable_class(
+            value, S3StorageClass, {"GLACIER": _S3_ARCHIVE, "DEEP_ARCHIVE": _S3_ARCHIVE}, "S3"
+        )
 
     @field_validator("bucket")
     @classmethod
@@ -787,8 +933,13 @@ _GCS_BUCKET_CHARACTERS = (
 
 #: The seed tool's keys of where backups are, which ``url`` replaces.
 _SEED_LOCATION_KEYS = ("backend", "path", "bucket", "prefix")
+#: Where the other clouds' URLs take their storage class (access tier).
+_OTHER_CLOUDS_CLASS = {
+    "gs": ("Google Cloud Storage", "storage.gcs.storage_class"),
+    **{scheme: ("Azure", "storage.azure.access_tier") for scheme in AZURE_SCHEMES},
+}
 #: Storage keys only the S3 store reads.
-_S3_STORE_KEYS = ("bucket", "prefix", "sse", "sse_kms_key_id")
+_S3_STORE_KEYS = ("bucket", "prefix", "sse", "sse_kms_key_id", "storage_class")
 #: Storage keys the S3 store reads, and a KMS key-encryption key as well.
 _S3_AND_KMS_KEYS = ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token")
 

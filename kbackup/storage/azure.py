@@ -18,7 +18,7 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
-from azure.storage.blob import BlobServiceClient, ContainerClient
+from azure.storage.blob import BlobServiceClient, ContainerClient, StandardBlobTier
 
 from kbackup.core.config import AzureLocation, StorageSettings, azure_location
 from kbackup.core.errors import StorageError
@@ -70,6 +70,18 @@ class AzureBlobStorage(RemoteStorage):
         # Without the query: a SAS token's client puts the token there, and errors name the endpoint.
         self.endpoint = service.url.partition("?")[0].rstrip("/")
         self._container: ContainerClient = service.get_container_client(self.container)
+        azure = settings.azure
+        #: Sent with every blob written: the account's encryption scope (a customer-managed key).
+        self._write_options: dict[str, Any] = {}
+        if azure is not None and azure.encryption_scope is not None:
+            self._write_options["encryption_scope"] = azure.encryption_scope
+        #: Sent with the segments only (put_file, move_file: the only writes of record data). The
+        #: manifests, leases, keyrings and group snapshots keep the account's default tier: they
+        #: are small, read by every list, status and restore, and rewritten, and Cool and Cold bill
+        #: a minimum of 30 or 90 days and each read.
+        self._data_options = dict(self._write_options)
+        if azure is not None and azure.access_tier is not None:
+            self._data_options["standard_blob_tier"] = StandardBlobTier(azure.access_tier)
 
     def _key(self, key: str) -> str:
         check_key(key)
@@ -147,7 +159,11 @@ class AzureBlobStorage(RemoteStorage):
         return self._error(exc, action, key), answered
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        self._call("write", key, lambda: self._container.upload_blob(self._key(key), data, overwrite=True))
+        self._call(
+            "write",
+            key,
+            lambda: self._container.upload_blob(self._key(key), data, overwrite=True, **self._write_options),
+        )
 
     def put_file(self, key: str, path: Path) -> None:
         def upload() -> None:
@@ -160,6 +176,7 @@ class AzureBlobStorage(RemoteStorage):
                     length=path.stat().st_size,
                     overwrite=True,
                     max_concurrency=TRANSFER_CONCURRENCY,
+                    **self._data_options,
                 )
 
         self._call("upload", key, upload)
@@ -168,7 +185,7 @@ class AzureBlobStorage(RemoteStorage):
         def put_once() -> bool:
             try:
                 # overwrite=False sends If-None-Match: *; the service refuses when the blob exists.
-                self._container.upload_blob(self._key(key), data, overwrite=False)
+                self._container.upload_blob(self._key(key), data, overwrite=False, **self._write_options)
             except ResourceExistsError:
                 # The blob exists. It is ours if an earlier try of ours was stored but its answer
                 # was lost; only different bytes mean another writer got there first.

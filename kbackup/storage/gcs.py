@@ -107,13 +107,31 @@ class GcsStorage(RemoteStorage):
                 "GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login`",
             ) from None
         self._bucket = self._client.bucket(bucket)
+        #: CMEK: every object written is encrypted with this Cloud KMS key (the upload's kmsKeyName).
+        self.kms_key_name = gcs_settings.kms_key_name
+        #: The class of the segments only; see :meth:`_new_blob`.
+        self.data_storage_class = gcs_settings.storage_class
 
     def _key(self, key: str) -> str:
         check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _blob(self, key: str) -> gcs.Blob:
+        """An object to read, look up or delete."""
         return self._bucket.blob(self._key(key), chunk_size=UPLOAD_CHUNK_BYTES)
+
+    def _new_blob(self, key: str, *, data: bool = False) -> gcs.Blob:
+        """An object to write: with the CMEK key, and for a segment (``data``: put_file, move_file,
+        the only writes of record data) the configured storage class. Manifests, leases, keyrings
+        and group snapshots keep the bucket's default class: they are small, read by every list,
+        status and restore, and rewritten, and the colder classes bill a minimum of 30 to 365 days
+        and each read."""
+        blob = self._bucket.blob(
+            self._key(key), chunk_size=UPLOAD_CHUNK_BYTES, kms_key_name=self.kms_key_name
+        )
+        if data and self.data_storage_class is not None:
+            blob.storage_class = self.data_storage_class  # sent in the upload's object metadata
+        return blob
 
     def _error(self, exc: BaseException, action: str, key: str | None = None) -> StorageError:
         """One StorageError naming the object and what to do; retryable only if waiting can fix it."""
@@ -162,7 +180,7 @@ class GcsStorage(RemoteStorage):
         self._call(
             "write",
             key,
-            lambda: self._blob(key).upload_from_string(data, retry=None, timeout=self._timeout),
+            lambda: self._new_blob(key).upload_from_string(data, retry=None, timeout=self._timeout),
         )
 
     def put_file(self, key: str, path: Path) -> None:
@@ -170,14 +188,16 @@ class GcsStorage(RemoteStorage):
         self._call(
             "upload",
             key,
-            lambda: self._blob(key).upload_from_filename(str(path), retry=None, timeout=self._timeout),
+            lambda: self._new_blob(key, data=True).upload_from_filename(
+                str(path), retry=None, timeout=self._timeout
+            ),
         )
 
     def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
         def put_once() -> bool:
             try:
                 # ifGenerationMatch=0: the store refuses the write if any version of the object exists.
-                self._blob(key).upload_from_string(
+                self._new_blob(key).upload_from_string(
                     data, if_generation_match=0, retry=None, timeout=self._timeout
                 )
             except google_errors.PreconditionFailed:

@@ -107,11 +107,19 @@ class S3Storage(RemoteStorage):
             )
         except BotoCoreError as exc:
             raise self._error(exc, "connect to") from None
+        #: Sent with every object written: server-side encryption covers manifests as well as data.
         self._extra_args: dict[str, Any] = {}
         if settings.sse is not None:
             self._extra_args["ServerSideEncryption"] = settings.sse
             if settings.sse_kms_key_id:
                 self._extra_args["SSEKMSKeyId"] = settings.sse_kms_key_id
+        #: Sent with the segments only (put_file, move_file: the only writes of record data). The
+        #: manifests, leases, keyrings and group snapshots stay STANDARD: they are small, read by
+        #: every list, status and restore, and rewritten, and the infrequent-access classes bill
+        #: each object at least 128 KiB and 30 days, and each read.
+        self._data_args = dict(self._extra_args)
+        if settings.storage_class is not None:
+            self._data_args["StorageClass"] = settings.storage_class
         self._transfer = TransferConfig(
             multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=32 * 1024 * 1024
         )
@@ -229,7 +237,7 @@ class S3Storage(RemoteStorage):
                 str(path),
                 self.bucket,
                 self._key(key),
-                ExtraArgs=self._extra_args or None,
+                ExtraArgs=self._data_args or None,
                 Config=self._transfer,
             ),
         )
