@@ -297,6 +297,18 @@ class GcsStorageSettings(StrictModel):
             "(no cryptoKeyVersions)",
         )
 
+    @field_validator("credentials_file")
+    @classmethod
+    def _a_path_not_the_key(cls, value: str | None) -> str | None:
+        # The path is shown in errors (it is no secret); a key pasted in its place must not be.
+        if value is not None and ("\n" in value or value.lstrip().startswith("{")):
+            register_secret(value)
+            raise ValueError(
+                "holds what looks like the JSON key itself, not the path of its file: save the key "
+                "to a file and name the file here"
+            )
+        return value
+
     @model_validator(mode="after")
     def _one_credential(self) -> GcsStorageSettings:
         if self.anonymous and self.credentials_file is not None:

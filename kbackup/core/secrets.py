@@ -20,9 +20,14 @@ _lock = threading.Lock()
 _registered: set[str] = set()
 
 
+#: Names of a file that holds a secret (``storage.gcs.credentials_file``): the value is where the
+#: secret is kept, and the path is what an operator needs to read in an error about it.
+_SECRET_FILE_KEY_PATTERN = re.compile(r"_file$", re.IGNORECASE)
+
+
 def is_secret_key(name: str) -> bool:
-    """True when a property or setting name denotes a secret value."""
-    return bool(_SECRET_KEY_PATTERN.search(name))
+    """True when a property or setting name denotes a secret value (not the file that holds one)."""
+    return bool(_SECRET_KEY_PATTERN.search(name)) and not _SECRET_FILE_KEY_PATTERN.search(name)
 
 
 def register_secret(value: str | None) -> None:

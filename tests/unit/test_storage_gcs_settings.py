@@ -142,3 +142,29 @@ def test_path_flag_keeps_gcs_settings_only_for_a_gs_url() -> None:
     moved = _storage_at(storage, "gs://kbackup-backups/copy")
     assert moved.gcs == storage.gcs
     assert _storage_at(storage, "./copy").gcs is None
+
+
+def test_a_missing_credentials_file_is_named_by_the_command(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI, where every secret the config holds is masked: the file's path is no secret."""
+    Path("c.yaml").write_text(
+        "storage:\n  url: gs://kbackup-backups/prod\n  gcs:\n    credentials_file: /nope/sa-key.json\n"
+    )
+    code = run(["list", "-c", "c.yaml"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == StorageError.exit_code
+    assert err[0] == "kafka-backup: error: storage.gcs.credentials_file /nope/sa-key.json does not exist"
+
+
+def test_a_key_pasted_in_place_of_its_file_is_refused_and_never_echoed(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pasted = '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQ\\n"}'
+    code, err = check_offline(
+        f"storage:\n  url: gs://kbackup-backups/prod\n  gcs:\n    credentials_file: '{pasted}'\n", capsys
+    )
+    assert code == ConfigError.exit_code
+    assert "storage.gcs.credentials_file: holds what looks like the JSON key itself" in err[0], err
+    assert "BEGIN PRIVATE KEY" not in "\n".join(err)
+    assert "MIIEvQ" not in "\n".join(err)
