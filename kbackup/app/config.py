@@ -126,6 +126,8 @@ def anchored_paths(config: KBackupConfig, folder: Path) -> KBackupConfig:
     storage = config.storage
     if storage.url is not None:
         storage = files(storage, "url")
+    elif storage.s3_keys_without_a_bucket():
+        pass  # no folder to anchor: resolved_url refuses it, unless --path names the bucket
     elif not (storage.backend == "s3" or (storage.backend is None and storage.bucket)):
         # The default folder too: it belongs beside the file like the keys written in it.
         storage = storage.model_copy(update={"path": anchor(storage.path or DEFAULT_STORAGE_PATH)})

@@ -697,7 +697,27 @@ class StorageSettings(StrictModel):
         if self.bucket:  # a bucket is S3's (backend s3 has one, backend filesystem none: _one_location)
             prefix = (self.prefix or "").strip("/")
             return f"s3://{self.bucket}/{prefix}" if prefix else f"s3://{self.bucket}"
+        self._refuse_s3_keys_without_a_bucket()
         return self.path or DEFAULT_STORAGE_PATH
+
+    def s3_keys_without_a_bucket(self) -> list[str]:
+        """The S3 settings of a store that names no location at all (the default folder)."""
+        if self.url is not None or self.bucket is not None or self.path is not None or self.backend:
+            return []
+        return [name for name in self.s3_only_keys() if getattr(self, name) is not None]
+
+    def _refuse_s3_keys_without_a_bucket(self) -> None:
+        # S3 settings and no location: the backups would silently go to the default folder. Refused
+        # here, when the location is resolved, not when the file is read: a file may hold only the
+        # S3 settings and each command name the bucket with --path s3://bucket/prefix.
+        unplaced = self.s3_keys_without_a_bucket()
+        if unplaced:
+            one = len(unplaced) == 1
+            raise ConfigError(
+                f"storage: {_and(unplaced)} {'is' if one else 'are'} for an S3 store, and no bucket is "
+                f"given: backups would go to the folder {DEFAULT_STORAGE_PATH}",
+                hint="write storage.url: s3://bucket/prefix, or pass --path s3://bucket/prefix",
+            )
 
     @field_validator("endpoint_url")
     @classmethod

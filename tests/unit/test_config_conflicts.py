@@ -181,3 +181,19 @@ def test_a_brokers_port_outside_1_to_65535_is_refused_in_a_file(
 def test_ports_1_and_65535_are_taken(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     Path("c.yaml").write_text("source:\n  bootstrap_servers: kafka:1,kafka-2:65535\n")
     assert run(["check", "--offline", "-c", "c.yaml"]) == 0, capsys.readouterr().err
+
+
+def test_s3_keys_without_any_location_are_refused_unless_path_names_the_store(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Backups went to ./kafka-backups without a word; a file holding only S3 settings, with --path
+    # naming the store on each command, stays valid.
+    Path("c.yaml").write_text("storage:\n  endpoint_url: http://minio:9000\n  region: eu-west-1\n")
+    for command in (["check", "--offline"], ["list"]):
+        code = run([*command, "-c", "c.yaml"])
+        out, err = capsys.readouterr()
+        assert code == ConfigError.exit_code, (out, err)
+        assert "endpoint_url and region are for an S3 store, and no bucket is given" in out + err
+        assert not (folder / "kafka-backups").exists()
+    (folder / "copy").mkdir()
+    assert run(["list", "-c", "c.yaml", "-p", str(folder / "copy")]) == 0, capsys.readouterr().err
