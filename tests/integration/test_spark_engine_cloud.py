@@ -31,32 +31,10 @@ from tests.support.kafka_io import Record, commit_group, consume_all, create_top
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import REPO, assert_restored_exactly
 from tests.support.restored_topics import restored_records
+from tests.support.spark_topics import kept_fields, seed_sliced_topic
 from tests.support.storage_backends import storage_backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-
-def seed(cluster: LocalKafkaCluster, topic: str) -> None:
-    """600 records: 400 on partition 0 (four slices of 100 offsets, four tasks), 100 on each other."""
-    create_topic(cluster, topic, partitions=3, config={"retention.ms": "-1"})
-    produce(
-        cluster,
-        topic,
-        [
-            Record(
-                key=f"k{i % 13}".encode(),
-                value=f"value-{i}".encode() * (1 + i % 3),
-                partition=0 if i < 400 else 1 + i % 2,
-                headers=(("h", f"{i}".encode()),),
-                timestamp=1_700_000_000_000 + i,
-            )
-            for i in range(600)
-        ],
-    )
-
-
-def as_stored(record: Any) -> tuple[Any, ...]:
-    return (record.partition, record.offset, record.key, record.value, record.headers, record.timestamp)
 
 
 @pytest.mark.parametrize("backend", ["gcs", "azure"])
@@ -69,7 +47,8 @@ def test_a_spark_backup_and_restore_through_the_cloud_bring_every_record_back_ex
     request: pytest.FixtureRequest,
     backend: str,
 ) -> None:
-    seed(source_cluster, unique_name)
+    # 400 records on partition 0: four slices of 100 offsets, four tasks.
+    seed_sliced_topic(source_cluster, unique_name, records=600, on_partition_0=400)
     location = storage_backend(backend, request, tmp_path, f"spark-{unique_name}")
     settings = location.settings()
     summary = run_backup(
@@ -83,9 +62,7 @@ def test_a_spark_backup_and_restore_through_the_cloud_bring_every_record_back_ex
     backup = BackupCatalog(location.storage()).load("b")
     assert len({s.key.rsplit("-", 1)[-1] for s in backup.manifests[0].segments if s.partition == 0}) == 4
     source = consume_all(source_cluster, unique_name, [0, 1, 2])
-    assert sorted(as_stored(r) for r in read_backup(settings, "b")) == sorted(
-        (r.partition, r.consumed_offset, r.key, r.value, r.headers, r.timestamp) for r in source
-    )
+    assert sorted(kept_fields(r) for r in read_backup(settings, "b")) == sorted(map(kept_fields, source))
     config = config_file(tmp_path / "storage.yaml", storage=location.section)
     assert run(["validate", "--deep", "--backup-id", "b", "-c", str(config)]) == 0
     # Restored by Spark tasks, each reading its segments from the bucket.
