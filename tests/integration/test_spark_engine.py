@@ -27,38 +27,9 @@ from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, group_position, produce
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import assert_restored_exactly, transactional_ids
+from tests.support.spark_topics import kept_fields, seed_sliced_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-
-def _seed(cluster: LocalKafkaCluster, topic: str) -> None:
-    create_topic(cluster, topic, partitions=3, config={"retention.ms": "-1"})
-    produce(
-        cluster,
-        topic,
-        [
-            Record(
-                key=f"k{i % 17}".encode(),
-                value=f"value-{i}".encode() * (1 + i % 5),
-                partition=0 if i < 1200 else (1 + i % 2),
-                headers=(("h", f"{i}".encode()),),
-                timestamp=1_700_000_000_000 + i,
-            )
-            for i in range(1500)
-        ],
-    )
-
-
-def _strip(record: Any) -> tuple[Any, ...]:
-    return (
-        record.topic,
-        record.partition,
-        record.offset,
-        record.key,
-        record.value,
-        record.headers,
-        record.timestamp,
-    )
 
 
 @pytest.mark.parametrize("store", ["folder", "s3"])
@@ -70,7 +41,7 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
     request: pytest.FixtureRequest,
     store: str,
 ) -> None:
-    _seed(source_cluster, unique_name)
+    seed_sliced_topic(source_cluster, unique_name, records=1500, on_partition_0=1200)
     if store == "s3":
         server = request.getfixturevalue("s3_server")
         raw: dict[str, Any] = server.storage_settings(TEST_BUCKET, f"engine/{unique_name}")
@@ -89,8 +60,8 @@ def test_a_spark_backup_equals_a_local_one_record_for_record(
     )
     assert summary.records == 1500
     assert (BackupCatalog(open_storage(spark_store)).load("b").keys is not None) == (store == "folder")
-    local_records = [_strip(r) for r in read_backup(local_store, "b")]
-    spark_records = [_strip(r) for r in read_backup(spark_store, "b")]
+    local_records = [kept_fields(r) for r in read_backup(local_store, "b")]
+    spark_records = [kept_fields(r) for r in read_backup(spark_store, "b")]
     assert spark_records == local_records
     backup = BackupCatalog(open_storage(spark_store)).load("b")
     entry = next(e for e in backup.manifests[0].partitions if e.partition == 0)
@@ -114,7 +85,7 @@ def test_a_spark_restore_lands_each_record_once_in_order_with_the_local_engines_
     tmp_path: Path,
     exactly_once: bool,
 ) -> None:
-    _seed(source_cluster, unique_name)
+    seed_sliced_topic(source_cluster, unique_name, records=1500, on_partition_0=1200)
     store = tmp_path / "store"
     # The exactly-once variant restores an encrypted backup: each task reads with the driver's keys.
     store_settings = StorageSettings(
