@@ -1,0 +1,367 @@
+"""Cloud Storage (fake-gcs-server) and Azure Blob Storage (Azurite) going down in the middle of a
+backup, a restore and a prune, and throttling a backup: the faults of test_fault_storage.py (S3),
+on the other two clouds.
+
+Each test has an emulator of its own that keeps its objects across a stop and a start on the same
+port (fake-gcs-server in a folder, Azurite in its --location folder), so an outage ends with the
+store as it was, as a cloud's does. The run's own progress picks the moment: when it starts its
+``AFTER_CALLS``-th upload, download or delete request, the emulator is stopped from another thread,
+so requests in flight meet the outage too. Stopped for good, the run gives up after
+``storage.retry_timeout_secs`` (short here) with one line and exit 7, and the emulator is started
+again for the checks; started again within that time, the run rides the outage out. Either way no
+manifest names a missing or partial object (validate --deep), and the same command run again
+completes with every record once.
+
+Throttling is a proxy (tests.support.faulty_proxy) answering each request in the store's own
+throttling shape (Cloud Storage 429 and 503, Azure 503 ServerBusy) for a few seconds mid-backup.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbackup.backup.inspect import validate_backup
+from kbackup.cli.main import run
+from kbackup.core.config import StorageSettings
+from kbackup.core.errors import StorageError
+from kbackup.format.catalog import BackupCatalog
+from kbackup.format.segments import SegmentLimits
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
+from kbackup.storage import Storage, open_storage
+from kbackup.storage.azure import AzureBlobStorage
+from kbackup.storage.gcs import GcsStorage
+from kbackup.storage.remote import RemoteStorage
+from tests.conftest import TEST_BUCKET
+from tests.support.azurite import ACCOUNT, Azurite
+from tests.support.backup_io import read_backup, take_backup
+from tests.support.config_files import config_file
+from tests.support.crash_restores import check_exactly_once
+from tests.support.faulty_proxy import AZURE_SERVER_BUSY, GCS_THROTTLED, FaultyProxy
+from tests.support.gcs_server import GcsServer
+from tests.support.kafka_io import Record, consume_all, create_topic, produce
+
+pytestmark = pytest.mark.slow
+
+#: storage.retry_timeout_secs and max_attempts of a run whose store stays down (the defaults try
+#: for 120 s, and quick tries alone take 6 s), so it gives up in seconds.
+GIVE_UP_SECS = 1.0
+GIVE_UP_ATTEMPTS = 2
+#: How long a store that comes back stays down (the run keeps its default retry_timeout_secs).
+DOWN_SECS = 1.0
+#: Throttling lasts this long.
+BUSY_SECS = 3.0
+#: The request (upload, download, delete) at whose start the store goes down.
+AFTER_CALLS = 3
+PARTITIONS = 3
+RECORDS_PER_PARTITION = 300
+SEGMENT_RECORDS = 15
+BACKUP_ID = "outage"
+DAY_MS = 86_400_000
+BASE_TIME = 1_700_000_000_000
+#: Daily increments of the pruned backup.
+DAYS = 4
+
+Emulator = GcsServer | Azurite
+
+
+@pytest.fixture(params=["gcs", "azure"])
+def emulator(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Emulator]:
+    """An emulator of this test's own, keeping its objects across a stop and a start."""
+    server: Emulator
+    if request.param == "gcs":
+        server = GcsServer(log_path=tmp_path / "fake-gcs.log", data_folder=tmp_path / "fake-gcs")
+        server.start()
+        server.create_bucket(TEST_BUCKET)
+    else:
+        (tmp_path / "azurite").mkdir()
+        server = Azurite(folder=tmp_path / "azurite")
+        server.start()
+        server.service().create_container(TEST_BUCKET)
+    yield server
+    server.stop()
+
+
+def storage_section(emulator: Emulator, *, endpoint: str | None = None, **settings: Any) -> dict[str, Any]:
+    """The ``storage:`` section for this emulator, or for a proxy in front of it at ``endpoint``."""
+    section = emulator.storage_settings(TEST_BUCKET, "faults")
+    if endpoint is not None and isinstance(emulator, GcsServer):
+        section["gcs"]["endpoint_url"] = endpoint
+    elif endpoint is not None:
+        section["azure"]["endpoint"] = f"{endpoint}/{ACCOUNT}"
+    return {**section, **settings}
+
+
+def direct_storage(emulator: Emulator) -> Storage:
+    return open_storage(StorageSettings.model_validate(storage_section(emulator)))
+
+
+def storage_class(emulator: Emulator) -> type[RemoteStorage]:
+    return GcsStorage if isinstance(emulator, GcsServer) else AzureBlobStorage
+
+
+class StoreOutage:
+    """Stops the emulator when the run starts its ``at_call``-th request of one kind (from another
+    thread, so that request and those in flight meet it); starts it again after ``down_secs``, or
+    only when :meth:`end` is called (None)."""
+
+    def __init__(self, emulator: Emulator, down_secs: float | None, at_call: int = AFTER_CALLS) -> None:
+        self.emulator = emulator
+        self.down_secs = down_secs
+        self.at_call = at_call
+        self.calls = 0
+        self.thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def hook(self, monkeypatch: pytest.MonkeyPatch, cls: type[RemoteStorage], method: str) -> None:
+        request: Callable[..., Any] = getattr(cls, method)
+
+        def counted(storage: RemoteStorage, *args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.calls += 1
+                if self.calls == self.at_call:
+                    self.thread = threading.Thread(target=self._outage, daemon=True)
+                    self.thread.start()
+            return request(storage, *args, **kwargs)
+
+        monkeypatch.setattr(cls, method, counted)
+
+    def _outage(self) -> None:
+        self.emulator.stop()
+        if self.down_secs is not None:
+            time.sleep(self.down_secs)
+            self.emulator.start()
+
+    def end(self) -> None:
+        """Wait for the outage to be over (starting the emulator again if it stays down)."""
+        assert self.thread is not None, f"the run made fewer than {self.at_call} requests: no outage"
+        self.thread.join(60)
+        if self.down_secs is None:
+            self.emulator.start()
+
+
+def outage_settings(down_secs: float | None) -> dict[str, Any]:
+    """A store that stays down is given up on after GIVE_UP_SECS; one that comes back, the default."""
+    return {"retry_timeout_secs": GIVE_UP_SECS, "max_attempts": GIVE_UP_ATTEMPTS} if down_secs is None else {}
+
+
+def assert_gave_up_in_one_line(code: int, err: str, emulator: Emulator) -> None:
+    assert code == StorageError.exit_code, err
+    assert "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if ": error: " in line]
+    assert "still failing after" in line, line
+    assert f"127.0.0.1:{emulator.port}" in line, line
+
+
+def assert_every_manifest_names_whole_objects(storage: Storage, backup_id: str) -> None:
+    if BackupCatalog(storage).exists(backup_id):
+        assert validate_backup(storage, backup_id, deep=True).errors == []
+
+
+def source_topic(cluster: LocalKafkaCluster, topic: str) -> list[Record]:
+    create_topic(cluster, topic, partitions=PARTITIONS)
+    produce(
+        cluster,
+        topic,
+        [
+            Record(key=b"k%d" % i, value=b"value-%d-" % i + b"v" * 100, partition=i % PARTITIONS)
+            for i in range(PARTITIONS * RECORDS_PER_PARTITION)
+        ],
+    )
+    return consume_all(cluster, topic, list(range(PARTITIONS)))
+
+
+@pytest.mark.parametrize("down_secs", [None, DOWN_SECS], ids=["stays-down", "comes-back"])
+def test_store_down_mid_backup(
+    source_cluster: LocalKafkaCluster,
+    emulator: Emulator,
+    unique_name: str,
+    tmp_path: Path,
+    down_secs: float | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = source_topic(source_cluster, unique_name)
+    config = config_file(
+        tmp_path / "backup.yaml",
+        backup_id=BACKUP_ID,
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        storage=storage_section(emulator, **outage_settings(down_secs)),
+        backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
+    )
+    outage = StoreOutage(emulator, down_secs)
+    with monkeypatch.context() as hooked:
+        outage.hook(hooked, storage_class(emulator), "put_file")
+        code = run(["backup", "-c", str(config)])
+        outage.end()
+    err = capsys.readouterr().err
+    if down_secs is None:
+        assert_gave_up_in_one_line(code, err, emulator)
+    else:
+        assert code == 0, err
+        assert "trying again" in err, "the backup met no outage"
+    storage = direct_storage(emulator)
+    assert_every_manifest_names_whole_objects(storage, BACKUP_ID)
+
+    assert run(["backup", "-c", str(config)]) == 0, capsys.readouterr().err
+    assert read_backup(storage, BACKUP_ID) == source
+    assert validate_backup(storage, BACKUP_ID, deep=True).errors == []
+
+
+def build_backup_on(storage: Storage, scratch: Path, topic: str) -> dict[int, list[BackupRecord]]:
+    """A backup of PARTITIONS x RECORDS_PER_PARTITION small records in segments of SEGMENT_RECORDS."""
+    limits = SegmentLimits(max_records=SEGMENT_RECORDS)
+    builder = BackupBuilder(storage, "crash", source_cluster="crash-src", scratch_dir=scratch, limits=limits)
+    builder.topic(topic, PARTITIONS)
+    expected = {
+        partition: [
+            BackupRecord(
+                offset=i, key=b"key-%d" % (i % 50), value=b"p%d-r%d" % (partition, i), timestamp=BASE_TIME + i
+            )
+            for i in range(RECORDS_PER_PARTITION)
+        ]
+        for partition in range(PARTITIONS)
+    }
+    for partition, records in expected.items():
+        builder.partition(topic, partition, iter(records))
+    builder.commit()
+    return expected
+
+
+@pytest.mark.parametrize("down_secs", [None, DOWN_SECS], ids=["stays-down", "comes-back"])
+def test_store_down_mid_restore(
+    target_cluster: LocalKafkaCluster,
+    emulator: Emulator,
+    unique_name: str,
+    tmp_path: Path,
+    down_secs: float | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    expected = build_backup_on(direct_storage(emulator), tmp_path, unique_name)
+    config = config_file(
+        tmp_path / "restore.yaml",
+        backup_id="crash",
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage=storage_section(emulator, **outage_settings(down_secs)),
+        restore={"transaction_max_records": 100},
+    )
+    command = ["restore", "-c", str(config), "--exactly-once"]
+    outage = StoreOutage(emulator, down_secs)
+    with monkeypatch.context() as hooked:
+        outage.hook(hooked, storage_class(emulator), "download")
+        code = run(command)
+        outage.end()
+    err = capsys.readouterr().err
+    if down_secs is None:
+        assert_gave_up_in_one_line(code, err, emulator)
+        assert run(command) == 0, capsys.readouterr().err
+    else:
+        assert code == 0, err
+        assert "trying again" in err, "the restore met no outage"
+    check_exactly_once(target_cluster, unique_name, PARTITIONS, expected, seed=0)
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_store_down_mid_prune(
+    source_cluster: LocalKafkaCluster,
+    emulator: Emulator,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Four daily increments, the first two pruned (42 objects): the store goes down at the start
+    of the prune's second delete request (of 42 on Cloud Storage, one per object; of 2 on Azure, up
+    to 256 objects each) and stays down."""
+    topic = unique_name
+    settings = StorageSettings.model_validate(storage_section(emulator))
+    create_topic(source_cluster, topic, partitions=2, config={"retention.ms": "-1"})
+    for day in range(DAYS):
+        stamp = BASE_TIME + day * DAY_MS
+        produce(
+            source_cluster,
+            topic,
+            [Record(key=b"k", value=b"v%d" % i, partition=i % 2, timestamp=stamp + i) for i in range(40)],
+        )
+        take_backup(source_cluster, settings, "daily", [topic], segment_max_records=2)
+    source = consume_all(source_cluster, topic, [0, 1])
+    config = config_file(
+        tmp_path / "prune.yaml",
+        backup_id="daily",
+        storage=storage_section(emulator, **outage_settings(None)),
+    )
+    command = ["prune", "-c", str(config), "--before", iso(BASE_TIME + 2 * DAY_MS), "--execute"]
+    outage = StoreOutage(emulator, down_secs=None, at_call=2)
+    with monkeypatch.context() as hooked:
+        outage.hook(hooked, storage_class(emulator), "_delete_batch")
+        code = run(command)
+        outage.end()
+    assert_gave_up_in_one_line(code, capsys.readouterr().err, emulator)
+    storage = direct_storage(emulator)
+    assert validate_backup(storage, "daily", deep=True).errors == []
+
+    assert run(command) == 0, capsys.readouterr().err
+    assert validate_backup(storage, "daily", deep=True).errors == []
+    kept = [r for r in source if r.timestamp is not None and r.timestamp >= BASE_TIME + 2 * DAY_MS]
+    assert read_backup(storage, "daily") == kept
+
+
+def test_backup_rides_out_throttling(
+    source_cluster: LocalKafkaCluster,
+    emulator: Emulator,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """From the backup's AFTER_CALLS-th upload on, every request is answered as the store answers
+    when it throttles, for BUSY_SECS; the backup (default retry settings) completes."""
+    source = source_topic(source_cluster, unique_name)
+    answers = GCS_THROTTLED if isinstance(emulator, GcsServer) else AZURE_SERVER_BUSY
+    proxy = FaultyProxy(upstream_port=emulator.port, busy_answers=answers)
+    config = config_file(
+        tmp_path / "backup.yaml",
+        backup_id=BACKUP_ID,
+        source={
+            "bootstrap_servers": [source_cluster.bootstrap_servers],
+            "topics": {"include": [unique_name]},
+        },
+        storage=storage_section(emulator, endpoint=proxy.endpoint_url),
+        backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
+    )
+    cls = storage_class(emulator)
+    upload = cls.put_file
+    uploads = 0
+
+    def throttled_from_the_third(storage: RemoteStorage, key: str, path: Path) -> None:
+        nonlocal uploads
+        uploads += 1
+        if uploads == AFTER_CALLS:
+            proxy.set_mode("busy")
+            threading.Timer(BUSY_SECS, proxy.set_mode, ("forward",)).start()
+        upload(storage, key, path)
+
+    try:
+        with monkeypatch.context() as hooked:
+            hooked.setattr(cls, "put_file", throttled_from_the_third)
+            assert run(["backup", "-c", str(config)]) == 0, capsys.readouterr().err
+    finally:
+        proxy.close()
+    assert proxy.faults_served > 0, "the backup met no throttling"
+    storage = direct_storage(emulator)
+    assert read_backup(storage, BACKUP_ID) == source
+    assert validate_backup(storage, BACKUP_ID, deep=True).errors == []
