@@ -61,7 +61,7 @@ BUSY_SECS = 3.0
 #: The request (upload, download, delete) at whose start the store goes down.
 AFTER_CALLS = 3
 PARTITIONS = 3
-RECORDS_PER_PARTITION = 300
+RECORDS_PER_PARTITION = 150
 SEGMENT_RECORDS = 15
 BACKUP_ID = "outage"
 DAY_MS = 86_400_000
@@ -284,9 +284,9 @@ def test_store_down_mid_prune(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Four daily increments, the first two pruned (42 objects): the store goes down at the start
-    of the prune's second delete request (of 42 on Cloud Storage, one per object; of 2 on Azure, up
-    to 256 objects each) and stays down."""
+    """Four daily increments, the first two pruned (12 segments, 2 manifests): the store goes down
+    at the start of the prune's second delete request (of 14 on Cloud Storage, one per object; of 2
+    on Azure, up to 256 objects each) and stays down."""
     topic = unique_name
     settings = StorageSettings.model_validate(storage_section(emulator))
     create_topic(source_cluster, topic, partitions=2, config={"retention.ms": "-1"})
@@ -295,7 +295,7 @@ def test_store_down_mid_prune(
         produce(
             source_cluster,
             topic,
-            [Record(key=b"k", value=b"v%d" % i, partition=i % 2, timestamp=stamp + i) for i in range(40)],
+            [Record(key=b"k", value=b"v%d" % i, partition=i % 2, timestamp=stamp + i) for i in range(10)],
         )
         take_backup(source_cluster, settings, "daily", [topic], segment_max_records=2)
     source = consume_all(source_cluster, topic, [0, 1])
