@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
 
 from kbackup.backup.inspect import validate_backup
 from kbackup.cli.main import run
@@ -43,7 +44,7 @@ from tests.conftest import TEST_BUCKET
 from tests.support.azurite import ACCOUNT, Azurite
 from tests.support.backup_io import read_backup, take_backup
 from tests.support.config_files import config_file
-from tests.support.crash_restores import check_exactly_once
+from tests.support.crash_restores import check_exactly_once, landed
 from tests.support.faulty_proxy import AZURE_SERVER_BUSY, GCS_THROTTLED, FaultyProxy
 from tests.support.gcs_server import GcsServer
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
@@ -64,6 +65,11 @@ PARTITIONS = 3
 RECORDS_PER_PARTITION = 150
 SEGMENT_RECORDS = 15
 BACKUP_ID = "outage"
+SEGMENTS = PARTITIONS * RECORDS_PER_PARTITION // SEGMENT_RECORDS
+#: The restore's transactions, and the segment download at whose start the store goes down: a
+#: restore reads every segment once to check it before the first record, then again to restore.
+TRANSACTION_RECORDS = 20
+RESTORE_OUTAGE_AT = SEGMENTS + SEGMENTS // 3
 DAY_MS = 86_400_000
 BASE_TIME = 1_700_000_000_000
 #: Daily increments of the pruned backup.
@@ -218,6 +224,21 @@ def test_store_down_mid_backup(
     assert validate_backup(storage, BACKUP_ID, deep=True).errors == []
 
 
+def landed_records(cluster: LocalKafkaCluster, topic: str) -> int:
+    """Records on the target, in committed transactions or not."""
+    probe = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "probe",
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        return landed(probe, topic, PARTITIONS)
+    finally:
+        probe.close()
+
+
 def build_backup_on(storage: Storage, scratch: Path, topic: str) -> dict[int, list[BackupRecord]]:
     """A backup of PARTITIONS x RECORDS_PER_PARTITION small records in segments of SEGMENT_RECORDS."""
     limits = SegmentLimits(max_records=SEGMENT_RECORDS)
@@ -254,10 +275,11 @@ def test_store_down_mid_restore(
         backup_id="crash",
         target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
         storage=storage_section(emulator, **outage_settings(down_secs)),
-        restore={"transaction_max_records": 100},
+        restore={"transaction_max_records": TRANSACTION_RECORDS},
     )
     command = ["restore", "-c", str(config), "--exactly-once"]
-    outage = StoreOutage(emulator, down_secs)
+    # Segments are restored one after another: the store goes down after a third of them.
+    outage = StoreOutage(emulator, down_secs, at_call=RESTORE_OUTAGE_AT)
     with monkeypatch.context() as hooked:
         outage.hook(hooked, storage_class(emulator), "download")
         code = run(command)
@@ -265,6 +287,8 @@ def test_store_down_mid_restore(
     err = capsys.readouterr().err
     if down_secs is None:
         assert_gave_up_in_one_line(code, err, emulator)
+        stopped_at = landed_records(target_cluster, unique_name)
+        assert 0 < stopped_at < PARTITIONS * RECORDS_PER_PARTITION, f"{stopped_at} records landed"
         assert run(command) == 0, capsys.readouterr().err
     else:
         assert code == 0, err
