@@ -4,9 +4,10 @@ on the other two clouds.
 
 Each test has an emulator of its own that keeps its objects across a stop and a start on the same
 port (fake-gcs-server in a folder, Azurite in its --location folder), so an outage ends with the
-store as it was, as a cloud's does. The run's own progress picks the moment: when it starts its
-``AFTER_CALLS``-th upload, download or delete request, the emulator is stopped from another thread,
-so requests in flight meet the outage too. Stopped for good, the run gives up after
+store as it was, as a cloud's does. The run's own progress picks the moment: when it starts a
+given upload, download or delete request (the third upload; a third of the way into restoring; the
+prune's second delete), the emulator is stopped from another thread, so requests in flight meet
+the outage too. Stopped for good, the run gives up after
 ``storage.retry_timeout_secs`` (short here) with one line and exit 7, and the emulator is started
 again for the checks; started again within that time, the run rides the outage out. Either way no
 manifest names a missing or partial object (validate --deep), and the same command run again
@@ -21,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -113,62 +115,98 @@ def storage_class(emulator: Emulator) -> type[RemoteStorage]:
     return GcsStorage if isinstance(emulator, GcsServer) else AzureBlobStorage
 
 
-class StoreOutage:
-    """Stops the emulator when the run starts its ``at_call``-th request of one kind (from another
-    thread, so that request and those in flight meet it); starts it again after ``down_secs``, or
-    only when :meth:`end` is called (None)."""
+def at_call(
+    monkeypatch: pytest.MonkeyPatch, emulator: Emulator, method: str, call: int, action: Callable[[], None]
+) -> threading.Thread:
+    """Start ``action`` in a thread of its own when the run starts its ``call``-th call of the
+    storage's ``method``, so that call and those in flight meet what it does; the thread, started
+    once the run got that far."""
+    cls = storage_class(emulator)
+    request: Callable[..., Any] = getattr(cls, method)
+    thread = threading.Thread(target=action, daemon=True)
+    calls = 0
+    lock = threading.Lock()
 
-    def __init__(self, emulator: Emulator, down_secs: float | None, at_call: int = AFTER_CALLS) -> None:
-        self.emulator = emulator
-        self.down_secs = down_secs
-        self.at_call = at_call
-        self.calls = 0
-        self.thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+    def counted(storage: RemoteStorage, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        with lock:
+            calls += 1
+            if calls == call:
+                thread.start()
+        return request(storage, *args, **kwargs)
 
-    def hook(self, monkeypatch: pytest.MonkeyPatch, cls: type[RemoteStorage], method: str) -> None:
-        request: Callable[..., Any] = getattr(cls, method)
+    monkeypatch.setattr(cls, method, counted)
+    return thread
 
-        def counted(storage: RemoteStorage, *args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                self.calls += 1
-                if self.calls == self.at_call:
-                    self.thread = threading.Thread(target=self._outage, daemon=True)
-                    self.thread.start()
-            return request(storage, *args, **kwargs)
 
-        monkeypatch.setattr(cls, method, counted)
+@dataclass
+class Outage:
+    """The emulator stopped mid-run, for ``down_secs`` (None: until the run has given up)."""
 
-    def _outage(self) -> None:
-        self.emulator.stop()
-        if self.down_secs is not None:
-            time.sleep(self.down_secs)
-            self.emulator.start()
+    emulator: Emulator
+    down_secs: float | None
+    monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str]
 
-    def end(self) -> None:
-        """Wait for the outage to be over (starting the emulator again if it stays down)."""
-        assert self.thread is not None, f"the run made fewer than {self.at_call} requests: no outage"
-        self.thread.join(60)
+    @property
+    def storage_settings(self) -> dict[str, Any]:
+        """The ``storage:`` section: a store that stays down is given up on after GIVE_UP_SECS,
+        one that comes back is waited for as long as a user's run waits (the default)."""
+        patience: dict[str, Any] = {"retry_timeout_secs": GIVE_UP_SECS, "max_attempts": GIVE_UP_ATTEMPTS}
+        return storage_section(self.emulator, **(patience if self.down_secs is None else {}))
+
+    def run(self, method: str, args: list[str], call: int = AFTER_CALLS) -> None:
+        """Run the CLI with ``args`` in this process, the emulator stopped when the run starts its
+        ``call``-th call of the storage's ``method``; the run gives up in one line (exit 7) or, if
+        the store comes back in time, rides the outage out. Returns once the emulator is back."""
+
+        def outage() -> None:
+            self.emulator.stop()
+            if self.down_secs is not None:
+                time.sleep(self.down_secs)
+                self.emulator.start()
+
+        with self.monkeypatch.context() as hooked:
+            thread = at_call(hooked, self.emulator, method, call, outage)
+            code = run(args)
+        assert thread.ident is not None, f"the run made fewer than {call} {method} calls: no outage"
+        thread.join(60)
+        err = self.capsys.readouterr().err
         if self.down_secs is None:
             self.emulator.start()
+            assert code == StorageError.exit_code, err
+            assert "Traceback" not in err
+            (line,) = [line for line in err.splitlines() if ": error: " in line]
+            assert "still failing after" in line, line
+            assert f"127.0.0.1:{self.emulator.port}" in line, line
+        else:
+            assert code == 0, err
+            assert "trying again" in err, "the run met no outage"
 
 
-def outage_settings(down_secs: float | None) -> dict[str, Any]:
-    """A store that stays down is given up on after GIVE_UP_SECS; one that comes back, the default."""
-    return {"retry_timeout_secs": GIVE_UP_SECS, "max_attempts": GIVE_UP_ATTEMPTS} if down_secs is None else {}
-
-
-def assert_gave_up_in_one_line(code: int, err: str, emulator: Emulator) -> None:
-    assert code == StorageError.exit_code, err
-    assert "Traceback" not in err
-    (line,) = [line for line in err.splitlines() if ": error: " in line]
-    assert "still failing after" in line, line
-    assert f"127.0.0.1:{emulator.port}" in line, line
+@pytest.fixture(params=[None, DOWN_SECS], ids=["stays-down", "comes-back"])
+def outage(
+    request: pytest.FixtureRequest,
+    emulator: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Outage:
+    return Outage(emulator, request.param, monkeypatch, capsys)
 
 
 def assert_every_manifest_names_whole_objects(storage: Storage, backup_id: str) -> None:
     if BackupCatalog(storage).exists(backup_id):
         assert validate_backup(storage, backup_id, deep=True).errors == []
+
+
+def backup_config(path: Path, cluster: LocalKafkaCluster, topic: str, storage: dict[str, Any]) -> Path:
+    return config_file(
+        path,
+        backup_id=BACKUP_ID,
+        source={"bootstrap_servers": [cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        storage=storage,
+        backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(path.parent / "scratch")},
+    )
 
 
 def source_topic(cluster: LocalKafkaCluster, topic: str) -> list[Record]:
@@ -184,42 +222,16 @@ def source_topic(cluster: LocalKafkaCluster, topic: str) -> list[Record]:
     return consume_all(cluster, topic, list(range(PARTITIONS)))
 
 
-@pytest.mark.parametrize("down_secs", [None, DOWN_SECS], ids=["stays-down", "comes-back"])
 def test_store_down_mid_backup(
-    source_cluster: LocalKafkaCluster,
-    emulator: Emulator,
-    unique_name: str,
-    tmp_path: Path,
-    down_secs: float | None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    source_cluster: LocalKafkaCluster, outage: Outage, unique_name: str, tmp_path: Path
 ) -> None:
     source = source_topic(source_cluster, unique_name)
-    config = config_file(
-        tmp_path / "backup.yaml",
-        backup_id=BACKUP_ID,
-        source={
-            "bootstrap_servers": [source_cluster.bootstrap_servers],
-            "topics": {"include": [unique_name]},
-        },
-        storage=storage_section(emulator, **outage_settings(down_secs)),
-        backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
-    )
-    outage = StoreOutage(emulator, down_secs)
-    with monkeypatch.context() as hooked:
-        outage.hook(hooked, storage_class(emulator), "put_file")
-        code = run(["backup", "-c", str(config)])
-        outage.end()
-    err = capsys.readouterr().err
-    if down_secs is None:
-        assert_gave_up_in_one_line(code, err, emulator)
-    else:
-        assert code == 0, err
-        assert "trying again" in err, "the backup met no outage"
-    storage = direct_storage(emulator)
+    config = backup_config(tmp_path / "backup.yaml", source_cluster, unique_name, outage.storage_settings)
+    outage.run("put_file", ["backup", "-c", str(config)])
+    storage = direct_storage(outage.emulator)
     assert_every_manifest_names_whole_objects(storage, BACKUP_ID)
 
-    assert run(["backup", "-c", str(config)]) == 0, capsys.readouterr().err
+    assert run(["backup", "-c", str(config)]) == 0, outage.capsys.readouterr().err
     assert read_backup(storage, BACKUP_ID) == source
     assert validate_backup(storage, BACKUP_ID, deep=True).errors == []
 
@@ -259,40 +271,24 @@ def build_backup_on(storage: Storage, scratch: Path, topic: str) -> dict[int, li
     return expected
 
 
-@pytest.mark.parametrize("down_secs", [None, DOWN_SECS], ids=["stays-down", "comes-back"])
 def test_store_down_mid_restore(
-    target_cluster: LocalKafkaCluster,
-    emulator: Emulator,
-    unique_name: str,
-    tmp_path: Path,
-    down_secs: float | None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    target_cluster: LocalKafkaCluster, outage: Outage, unique_name: str, tmp_path: Path
 ) -> None:
-    expected = build_backup_on(direct_storage(emulator), tmp_path, unique_name)
+    expected = build_backup_on(direct_storage(outage.emulator), tmp_path, unique_name)
     config = config_file(
         tmp_path / "restore.yaml",
         backup_id="crash",
         target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
-        storage=storage_section(emulator, **outage_settings(down_secs)),
+        storage=outage.storage_settings,
         restore={"transaction_max_records": TRANSACTION_RECORDS},
     )
     command = ["restore", "-c", str(config), "--exactly-once"]
     # Segments are restored one after another: the store goes down after a third of them.
-    outage = StoreOutage(emulator, down_secs, at_call=RESTORE_OUTAGE_AT)
-    with monkeypatch.context() as hooked:
-        outage.hook(hooked, storage_class(emulator), "download")
-        code = run(command)
-        outage.end()
-    err = capsys.readouterr().err
-    if down_secs is None:
-        assert_gave_up_in_one_line(code, err, emulator)
+    outage.run("download", command, call=RESTORE_OUTAGE_AT)
+    if outage.down_secs is None:
         stopped_at = landed_records(target_cluster, unique_name)
         assert 0 < stopped_at < PARTITIONS * RECORDS_PER_PARTITION, f"{stopped_at} records landed"
-        assert run(command) == 0, capsys.readouterr().err
-    else:
-        assert code == 0, err
-        assert "trying again" in err, "the restore met no outage"
+        assert run(command) == 0, outage.capsys.readouterr().err
     check_exactly_once(target_cluster, unique_name, PARTITIONS, expected, seed=0)
 
 
@@ -300,19 +296,22 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@pytest.fixture
+def lasting_outage(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Outage:
+    """The emulator stopped mid-run until the run has given up."""
+    return Outage(emulator, None, monkeypatch, capsys)
+
+
 def test_store_down_mid_prune(
-    source_cluster: LocalKafkaCluster,
-    emulator: Emulator,
-    unique_name: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    source_cluster: LocalKafkaCluster, lasting_outage: Outage, unique_name: str, tmp_path: Path
 ) -> None:
     """Four daily increments, the first two pruned (12 segments, 2 manifests): the store goes down
     at the start of the prune's second delete request (of 14 on Cloud Storage, one per object; of 2
     on Azure, up to 256 objects each) and stays down."""
-    topic = unique_name
-    settings = StorageSettings.model_validate(storage_section(emulator))
+    topic, outage = unique_name, lasting_outage
+    settings = StorageSettings.model_validate(storage_section(outage.emulator))
     create_topic(source_cluster, topic, partitions=2, config={"retention.ms": "-1"})
     for day in range(DAYS):
         stamp = BASE_TIME + day * DAY_MS
@@ -323,22 +322,13 @@ def test_store_down_mid_prune(
         )
         take_backup(source_cluster, settings, "daily", [topic], segment_max_records=2)
     source = consume_all(source_cluster, topic, [0, 1])
-    config = config_file(
-        tmp_path / "prune.yaml",
-        backup_id="daily",
-        storage=storage_section(emulator, **outage_settings(None)),
-    )
+    config = config_file(tmp_path / "prune.yaml", backup_id="daily", storage=outage.storage_settings)
     command = ["prune", "-c", str(config), "--before", iso(BASE_TIME + 2 * DAY_MS), "--execute"]
-    outage = StoreOutage(emulator, down_secs=None, at_call=2)
-    with monkeypatch.context() as hooked:
-        outage.hook(hooked, storage_class(emulator), "_delete_batch")
-        code = run(command)
-        outage.end()
-    assert_gave_up_in_one_line(code, capsys.readouterr().err, emulator)
-    storage = direct_storage(emulator)
+    outage.run("_delete_batch", command, call=2)
+    storage = direct_storage(outage.emulator)
     assert validate_backup(storage, "daily", deep=True).errors == []
 
-    assert run(command) == 0, capsys.readouterr().err
+    assert run(command) == 0, outage.capsys.readouterr().err
     assert validate_backup(storage, "daily", deep=True).errors == []
     kept = [r for r in source if r.timestamp is not None and r.timestamp >= BASE_TIME + 2 * DAY_MS]
     assert read_backup(storage, "daily") == kept
@@ -357,32 +347,19 @@ def test_backup_rides_out_throttling(
     source = source_topic(source_cluster, unique_name)
     answers = GCS_THROTTLED if isinstance(emulator, GcsServer) else AZURE_SERVER_BUSY
     proxy = FaultyProxy(upstream_port=emulator.port, busy_answers=answers)
-    config = config_file(
-        tmp_path / "backup.yaml",
-        backup_id=BACKUP_ID,
-        source={
-            "bootstrap_servers": [source_cluster.bootstrap_servers],
-            "topics": {"include": [unique_name]},
-        },
-        storage=storage_section(emulator, endpoint=proxy.endpoint_url),
-        backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
-    )
-    cls = storage_class(emulator)
-    upload = cls.put_file
-    uploads = 0
+    storage_settings = storage_section(emulator, endpoint=proxy.endpoint_url)
+    config = backup_config(tmp_path / "backup.yaml", source_cluster, unique_name, storage_settings)
 
-    def throttled_from_the_third(storage: RemoteStorage, key: str, path: Path) -> None:
-        nonlocal uploads
-        uploads += 1
-        if uploads == AFTER_CALLS:
-            proxy.set_mode("busy")
-            threading.Timer(BUSY_SECS, proxy.set_mode, ("forward",)).start()
-        upload(storage, key, path)
+    def throttle() -> None:
+        proxy.set_mode("busy")
+        time.sleep(BUSY_SECS)
+        proxy.set_mode("forward")
 
     try:
         with monkeypatch.context() as hooked:
-            hooked.setattr(cls, "put_file", throttled_from_the_third)
+            thread = at_call(hooked, emulator, "put_file", AFTER_CALLS, throttle)
             assert run(["backup", "-c", str(config)]) == 0, capsys.readouterr().err
+        thread.join(60)
     finally:
         proxy.close()
     assert proxy.faults_served > 0, "the backup met no throttling"
