@@ -6,8 +6,8 @@ Each test has an emulator of its own that keeps its objects across a stop and a 
 port (fake-gcs-server in a folder, Azurite in its --location folder), so an outage ends with the
 store as it was, as a cloud's does. The run's own progress picks the moment: when it starts a
 given upload, download or delete request (the third upload; a third of the way into restoring; the
-prune's second delete), the emulator is stopped from another thread, so requests in flight meet
-the outage too. Stopped for good, the run gives up after
+prune's second delete), the emulator is stopped before that request is sent, and requests in
+flight on the run's other threads meet the outage mid-way. Stopped for good, the run gives up after
 ``storage.retry_timeout_secs`` (short here) with one line and exit 7, and the emulator is started
 again for the checks; started again within that time, the run rides the outage out. Either way no
 manifest names a missing or partial object (validate --deep), and the same command run again
@@ -116,14 +116,27 @@ def storage_class(emulator: Emulator) -> type[RemoteStorage]:
 
 
 def at_call(
-    monkeypatch: pytest.MonkeyPatch, emulator: Emulator, method: str, call: int, action: Callable[[], None]
+    monkeypatch: pytest.MonkeyPatch,
+    emulator: Emulator,
+    method: str,
+    call: int,
+    begin: Callable[[], None],
+    end: Callable[[], None] | None,
+    after_secs: float,
 ) -> threading.Thread:
-    """Start ``action`` in a thread of its own when the run starts its ``call``-th call of the
-    storage's ``method``, so that call and those in flight meet what it does; the thread, started
-    once the run got that far."""
+    """When the run starts its ``call``-th call of the storage's ``method``: ``begin()`` before that
+    call's request is sent (requests in flight on the run's other threads meet it mid-way), and
+    ``end()``, if any, ``after_secs`` later on a thread of its own; that thread, started once the
+    run got that far."""
     cls = storage_class(emulator)
     request: Callable[..., Any] = getattr(cls, method)
-    thread = threading.Thread(target=action, daemon=True)
+
+    def finish() -> None:
+        time.sleep(after_secs)
+        if end is not None:
+            end()
+
+    thread = threading.Thread(target=finish, daemon=True)
     calls = 0
     lock = threading.Lock()
 
@@ -132,6 +145,7 @@ def at_call(
         with lock:
             calls += 1
             if calls == call:
+                begin()
                 thread.start()
         return request(storage, *args, **kwargs)
 
@@ -160,14 +174,11 @@ class Outage:
         ``call``-th call of the storage's ``method``; the run gives up in one line (exit 7) or, if
         the store comes back in time, rides the outage out. Returns once the emulator is back."""
 
-        def outage() -> None:
-            self.emulator.stop()
-            if self.down_secs is not None:
-                time.sleep(self.down_secs)
-                self.emulator.start()
-
+        comes_back = None if self.down_secs is None else self.emulator.start
         with self.monkeypatch.context() as hooked:
-            thread = at_call(hooked, self.emulator, method, call, outage)
+            thread = at_call(
+                hooked, self.emulator, method, call, self.emulator.stop, comes_back, self.down_secs or 0
+            )
             code = run(args)
         assert thread.ident is not None, f"the run made fewer than {call} {method} calls: no outage"
         thread.join(60)
@@ -349,15 +360,10 @@ def test_backup_rides_out_throttling(
     proxy = FaultyProxy(upstream_port=emulator.port, busy_answers=answers)
     storage_settings = storage_section(emulator, endpoint=proxy.endpoint_url)
     config = backup_config(tmp_path / "backup.yaml", source_cluster, unique_name, storage_settings)
-
-    def throttle() -> None:
-        proxy.set_mode("busy")
-        time.sleep(BUSY_SECS)
-        proxy.set_mode("forward")
-
+    busy, forward = (lambda: proxy.set_mode("busy")), (lambda: proxy.set_mode("forward"))
     try:
         with monkeypatch.context() as hooked:
-            thread = at_call(hooked, emulator, "put_file", AFTER_CALLS, throttle)
+            thread = at_call(hooked, emulator, "put_file", AFTER_CALLS, busy, forward, BUSY_SECS)
             assert run(["backup", "-c", str(config)]) == 0, capsys.readouterr().err
         thread.join(60)
     finally:
