@@ -22,7 +22,7 @@ from kbackup.storage import Storage, open_storage
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY
 from tests.support.faulty_proxy import AZURE_SERVER_BUSY, GCS_THROTTLED, FaultyProxy, Mode
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 2
 #: Time for a request sent by an SDK thread of its own to reach the proxy and be counted.
 SETTLE_SECS = 0.1
 
