@@ -106,6 +106,10 @@ class GcsStorage(RemoteStorage):
                 hint="set storage.gcs.credentials_file to a service account's JSON key, export "
                 "GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login`",
             ) from None
+        # google-cloud-storage 3.x fetches the bucket's metadata (for tracing) in a thread of its own
+        # before a request, retried by the client itself and fetched again while it fails: more
+        # requests on every try, retried past storage.max_attempts. No metadata cache, no fetch.
+        self._client._bucket_metadata_cache = None
         self._bucket = self._client.bucket(bucket)
         #: CMEK: every object written is encrypted with this Cloud KMS key (the upload's kmsKeyName).
         self.kms_key_name = gcs_settings.kms_key_name

@@ -7,17 +7,14 @@ needs it fails when it is missing, saying so, instead of skipping.
 from __future__ import annotations
 
 import signal
-import socket
-import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kbackup.core.cache import cache_root
-from kbackup.sandbox.kafka import free_port
+from tests.support.emulator_process import EmulatorProcess
 
 AZURITE_VERSION = "3.37.0"
 #: Azurite's development account and its published, well-known key (not a secret anywhere else).
@@ -34,17 +31,23 @@ def azurite_blob_command() -> Path:
     return command
 
 
-@dataclass
-class Azurite:
-    """An azurite-blob process; :meth:`stop` and :meth:`start` simulate an outage (its folder stays)."""
+@dataclass(kw_only=True)
+class Azurite(EmulatorProcess):
+    """An azurite-blob process keeping its blobs in ``folder``, so a stop and a start keep them.
+
+    Its blob index is saved to the folder every 5 seconds and when it stops: :meth:`stop` keeps every
+    blob it acknowledged; a SIGKILL would lose the last seconds' blobs, which no real store does."""
 
     folder: Path
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
+    program = "azurite-blob"
+    # Azurite closes its server and saves its index on SIGINT (Ctrl-C); a SIGTERM leaves it running.
+    stop_signal = signal.SIGINT
+    # Then it keeps running while a client holds a keep-alive connection open, its index saved.
+    stopped_line = b"Azurite Blob service successfully closed"
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{ACCOUNT}"
+        return f"{self.endpoint_url}/{ACCOUNT}"
 
     @property
     def connection_string(self) -> str:
@@ -53,48 +56,21 @@ class Azurite:
             f"BlobEndpoint={self.endpoint};"
         )
 
-    def start(self, timeout: float = 30.0) -> None:
-        command = azurite_blob_command()
-        log_path = self.folder / "azurite.log"
-        log = log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                str(command),
-                "--blobHost",
-                "127.0.0.1",
-                "--blobPort",
-                str(self.port),
-                "--location",
-                str(self.folder / "data"),
-                "--skipApiVersionCheck",
-                "--silent",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"azurite-blob exited: {log_path.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"azurite-blob did not listen on {self.port} within {timeout}s")
+    def command(self) -> list[str]:
+        return [
+            str(azurite_blob_command()),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(self.port),
+            "--location",
+            str(self.folder / "data"),
+            "--skipApiVersionCheck",
+            "--silent",
+        ]
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            # Azurite closes its server on SIGINT (Ctrl-C); a SIGTERM leaves it running for a while.
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.process = None
+    def output_path(self) -> Path:
+        return self.folder / "azurite.log"
 
     def service(self) -> Any:  # an azure.storage.blob.BlobServiceClient, straight from the SDK
         from azure.storage.blob import BlobServiceClient

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kbackup.core.cache import cache_root
-from kbackup.sandbox.kafka import free_port
+from tests.support.emulator_process import EmulatorProcess
 
 MODULE = "github.com/fsouza/fake-gcs-server"
 VERSION = "v1.56.1"
@@ -66,60 +64,41 @@ def require_binary() -> Path:
     return found
 
 
-@dataclass
-class GcsServer:
-    """A fake-gcs-server process holding its objects in memory (a restart loses them)."""
+@dataclass(kw_only=True)
+class GcsServer(EmulatorProcess):
+    """A fake-gcs-server process. Its objects live in its memory (a restart loses them), or, given
+    ``data_folder``, in files there, kept across a stop and a start."""
 
     log_path: Path
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
+    data_folder: Path | None = None
+    program = "fake-gcs-server"
 
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> None:
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                str(require_binary()),
-                "-scheme",
-                "http",
-                "-host",
-                "127.0.0.1",
-                "-port",
-                str(self.port),
-                "-backend",
-                "memory",
-                # Resumable uploads continue at the Location the server returns: this address.
-                "-external-url",
-                self.endpoint_url,
-                "-public-host",
-                f"127.0.0.1:{self.port}",
-                "-log-level",
-                "warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+    def command(self) -> list[str]:
+        backend = (
+            ["-backend", "filesystem", "-filesystem-root", str(self.data_folder)]
+            if self.data_folder is not None
+            else ["-backend", "memory"]
         )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"fake-gcs-server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"fake-gcs-server did not listen on {self.port} within {timeout}s")
+        return [
+            str(require_binary()),
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(self.port),
+            *backend,
+            # Resumable uploads continue at the Location the server returns: this address.
+            "-external-url",
+            self.endpoint_url,
+            "-public-host",
+            f"127.0.0.1:{self.port}",
+            "-log-level",
+            "warn",
+        ]
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-        self.process = None
+    def output_path(self) -> Path:
+        return self.log_path
 
     def client(self) -> Any:  # a google.cloud.storage.Client (the library has no types)
         from google.auth.credentials import AnonymousCredentials

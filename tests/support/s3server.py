@@ -2,58 +2,30 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbackup.sandbox.kafka import free_port
+from tests.support.emulator_process import EmulatorProcess
 
 ACCESS_KEY = "kbackup-test-access"
 SECRET_KEY = "kbackup-test-secret-key-0123456789"  # a known secret, searched for in leak tests
 REGION = "us-east-1"
 
 
-@dataclass
-class S3Server:
-    """A moto server process; :meth:`stop` and :meth:`start` simulate an outage (state is lost)."""
+@dataclass(kw_only=True)
+class S3Server(EmulatorProcess):
+    """A moto server process; its objects live in its memory, so a restart loses them."""
 
     log_path: Path
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
+    program = "moto server"
 
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
 
-    def start(self, timeout: float = 30.0) -> None:
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"moto server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"moto server did not listen on {self.port} within {timeout}s")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-        self.process = None
+    def output_path(self) -> Path:
+        return self.log_path
 
     def client(self) -> Any:  # a boto3 S3 client (boto3 has no types here)
         import boto3
