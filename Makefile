@@ -66,7 +66,7 @@ promtool: install ## Prometheus' promtool (from Debian's prometheus package, the
 	fi
 
 # Azurite, the Azure Storage emulator, from the npm registry at a pinned version, into the cache folder
-# beside the Kafka jars (tests/support/azurite.py starts its blob service per test worker).
+# beside the Kafka jars (kbackup/sandbox/emulators.py starts its blob service per test worker).
 AZURITE_VERSION := 3.37.0
 AZURITE_DIR := $(or $(KBACKUP_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kafka-backup)/azurite-$(AZURITE_VERSION)
 azurite: ## Azurite 3.37.0 (the Azure Storage emulator, from npm) into ~/.cache/kafka-backup, if missing
@@ -76,10 +76,10 @@ azurite: ## Azurite 3.37.0 (the Azure Storage emulator, from npm) into ~/.cache/
 	  mkdir -p "$(AZURITE_DIR)" && npm install --prefix "$(AZURITE_DIR)" --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION); \
 	fi
 
-# The Cloud Storage emulator the suite starts (tests/support/gcs_server.py): fake-gcs-server, pinned
+# The Cloud Storage emulator the suite starts (kbackup/sandbox/emulators.py): fake-gcs-server, pinned
 # there, built once with `go install` into ~/.cache/kafka-backup/fake-gcs-server/VERSION.
 fake-gcs: install ## fake-gcs-server (the Cloud Storage emulator of the tests), built with Go, if missing
-	$(BIN)/python -m tests.support.gcs_server install
+	$(BIN)/python -m kbackup.sandbox.emulators install-fake-gcs
 
 install: system-deps $(INSTALLED) ## Create .venv and install kafka-backup with its test tools
 

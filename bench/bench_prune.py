@@ -40,7 +40,6 @@ import platform
 import re
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,8 +53,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench._emulators import Emulator, moto_command
 from bench._perf import refuse_smoke_figures_in_docs, replace_section
+from kbackup.sandbox.emulators import S3Server
 
 START_MARKER = "<!-- prune:start -->"
 END_MARKER = "<!-- prune:end -->"
@@ -65,10 +64,6 @@ BACKUP_ID = "bench-prune"
 TOPIC = "bench-prune"
 BUCKET = "bench-prune"
 S3_PREFIX = "backups"
-REGION = "us-east-1"
-#: Any credentials work with moto; the storage section needs some to sign requests.
-ACCESS_KEY = "bench"
-SECRET_KEY = "bench-secret"
 #: The records of increment i lie in [FIRST_TIME + i minutes, FIRST_TIME + i + 1 minutes).
 FIRST_TIME = datetime(2025, 1, 1, tzinfo=UTC)
 INCREMENT_SPAN = timedelta(minutes=1)
@@ -226,37 +221,14 @@ def write_folder(root: Path, objects: Iterator[tuple[str, bytes]]) -> int:
 _REQUEST_LINE = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) (\S+) HTTP/[\d.]+" (\d{3})')
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class MotoServer(Emulator):
-    """``python -m moto.server`` on a loopback port; its access log (werkzeug's, on stderr) in a file."""
-
-    def __init__(self, log_path: Path) -> None:
-        port = free_port()
-        super().__init__("moto server", moto_command(port), port, log_path)
-
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> MotoServer:
-        super().__enter__()
-        return self
+@dataclass(kw_only=True)
+class MotoServer(S3Server):
+    """moto's server on a loopback port; its access log (werkzeug's, on stderr) read back to count
+    the requests each prune made."""
 
     def storage(self) -> dict[str, str]:
         """The ``storage:`` section of a config pointing at the bucket."""
-        return {
-            "url": f"s3://{BUCKET}/{S3_PREFIX}",
-            "endpoint_url": self.endpoint_url,
-            "region": REGION,
-            "access_key_id": ACCESS_KEY,
-            "secret_access_key": SECRET_KEY,
-        }
+        return self.storage_settings(BUCKET, S3_PREFIX)
 
     def log_offset(self) -> int:
         return self.log_path.stat().st_size
@@ -287,9 +259,9 @@ def write_bucket(storage: dict[str, str], objects: Iterator[tuple[str, bytes]]) 
     client = boto3.session.Session().client(
         "s3",
         endpoint_url=storage["endpoint_url"],
-        region_name=REGION,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
+        region_name=storage["region"],
+        aws_access_key_id=storage["access_key_id"],
+        aws_secret_access_key=storage["secret_access_key"],
         config=Config(max_pool_connections=UPLOAD_THREADS, s3={"addressing_style": "path"}),
     )
     client.create_bucket(Bucket=BUCKET)
@@ -807,7 +779,7 @@ def main() -> None:
             )
         )
         shutil.rmtree(folder, ignore_errors=True)
-        with MotoServer(work / "moto.log") as server:
+        with MotoServer(log_path=work / "moto.log") as server:
             written = generate(server.storage(), shape)
             results.append(
                 measure_store(

@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kbackup.sandbox.emulators import Azurite, GcsServer, S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.support.azurite import Azurite
 from tests.support.cli_run import RunCli, cli_in_process
-from tests.support.gcs_server import GcsServer
-from tests.support.s3server import S3Server
 
 # Progress bars would interleave with pytest's output.
 os.environ.setdefault("KBACKUP_NO_PROGRESS", "1")

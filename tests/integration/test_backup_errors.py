@@ -8,6 +8,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
@@ -15,7 +16,6 @@ from tests.support.backup_io import read_backup, take_backup
 from tests.support.cli_run import RunCli
 from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
-from tests.support.s3server import S3Server
 
 
 def test_unreachable_cluster_is_named_within_the_timeout(tmp_path: Path, cli: RunCli) -> None:

@@ -25,6 +25,7 @@ import pytest
 
 from kbackup.cli.main import run
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port, local_clusters
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
@@ -34,7 +35,6 @@ from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, create_topic, produce
 from tests.support.metrics_text import Samples, parse, series, total
 from tests.support.restore_checks import REPO
-from tests.support.s3server import S3Server
 
 
 def get(port: int, path: str) -> tuple[int, str]:

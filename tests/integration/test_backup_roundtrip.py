@@ -10,12 +10,12 @@ import pytest
 
 from kbackup.core.config import StorageSettings
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.backup_io import read_backup, source_clusters_in, take_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
-from tests.support.s3server import S3Server
 
 ONE_MIB = 1024 * 1024
 

@@ -27,6 +27,7 @@ from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.encryption import keyring_generations, keys_for_new_backup
 from kbackup.format.layout import manifest_key
 from kbackup.format.segments import open_segment
+from kbackup.sandbox.emulators import S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
@@ -38,7 +39,6 @@ from tests.support.kafka_io import Record, commit_group, consume_all, create_top
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import REPO
 from tests.support.restored_topics import restored_records
-from tests.support.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.support.storage_backends import StorageBackend, storage_backend
 
 ORIGIN_PREFIX = "x-kafka-backup-"
@@ -70,9 +70,9 @@ def kms_key(server: S3Server) -> str:
     kms = boto3.client(
         "kms",
         endpoint_url=server.endpoint_url,
-        region_name=REGION,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
+        region_name=S3_REGION,
+        aws_access_key_id=S3_ACCESS_KEY,
+        aws_secret_access_key=S3_SECRET_KEY,
     )
     return str(kms.create_key(Description="kafka-backup test")["KeyMetadata"]["Arn"])
 
@@ -449,7 +449,7 @@ def test_bad_keys_get_one_line_and_exit_18_and_the_target_stays_untouched(
         )  # fmt: skip
         assert result.returncode == EncryptionKeyError.exit_code, result.stderr
         assert topics_of(target_cluster) == before
-        assert SECRET_KEY not in result.stdout + result.stderr
+        assert S3_SECRET_KEY not in result.stdout + result.stderr
         error: dict[str, Any] = json.loads(result.stdout)["error"]
         return error
 

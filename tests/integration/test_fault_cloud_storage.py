@@ -36,6 +36,7 @@ from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.segments import SegmentLimits
+from kbackup.sandbox.emulators import AZURITE_ACCOUNT, Azurite, GcsServer
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import Storage, open_storage
@@ -43,12 +44,10 @@ from kbackup.storage.azure import AzureBlobStorage
 from kbackup.storage.gcs import GcsStorage
 from kbackup.storage.remote import RemoteStorage
 from tests.conftest import TEST_BUCKET
-from tests.support.azurite import ACCOUNT, Azurite
 from tests.support.backup_io import read_backup, take_backup
 from tests.support.config_files import config_file
 from tests.support.crash_restores import check_exactly_once, landed
 from tests.support.faulty_proxy import AZURE_SERVER_BUSY, GCS_THROTTLED, FaultyProxy
-from tests.support.gcs_server import GcsServer
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.slow
@@ -103,7 +102,7 @@ def storage_section(emulator: Emulator, *, endpoint: str | None = None, **settin
     if endpoint is not None and isinstance(emulator, GcsServer):
         section["gcs"]["endpoint_url"] = endpoint
     elif endpoint is not None:
-        section["azure"]["endpoint"] = f"{endpoint}/{ACCOUNT}"
+        section["azure"]["endpoint"] = f"{endpoint}/{AZURITE_ACCOUNT}"
     return {**section, **settings}
 
 

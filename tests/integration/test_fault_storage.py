@@ -28,6 +28,7 @@ from kbackup.backup.inspect import validate_backup
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
@@ -38,7 +39,6 @@ from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_
 from tests.support.faulty_proxy import FaultyProxy, Mode
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restore_checks import REPO
-from tests.support.s3server import S3Server
 
 pytestmark = pytest.mark.slow
 

@@ -32,6 +32,7 @@ from kbackup.app.audit import AuditResult
 from kbackup.cli.main import run
 from kbackup.core.errors import AuditDisagreementError
 from kbackup.core.kafka import open_admin
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from tests.conftest import TEST_BUCKET
 from tests.support.config_files import config_file, write_three_phase_config
@@ -46,7 +47,6 @@ from tests.support.metrics_text import (
     total,
 )
 from tests.support.promtool import Alert, AlertCase, alert_test
-from tests.support.s3server import S3Server
 from tests.support.three_phase_runs import GROUPS, fill_and_back_up, kill_before_the_audit
 
 AUDIT_ALERT = "KafkaBackupRestoreAuditDisagrees"

@@ -30,6 +30,7 @@ from kbackup.core.errors import (
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.generations import Lease, lease_key
 from kbackup.prune import execute as prune_execute
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
@@ -40,7 +41,6 @@ from tests.support.daily_backup import BASE_TIME, DAY_MS, daily_backup
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.restored_topics import restored_records
-from tests.support.s3server import S3Server
 
 
 @pytest.fixture(params=["folder", "s3"])

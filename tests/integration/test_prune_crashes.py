@@ -30,6 +30,7 @@ from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.layout import object_key
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
@@ -37,7 +38,6 @@ from tests.support.backup_io import read_backup, take_backup
 from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 from tests.support.restored_topics import restored_records
-from tests.support.s3server import S3Server
 
 ROOT = Path(__file__).parents[2]
 DAY_MS = 86_400_000

@@ -19,6 +19,7 @@ from kbackup.core.config import StorageSettings
 from kbackup.core.errors import ConfigError
 from kbackup.format.segments import SegmentLimits
 from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import LocalStorage, open_storage
 from tests.conftest import TEST_BUCKET
@@ -27,7 +28,6 @@ from tests.support.config_files import config_file
 from tests.support.folders import files_under
 from tests.support.kafka_io import Record, admin, consume_all, create_topic, produce
 from tests.support.restore_checks import assert_restored_exactly, restore
-from tests.support.s3server import S3Server
 
 NOW = int(time.time() * 1000)
 

@@ -21,11 +21,11 @@ import pytest
 from kbackup.cli.main import run
 from kbackup.core import retry
 from kbackup.core.errors import ConfigError, StorageError
+from kbackup.sandbox.emulators import S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from tests.conftest import TEST_BUCKET
 from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, create_topic, produce
-from tests.support.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 #: Long enough that a retried failure cannot pass for an immediate one.
 RETRY_TIMEOUT_SECS = 20
@@ -73,7 +73,11 @@ def test_missing_credentials_fail_the_backup_at_once_naming_the_keys(
     s3_server: S3Server, source_cluster: LocalKafkaCluster, topic: str, tmp_path: Path
 ) -> None:
     """No key in the config, none in the environment or a profile: boto3's NoCredentialsError."""
-    storage = {"url": f"s3://{TEST_BUCKET}/{topic}", "endpoint_url": s3_server.endpoint_url, "region": REGION}
+    storage = {
+        "url": f"s3://{TEST_BUCKET}/{topic}",
+        "endpoint_url": s3_server.endpoint_url,
+        "region": S3_REGION,
+    }
     config = write_config(tmp_path / "c.yaml", source_cluster, topic, storage)
     env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
     env.update(
@@ -115,8 +119,8 @@ def test_a_secret_key_without_its_access_key_fails_at_once_naming_the_missing_ke
     storage = {
         "url": f"s3://{TEST_BUCKET}/{topic}",
         "endpoint_url": s3_server.endpoint_url,
-        "region": REGION,
-        "access_key_id": ACCESS_KEY,
+        "region": S3_REGION,
+        "access_key_id": S3_ACCESS_KEY,
     }
     config = write_config(tmp_path / "c.yaml", source_cluster, topic, storage)
     code, waits = run_counting_retries(["backup", "-c", str(config)])
@@ -127,7 +131,7 @@ def test_a_secret_key_without_its_access_key_fails_at_once_naming_the_missing_ke
         f"not set (connect to s3://{TEST_BUCKET}/{topic})"
     )
     assert RETRY_HINT not in err
-    assert ACCESS_KEY not in err
+    assert S3_ACCESS_KEY not in err
     assert waits == []  # failed on its first try, without retrying
 
 
@@ -170,9 +174,9 @@ def test_an_endpoint_host_that_does_not_resolve_fails_at_once(
     storage = {
         "url": f"s3://{TEST_BUCKET}/{topic}",
         "endpoint_url": endpoint,
-        "region": REGION,
-        "access_key_id": ACCESS_KEY,
-        "secret_access_key": SECRET_KEY,
+        "region": S3_REGION,
+        "access_key_id": S3_ACCESS_KEY,
+        "secret_access_key": S3_SECRET_KEY,
         "max_attempts": 1,
     }
     config = write_config(tmp_path / "c.yaml", source_cluster, topic, storage)
@@ -232,9 +236,9 @@ def test_check_reports_an_endpoint_that_refuses_connections_within_seconds(
         storage={
             "url": f"s3://{TEST_BUCKET}/check",
             "endpoint_url": endpoint,
-            "region": REGION,
-            "access_key_id": ACCESS_KEY,
-            "secret_access_key": SECRET_KEY,
+            "region": S3_REGION,
+            "access_key_id": S3_ACCESS_KEY,
+            "secret_access_key": S3_SECRET_KEY,
             "retry_timeout_secs": RETRY_TIMEOUT_SECS,
         },
     )

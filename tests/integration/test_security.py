@@ -28,13 +28,13 @@ import yaml
 
 from kbackup.core.cache import cache_root
 from kbackup.core.errors import KafkaOperationError, NotFoundError, PreconditionError, StorageError
+from kbackup.sandbox.emulators import S3_REGION, S3Server
 from kbackup.sandbox.jars import kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.conftest import TEST_BUCKET
 from tests.support.cli_run import RunCli
 from tests.support.folders import files_under
 from tests.support.kafka_io import Record, admin, commit_group, consume_all, create_topic, produce
-from tests.support.s3server import REGION, S3Server
 
 SASL_USER = "kbackup"
 #: Known secrets, searched for in everything written. Each is distinctive enough not to occur by chance.
@@ -398,7 +398,7 @@ class LeakScenario:
             "storage": {
                 "url": f"s3://{TEST_BUCKET}/{self.prefix}",
                 "endpoint_url": self.s3_server.endpoint_url,
-                "region": REGION,
+                "region": S3_REGION,
                 "access_key_id": S3_ACCESS_KEY,
                 "secret_access_key": "${KB_TEST_S3_SECRET}",
             },

@@ -23,8 +23,8 @@ from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import BackupCatalog
 from kbackup.restore import service
 from kbackup.restore.settings import RestoreSettings
+from kbackup.sandbox.emulators import AZURITE_ACCOUNT_KEY
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from tests.support.azurite import ACCOUNT_KEY
 from tests.support.backup_io import backup_job, read_backup
 from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, group_position, produce
@@ -126,7 +126,7 @@ def test_a_spark_drill_on_azure_keeps_the_account_key_out_of_spark(
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**os.environ, "KBACKUP_NO_PROGRESS": "1", "KB_TEST_AZURE_KEY": ACCOUNT_KEY},
+        env={**os.environ, "KBACKUP_NO_PROGRESS": "1", "KB_TEST_AZURE_KEY": AZURITE_ACCOUNT_KEY},
         check=False,
         timeout=600,
     )
@@ -155,4 +155,4 @@ def test_a_spark_drill_on_azure_keeps_the_account_key_out_of_spark(
             if path.is_file()
         },
     }
-    assert [where for where, text in written.items() if ACCOUNT_KEY in text] == []
+    assert [where for where, text in written.items() if AZURITE_ACCOUNT_KEY in text] == []

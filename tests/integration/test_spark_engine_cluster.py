@@ -25,6 +25,7 @@ import yaml
 
 from kbackup.core.config import StorageSettings
 from kbackup.format.catalog import BackupCatalog
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.spark_cluster import LocalSparkCluster, local_spark_cluster
 from kbackup.storage import open_storage
@@ -36,7 +37,6 @@ from tests.support.kafka_io import group_positions as committed
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import assert_restored_exactly
 from tests.support.restored_topics import restored_records
-from tests.support.s3server import S3Server
 from tests.support.three_phase_runs import GROUPS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]

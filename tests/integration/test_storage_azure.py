@@ -16,12 +16,12 @@ from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
 from kbackup.core.secrets import redact
+from kbackup.sandbox.emulators import AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, Azurite
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import Storage, open_storage
 from kbackup.storage import azure as azure_module
 from kbackup.storage.azure import AzureBlobStorage
 from tests.conftest import TEST_BUCKET
-from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.storage_contract import StorageContract
@@ -118,7 +118,7 @@ def test_a_wrong_sas_token_is_refused_and_never_printed(
     caplog.set_level(logging.DEBUG)
     settings = {
         "url": f"az://{TEST_BUCKET}/sas",
-        "azure": {"account_name": ACCOUNT, "endpoint": azurite.endpoint, "sas_token": sas},
+        "azure": {"account_name": AZURITE_ACCOUNT, "endpoint": azurite.endpoint, "sas_token": sas},
     }
     storage = open_storage(StorageSettings.model_validate(settings))
     with pytest.raises(StorageError) as caught:
@@ -135,10 +135,10 @@ def test_a_wrong_sas_token_is_refused_and_never_printed(
 
 
 def test_an_unreachable_endpoint_is_retried_then_named(caplog: pytest.LogCaptureFixture) -> None:
-    endpoint = f"http://127.0.0.1:{free_port()}/{ACCOUNT}"
+    endpoint = f"http://127.0.0.1:{free_port()}/{AZURITE_ACCOUNT}"
     settings = {
         "url": f"az://{TEST_BUCKET}",
-        "azure": {"account_name": ACCOUNT, "endpoint": endpoint, "account_key": ACCOUNT_KEY},
+        "azure": {"account_name": AZURITE_ACCOUNT, "endpoint": endpoint, "account_key": AZURITE_ACCOUNT_KEY},
         "max_attempts": 3,
         "retry_timeout_secs": 1,
     }
@@ -151,7 +151,7 @@ def test_an_unreachable_endpoint_is_retried_then_named(caplog: pytest.LogCapture
     assert "storage.retry_timeout_secs is 1" in message
     assert caught.value.retryable
     assert caplog.text.count("trying again") >= 2
-    assert ACCOUNT_KEY not in caplog.text + message
+    assert AZURITE_ACCOUNT_KEY not in caplog.text + message
 
 
 def test_no_credentials_at_all_fail_at_once_naming_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +162,7 @@ def test_no_credentials_at_all_fail_at_once_naming_the_keys(monkeypatch: pytest.
     monkeypatch.setenv("PATH", "/nonexistent")  # no Azure CLI, PowerShell or azd to ask
     settings = {
         "url": f"az://{TEST_BUCKET}",
-        "azure": {"endpoint": f"https://127.0.0.1:{free_port()}/{ACCOUNT}"},
+        "azure": {"endpoint": f"https://127.0.0.1:{free_port()}/{AZURITE_ACCOUNT}"},
     }
     storage = open_storage(StorageSettings.model_validate(settings))
     started = time.monotonic()
@@ -216,7 +216,7 @@ def test_backup_validate_and_restore_through_azure_from_the_cli(
     source = consume_all(source_cluster, unique_name, [0, 1])
     copies = consume_all(target_cluster, restored, [0, 1])
     assert [(r.partition, r.key, r.value) for r in copies] == [(r.partition, r.key, r.value) for r in source]
-    assert ACCOUNT_KEY not in capsys.readouterr().err
+    assert AZURITE_ACCOUNT_KEY not in capsys.readouterr().err
 
 
 def test_a_file_above_the_single_put_size_goes_in_blocks_committed_whole(
@@ -253,4 +253,4 @@ def test_cli_check_writes_nothing_and_a_missing_container_is_exit_7(
     assert run(["list", "-c", str(missing)]) == StorageError.exit_code == 7
     err = capsys.readouterr().err
     assert "container no-such-container does not exist" in err.splitlines()[0]
-    assert ACCOUNT_KEY not in err
+    assert AZURITE_ACCOUNT_KEY not in err

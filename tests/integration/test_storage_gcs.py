@@ -15,12 +15,12 @@ from google.api_core.exceptions import PreconditionFailed
 from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
+from kbackup.sandbox.emulators import GcsServer
 from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import Storage, open_storage
 from kbackup.storage import gcs as gcs_backend
 from tests.conftest import TEST_BUCKET
 from tests.support.config_files import config_file
-from tests.support.gcs_server import GcsServer
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.storage_contract import StorageContract
 

@@ -12,10 +12,10 @@ import pytest
 
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
+from kbackup.sandbox.emulators import S3Server
 from kbackup.storage import open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.faulty_proxy import FaultyProxy, Mode
-from tests.support.s3server import S3Server
 
 
 @pytest.fixture

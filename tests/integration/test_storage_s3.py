@@ -10,12 +10,12 @@ import pytest
 from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
+from kbackup.sandbox.emulators import S3Server
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET
 from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
-from tests.support.s3server import S3Server
 from tests.support.storage_contract import StorageContract
 
 

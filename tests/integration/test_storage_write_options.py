@@ -24,16 +24,14 @@ import pytest
 from kbackup.backup.lease import LeaseKeeper
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
+from kbackup.sandbox.emulators import AZURITE_ACCOUNT, Azurite, GcsServer, S3Server
 from kbackup.storage import Storage, open_storage
 from kbackup.storage import azure as azure_backend
 from kbackup.storage import s3 as s3_backend
 from tests.conftest import TEST_BUCKET
-from tests.support.azurite import ACCOUNT, Azurite
 from tests.support.backup_builder import write_increment
 from tests.support.backup_io import read_backup
-from tests.support.gcs_server import GcsServer
 from tests.support.recording_proxy import RecordingProxy
-from tests.support.s3server import S3Server
 
 BACKUP_ID = "b"
 RECORDS = 10
@@ -136,7 +134,7 @@ def test_azure_segments_get_the_access_tier_and_every_blob_the_encryption_scope(
     settings = azurite.storage_settings(TEST_BUCKET, unique_name)
     settings["azure"] = {
         **settings["azure"],
-        "endpoint": f"{proxy_to_azurite.endpoint_url}/{ACCOUNT}",
+        "endpoint": f"{proxy_to_azurite.endpoint_url}/{AZURITE_ACCOUNT}",
         "access_tier": "Cool",
         "encryption_scope": ENCRYPTION_SCOPE,
     }
@@ -220,7 +218,7 @@ def test_azure_a_segment_sent_in_blocks_carries_the_tier_and_encryption_scope(
     settings = azurite.storage_settings(TEST_BUCKET, unique_name)
     settings["azure"] = {
         **settings["azure"],
-        "endpoint": f"{proxy_to_azurite.endpoint_url}/{ACCOUNT}",
+        "endpoint": f"{proxy_to_azurite.endpoint_url}/{AZURITE_ACCOUNT}",
         "access_tier": "Cold",
         "encryption_scope": ENCRYPTION_SCOPE,
     }

@@ -16,12 +16,10 @@ from typing import Any
 import pytest
 
 from kbackup.core.config import StorageSettings
+from kbackup.sandbox.emulators import AZURITE_ACCOUNT_KEY, S3_SECRET_KEY, Azurite, GcsServer, S3Server
 from kbackup.storage import Storage, open_storage
 from tests.conftest import TEST_BUCKET as BUCKET
-from tests.support.azurite import ACCOUNT_KEY, Azurite
 from tests.support.folders import folder_bytes
-from tests.support.gcs_server import GcsServer
-from tests.support.s3server import SECRET_KEY, S3Server
 
 #: The four backends, as test ids.
 BACKENDS = ("folder", "s3", "gcs", "azure")
@@ -55,7 +53,7 @@ class StorageBackend:
     def secrets(self) -> list[str]:
         """The credential of the section that must never be printed (none for a folder or GCS's
         anonymous emulator access)."""
-        return {"s3": [SECRET_KEY], "azure": [ACCOUNT_KEY]}.get(self.name, [])
+        return {"s3": [S3_SECRET_KEY], "azure": [AZURITE_ACCOUNT_KEY]}.get(self.name, [])
 
     def objects(self) -> dict[str, bytes]:
         """Every object of the location, name (relative to it) to bytes, as the store itself holds

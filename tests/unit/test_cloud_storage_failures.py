@@ -18,8 +18,8 @@ import pytest
 
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import StorageError
+from kbackup.sandbox.emulators import AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY
 from kbackup.storage import Storage, open_storage
-from tests.support.azurite import ACCOUNT, ACCOUNT_KEY
 from tests.support.faulty_proxy import AZURE_SERVER_BUSY, GCS_THROTTLED, FaultyProxy, Mode
 
 MAX_ATTEMPTS = 2
@@ -32,7 +32,11 @@ def gcs_section(endpoint: str) -> dict[str, Any]:
 
 
 def azure_section(endpoint: str) -> dict[str, Any]:
-    account = {"account_name": ACCOUNT, "endpoint": f"{endpoint}/{ACCOUNT}", "account_key": ACCOUNT_KEY}
+    account = {
+        "account_name": AZURITE_ACCOUNT,
+        "endpoint": f"{endpoint}/{AZURITE_ACCOUNT}",
+        "account_key": AZURITE_ACCOUNT_KEY,
+    }
     return {"url": "az://kbackup-test/p", "azure": account}
 
 
