@@ -26,6 +26,7 @@ from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import commit_manifest
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.manifest import (
+    ClusterMetadataRef,
     ConsumerGroupsSnapshot,
     Manifest,
     PartitionEntry,
@@ -94,6 +95,9 @@ class Committer:
     group_snapshot: Callable[[list[str]], ConsumerGroupsSnapshot] | None
     #: Called after each committed increment (a retention policy applied there, by the caller).
     after_commit: Callable[[Storage], None] | None
+    #: Captures and stores the cluster's metadata for an increment (number, run id) before its
+    #: manifest; None: the increments have none.
+    cluster_metadata: Callable[[int, str], ClusterMetadataRef] | None = None
     #: When the open increment started (its manifest's ``started_at``).
     started_at: str = field(default_factory=utc_now_iso, init=False)
     #: When committing the open increment began: its segments' last uploads, then the manifest.
@@ -149,6 +153,9 @@ class Committer:
 
     def after_failure(self, error: KBackupError, groups: ConsumerGroupsSnapshot | None) -> None:
         topics = [self.state.topics[name] for name in self.summary.topics if name in self.state.topics]
+        # The source just failed: its metadata is not asked for (each request would wait out its
+        # timeout); this increment has none, the next run's has.
+        self.cluster_metadata = None
         try:
             self.partial(groups, topics, take_fresh_snapshot=False)
         except Exception as exc:
@@ -194,6 +201,9 @@ class Committer:
         partial: bool,
     ) -> None:
         state = self.state
+        metadata = (
+            self.cluster_metadata(state.increment, self.copier.run_id) if self.cluster_metadata else None
+        )
         manifest = Manifest(
             backup_id=self.summary.backup_id,
             increment=state.increment,
@@ -208,6 +218,7 @@ class Committer:
             partitions=entries,
             segments=sorted(segments, key=lambda s: (s.topic, s.partition, s.first_offset)),
             consumer_groups=groups,
+            cluster_metadata=metadata,
         )
         key = commit_manifest(self.storage, manifest, self.keys)
         crash_point("backup:after-manifest")
@@ -223,6 +234,7 @@ class Committer:
             segments=len(manifest.segments),
             consumer_groups=len(groups.groups) if groups is not None else None,
             partial=partial,
+            cluster_metadata=metadata.kinds() if metadata is not None else None,
         )
         self.summary.increments.append(committed)
         self.summary.nothing_new_since = None

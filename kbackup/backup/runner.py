@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kbackup.backup.chain import ChainState
+from kbackup.backup.cluster_capture import metadata_capture
 from kbackup.backup.commit import Committer, manifest_settings
 from kbackup.backup.copier import Copier
 from kbackup.backup.lease import LeaseKeeper
@@ -183,6 +184,7 @@ def run_backup(
                 metrics=metrics,
                 group_snapshot=cluster.consumer_groups if settings.consumer_group_snapshot else None,
                 after_commit=after_commit,
+                cluster_metadata=metadata_capture(cluster.admin, storage, keys, backup_id, summary.problems),
             )
             loop = _IncrementLoop(settings, cluster, copier, committer, rules, stop or threading.Event(), bar)
             loop.run(metadata, topics, existing)

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -65,9 +69,15 @@ def admin_client(cluster: LocalKafkaCluster, user: str = SUPER_USER) -> AdminCli
     return AdminClient(client_config(cluster, user))
 
 
-def create_acls(cluster: LocalKafkaCluster, bindings: list[AclBinding]) -> None:
-    for future in admin_client(cluster).create_acls(bindings).values():
+def _wait_all(client: AdminClient, request: Callable[[AdminClient], Mapping[Any, Future[Any]]]) -> None:
+    """Send ``request`` and wait for each of its answers, the client kept alive meanwhile (a client
+    collected before its answers came cancels them)."""
+    for future in request(client).values():
         future.result(30)
+
+
+def create_acls(cluster: LocalKafkaCluster, bindings: list[AclBinding]) -> None:
+    _wait_all(admin_client(cluster), lambda client: client.create_acls(bindings))
 
 
 def upsert_scram_credential(
@@ -76,16 +86,23 @@ def upsert_scram_credential(
     upsertion = UserScramCredentialUpsertion(
         user, ScramCredentialInfo(mechanism, iterations), password.encode()
     )
-    for future in admin_client(cluster).alter_user_scram_credentials([upsertion]).values():
-        future.result(30)
+    _wait_all(admin_client(cluster), lambda client: client.alter_user_scram_credentials([upsertion]))
+
+
+def create_topic_with_values(cluster: LocalKafkaCluster, topic: str, values: list[bytes]) -> None:
+    """One partition holding ``values``, written as the super user."""
+    _wait_all(admin_client(cluster), lambda client: client.create_topics([NewTopic(topic, 1, 1)]))
+    producer = Producer(client_config(cluster))
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
 
 
 def set_broker_config(cluster: LocalKafkaCluster, broker_id: int, name: str, value: str) -> None:
     """Set ``name`` on one broker at run time (a DYNAMIC_BROKER_CONFIG)."""
     entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id), incremental_configs=[entry])
-    for future in admin_client(cluster).incremental_alter_configs([resource]).values():
-        future.result(30)
+    _wait_all(admin_client(cluster), lambda client: client.incremental_alter_configs([resource]))
 
 
 def set_cluster_default(cluster: LocalKafkaCluster, work_dir: Path, name: str, value: str) -> None:
