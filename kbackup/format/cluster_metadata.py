@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import Field
 
 from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError
-from kbackup.format.documents import parse_json, validate
+from kbackup.format.documents import parse_json, validate, versioned_object
 from kbackup.format.encryption import SCHEME, BackupKeys
 from kbackup.format.manifest import ClusterMetadataRef, ManifestModel, MetadataKindSummary
 
@@ -205,20 +205,12 @@ def parse_cluster_metadata(
 
 
 def _document(data: bytes, name: str, increment: int, keys: BackupKeys | None) -> dict[str, Any]:
-    raw = parse_json(
-        data, lambda problem: BackupIntegrityError(f"cluster metadata {name} is not valid JSON: {problem}")
+    raw = versioned_object(
+        data,
+        f"cluster metadata {name}",
+        expected_format=CLUSTER_METADATA_FORMAT,
+        max_version=CLUSTER_METADATA_VERSION,
     )
-    if not isinstance(raw, dict) or raw.get("format") != CLUSTER_METADATA_FORMAT:
-        raise BackupIntegrityError(f"{name} is not a kafka-backup cluster-metadata file")
-    version = raw.get("format_version")
-    if not isinstance(version, int) or version < 1:
-        raise BackupIntegrityError(f"cluster metadata {name} has an invalid format_version {version!r}")
-    if version > CLUSTER_METADATA_VERSION:
-        raise BackupIntegrityError(
-            f"cluster metadata {name} has format version {version}, this kafka-backup reads versions up "
-            f"to {CLUSTER_METADATA_VERSION}",
-            hint="upgrade kafka-backup to read this backup",
-        )
     if "sealed" not in raw:
         if keys is not None:
             raise BackupIntegrityError(

@@ -114,6 +114,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaClus
         yield started
 
 
+def _backup(
+    cli: RunCli, cluster: LocalKafkaCluster, user: str, tmp_path: Path
+) -> tuple[Path, Path, tuple[int, str, str]]:
+    """``backup --json`` of the topic as ``user``: the store, the config, and the CLI's outcome."""
+    store = tmp_path / "store"
+    config = _config(tmp_path / "backup.yaml", cluster, user, store)
+    return store, config, cli("backup", "-c", str(config), "--json")
+
+
 def _config(path: Path, cluster: LocalKafkaCluster, user: str, store: Path) -> Path:
     security = {
         "security_protocol": "SASL_PLAINTEXT",
@@ -161,9 +170,7 @@ def _scram(metadata: ClusterMetadata) -> set[tuple[str, str, int]]:
 def test_a_backup_captures_every_acl_scram_user_and_dynamic_broker_config(
     cluster: LocalKafkaCluster, tmp_path: Path, cli: RunCli
 ) -> None:
-    store = tmp_path / "store"
-    config = _config(tmp_path / "backup.yaml", cluster, SUPER_USER, store)
-    code, out, err = cli("backup", "-c", str(config), "--json")
+    store, config, (code, out, err) = _backup(cli, cluster, SUPER_USER, tmp_path)
     assert code == 0, err
     assert json.loads(out)["problems"] == []
 
@@ -197,9 +204,7 @@ def test_a_backup_captures_every_acl_scram_user_and_dynamic_broker_config(
 def test_a_principal_that_may_not_describe_the_cluster_still_backs_up_and_names_what_it_missed(
     cluster: LocalKafkaCluster, tmp_path: Path, cli: RunCli
 ) -> None:
-    store = tmp_path / "store"
-    config = _config(tmp_path / "backup.yaml", cluster, READER, store)
-    code, out, err = cli("backup", "-c", str(config), "--json")
+    store, config, (code, out, err) = _backup(cli, cluster, READER, tmp_path)
     assert code == IncompleteBackupError.exit_code, err
     summary = json.loads(out)
     assert summary["records"] == 3
