@@ -236,7 +236,8 @@ def describe(
     as_json: JsonOption = False,
     encryption_key: EncryptionKeyOption = None,
 ) -> None:
-    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots.
+    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots, and
+    per increment the ACLs, SCRAM users and broker configs it captured.
 
     \b
     Example:

@@ -21,7 +21,9 @@ from pydantic import Field
 from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError
 from kbackup.format.documents import parse_json, validate, versioned_object
 from kbackup.format.encryption import SCHEME, BackupKeys
-from kbackup.format.manifest import ClusterMetadataRef, ManifestModel, MetadataKindSummary
+from kbackup.format.layout import object_key
+from kbackup.format.manifest import ClusterMetadataRef, Manifest, ManifestModel, MetadataKindSummary
+from kbackup.storage import Storage
 
 CLUSTER_METADATA_FORMAT = "kafka-backup-cluster-metadata"
 #: Readers refuse a cluster-metadata file of a higher version.
@@ -238,3 +240,22 @@ def _document(data: bytes, name: str, increment: int, keys: BackupKeys | None) -
     if not isinstance(opened, dict):
         raise BackupIntegrityError(f"cluster metadata {name} does not seal a JSON object")
     return opened
+
+
+def read_cluster_metadata(
+    storage: Storage, manifest: Manifest, keys: BackupKeys | None
+) -> ClusterMetadata | None:
+    """The cluster-metadata file ``manifest`` names, checked (None: the increment has none); ``keys``
+    are an encrypted backup's (``Backup.keys``)."""
+    ref = manifest.cluster_metadata
+    if ref is None:
+        return None
+    data = storage.get_bytes(object_key(manifest.backup_id, ref.key))
+    return parse_cluster_metadata(
+        data,
+        ref,
+        backup_id=manifest.backup_id,
+        increment=manifest.increment,
+        run_id=manifest.run_id,
+        keys=keys,
+    )

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from kbackup.core.errors import IncompleteBackupError
 from kbackup.format.catalog import BackupCatalog
-from kbackup.format.cluster_metadata import ClusterMetadata, parse_cluster_metadata
+from kbackup.format.cluster_metadata import ClusterMetadata, read_cluster_metadata
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.cli_run import RunCli
@@ -142,17 +142,12 @@ def _config(path: Path, cluster: LocalKafkaCluster, user: str, store: Path) -> P
 def stored_metadata(store: Path) -> list[ClusterMetadata]:
     """Each increment's cluster-metadata file, read back through the manifest that names it."""
     storage = open_storage(str(store))
-    files = []
-    for manifest in BackupCatalog(storage).load("b").manifests:
-        ref = manifest.cluster_metadata
-        assert ref is not None
-        data = storage.get_bytes(f"b/{ref.key}")
-        files.append(
-            parse_cluster_metadata(
-                data, ref, backup_id="b", increment=manifest.increment, run_id=manifest.run_id, keys=None
-            )
-        )
-    return files
+    files = [
+        read_cluster_metadata(storage, manifest, None)
+        for manifest in BackupCatalog(storage).load("b").manifests
+    ]
+    assert None not in files
+    return [item for item in files if item is not None]
 
 
 def _acls(metadata: ClusterMetadata) -> set[tuple[str, ...]]:

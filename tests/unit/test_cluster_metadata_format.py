@@ -12,23 +12,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kbackup.backup.cluster_capture import write_cluster_metadata
 from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError, KBackupError
 from kbackup.format.cluster_metadata import (
     ClusterMetadata,
     cluster_metadata_key,
     encode_cluster_metadata,
     parse_cluster_metadata,
+    read_cluster_metadata,
     reference,
 )
 from kbackup.format.encryption import BackupKeys
-from kbackup.format.manifest import ClusterMetadataRef
+from kbackup.format.manifest import ClusterMetadataRef, Manifest
+from kbackup.storage import open_storage
 
 DOC = (Path(__file__).parents[2] / "docs" / "format.md").read_text()
-[EXAMPLE] = [
-    block
-    for block in re.findall(r"```json\n(.*?)\n```", DOC, re.DOTALL)
-    if '"format": "kafka-backup-cluster-metadata"' in block
-]
+EXAMPLES = re.findall(r"```json\n(.*?)\n```", DOC, re.DOTALL)
+#: The manifest's example comes first (test_format_doc.py); the cluster-metadata file's names its format.
+MANIFEST_EXAMPLE = EXAMPLES[0]
+[EXAMPLE] = [block for block in EXAMPLES if '"format": "kafka-backup-cluster-metadata"' in block]
 KEYS = BackupKeys("nightly", 1, "local:test", bytes(range(32)))
 KEY = cluster_metadata_key(1, "20261122T031500Z-5b1f09aa", "3f9d2c1e")
 
@@ -144,3 +146,21 @@ def _outcome(damaged: bytes) -> ClusterMetadata | KBackupError:
         return read(damaged, reference(example(), KEY, damaged))
     except KBackupError as error:
         return error
+
+
+def test_a_stored_file_reads_back_through_the_manifest_that_names_it(tmp_path: Path) -> None:
+    """Written as a backup run writes it (create-if-absent, a name of its own), read as a restore
+    will read it: sealed in an encrypted backup, and an increment without one has none."""
+    storage = open_storage(str(tmp_path))
+    metadata = example().model_copy(update={"backup_id": "nightly"})
+    ref = write_cluster_metadata(storage, metadata, KEYS)
+    again = write_cluster_metadata(storage, metadata, KEYS)
+    assert ref.key != again.key
+    manifest = Manifest.model_validate_json(MANIFEST_EXAMPLE).model_copy(
+        update={"cluster_metadata": ref, "run_id": metadata.run_id, "increment": 1, "backup_id": "nightly"}
+    )
+    assert read_cluster_metadata(storage, manifest, KEYS) == metadata
+    assert b"order-app" not in (tmp_path / "nightly" / ref.key).read_bytes()
+    assert (
+        read_cluster_metadata(storage, manifest.model_copy(update={"cluster_metadata": None}), KEYS) is None
+    )
