@@ -191,18 +191,30 @@ def write_cluster_metadata(
     return reference(metadata, relative, data)
 
 
-def metadata_capture(
-    admin: Admin, storage: Storage, keys: BackupKeys | None, backup_id: str, problems: list[str]
-) -> Callable[[int, str], ClusterMetadataRef]:
-    """The committer's hook: capture, store, and list what could not be read among ``problems``."""
+@dataclass
+class MetadataCapture:
+    """The committer's part in the cluster metadata: read it at each checkpoint, tell whether it
+    changed since the latest committed increment, store it with the increment that commits."""
 
-    def capture(increment: int, run_id: str) -> ClusterMetadataRef:
-        # Never raises for the cluster: what it could not read is in the file (after a source
-        # failure, the run still commits what it copied).
-        metadata = capture_cluster_metadata(admin, backup_id=backup_id, increment=increment, run_id=run_id)
+    admin: Admin
+    storage: Storage
+    keys: BackupKeys | None
+    #: The run's problems: a kind an increment could not read is listed when that increment commits.
+    problems: list[str]
+    #: ``content_sha256`` of the latest committed increment's file (None: it has none).
+    committed_content: str | None
+
+    def read(self, backup_id: str, increment: int, run_id: str) -> ClusterMetadata:
+        """Never raises for the cluster: what it could not read is in the file."""
+        return capture_cluster_metadata(self.admin, backup_id=backup_id, increment=increment, run_id=run_id)
+
+    def is_news(self, metadata: ClusterMetadata) -> bool:
+        return metadata.content_sha256() != self.committed_content
+
+    def store(self, metadata: ClusterMetadata) -> ClusterMetadataRef:
         for line in unread_kinds(metadata):
             log.warning("%s", line)
-            problems.append(line)
-        return write_cluster_metadata(storage, metadata, keys)
-
-    return capture
+            self.problems.append(line)
+        ref = write_cluster_metadata(self.storage, metadata, self.keys)
+        self.committed_content = ref.content_sha256
+        return ref

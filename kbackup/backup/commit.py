@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kbackup import __version__
 from kbackup.backup.chain import ChainState
+from kbackup.backup.cluster_capture import MetadataCapture
 from kbackup.backup.copier import Copier
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.settings import BackupSettings
@@ -24,9 +25,9 @@ from kbackup.core.faults import crash_point
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import commit_manifest
+from kbackup.format.cluster_metadata import ClusterMetadata
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.manifest import (
-    ClusterMetadataRef,
     ConsumerGroupsSnapshot,
     Manifest,
     PartitionEntry,
@@ -95,9 +96,9 @@ class Committer:
     group_snapshot: Callable[[list[str]], ConsumerGroupsSnapshot] | None
     #: Called after each committed increment (a retention policy applied there, by the caller).
     after_commit: Callable[[Storage], None] | None
-    #: Captures and stores the cluster's metadata for an increment (number, run id) before its
-    #: manifest; None: the increments have none.
-    cluster_metadata: Callable[[int, str], ClusterMetadataRef] | None = None
+    #: Reads the cluster's metadata at each checkpoint and stores it before the manifest of the
+    #: increment that commits; None: the increments have none.
+    cluster_metadata: MetadataCapture | None = None
     #: When the open increment started (its manifest's ``started_at``).
     started_at: str = field(default_factory=utc_now_iso, init=False)
     #: When committing the open increment began: its segments' last uploads, then the manifest.
@@ -107,10 +108,24 @@ class Committer:
         self.commit_started = time.monotonic()
         entries, segments = self.copier.take_increment()
         groups = self._covered(entries, groups, partial=False)
-        if self.state.nothing_new(entries, segments, groups, topics):
+        metadata = self._read_metadata()
+        if self.state.nothing_new(entries, segments, groups, topics) and not self._is_news(metadata):
             self._skip(entries)
             return
-        self._commit(entries, segments, groups, topics, partial=False)
+        self._commit(entries, segments, groups, topics, metadata, partial=False)
+
+    def _read_metadata(self) -> ClusterMetadata | None:
+        if self.cluster_metadata is None:
+            return None
+        return self.cluster_metadata.read(self.summary.backup_id, self.state.increment, self.copier.run_id)
+
+    def _is_news(self, metadata: ClusterMetadata | None) -> bool:
+        """The cluster's ACLs, SCRAM users or broker configs changed since the latest increment."""
+        return (
+            metadata is not None
+            and self.cluster_metadata is not None
+            and self.cluster_metadata.is_news(metadata)
+        )
 
     def _skip(self, entries: list[PartitionEntry]) -> None:
         """An increment with nothing new is not committed (a cron every few minutes would pile
@@ -144,10 +159,12 @@ class Committer:
                 "nothing read before the stop; no increment committed",
                 extra={"backup_id": self.summary.backup_id},
             )
-        elif self.state.nothing_new(entries, segments, groups, topics):
-            self._skip(entries)
         else:
-            self._commit(entries, segments, groups, topics, partial=True)
+            metadata = self._read_metadata()
+            if self.state.nothing_new(entries, segments, groups, topics) and not self._is_news(metadata):
+                self._skip(entries)
+            else:
+                self._commit(entries, segments, groups, topics, metadata, partial=True)
         if not self.follow:
             self.summary.stopped_early = True
 
@@ -197,12 +214,15 @@ class Committer:
         segments: list[SegmentEntry],
         groups: ConsumerGroupsSnapshot | None,
         topics: list[TopicEntry],
+        captured: ClusterMetadata | None,
         *,
         partial: bool,
     ) -> None:
         state = self.state
         metadata = (
-            self.cluster_metadata(state.increment, self.copier.run_id) if self.cluster_metadata else None
+            self.cluster_metadata.store(captured)
+            if self.cluster_metadata is not None and captured is not None
+            else None
         )
         manifest = Manifest(
             backup_id=self.summary.backup_id,

@@ -112,6 +112,15 @@ class ClusterMetadata(ManifestModel):
         """Each kind by the name the manifest and the summary give it."""
         return {"acls": self.acls, "scram_users": self.scram_users, "broker_configs": self.broker_configs}
 
+    def content_sha256(self) -> str:
+        """What it says of the cluster, hashed: each kind's status and items, not its error's words
+        (they name servers and times), nor when or by which run it was read."""
+        content = {
+            kind: section.model_dump(mode="json", exclude={"error"})
+            for kind, section in self.sections().items()
+        }
+        return hashlib.sha256(_canonical(content)).hexdigest()
+
     def summary(self) -> dict[str, MetadataKindSummary]:
         """Each kind's status and how many items it holds, as the manifest repeats them."""
         configs = self.broker_configs
@@ -171,6 +180,7 @@ def reference(metadata: ClusterMetadata, key: str, data: bytes) -> ClusterMetada
         key=key,
         size_bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
+        content_sha256=metadata.content_sha256(),
         **metadata.summary(),
     )
 

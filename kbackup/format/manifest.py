@@ -113,6 +113,9 @@ class ClusterMetadataRef(ManifestModel):
     acls: MetadataKindSummary
     scram_users: MetadataKindSummary
     broker_configs: MetadataKindSummary
+    #: SHA-256 of what the file says of the cluster (not when or by which run): a later run that
+    #: reads the same commits no increment for it.
+    content_sha256: str | None = None
 
     def kinds(self) -> dict[str, dict[str, str | int]]:
         """Per kind, its status and count (as a run's summary and ``describe`` show them)."""

@@ -34,6 +34,7 @@ from tests.support.secured_cluster import (
     SUPER_USER,
     create_acls,
     create_topic_with_values,
+    delete_acls,
     secured_cluster,
     set_broker_config,
     set_cluster_default,
@@ -194,6 +195,28 @@ def test_a_backup_captures_every_acl_scram_user_and_dynamic_broker_config(
     code, out, err = cli("describe", "-c", str(config))
     assert code == 0, err
     assert f"ACLs {len(ACLS)}, SCRAM users {len(USERS) + 1}, broker configs 4" in out
+
+
+def test_a_changed_acl_alone_is_an_increment_and_unchanged_metadata_is_none(
+    cluster: LocalKafkaCluster, tmp_path: Path, cli: RunCli
+) -> None:
+    store, config, (code, _out, err) = _backup(cli, cluster, SUPER_USER, tmp_path)
+    assert code == 0, err
+    code, out, err = cli("backup", "-c", str(config), "--json")
+    assert code == 0, err
+    assert json.loads(out)["nothing_new_since"] == 0
+    added = ("TOPIC", "audit", "LITERAL", "User:svc_a", "*", "WRITE", "ALLOW")
+    create_acls(cluster, [_binding(added)])
+    try:
+        code, out, err = cli("backup", "-c", str(config), "--json")
+    finally:
+        delete_acls(cluster, [_binding(added)])
+    assert code == 0, err
+    [increment] = json.loads(out)["increments"]
+    assert (increment["increment"], increment["records"]) == (1, 0)
+    first, second = stored_metadata(store)
+    assert _acls(first) == ACLS
+    assert _acls(second) == ACLS | {added}
 
 
 def test_a_principal_that_may_not_describe_the_cluster_still_backs_up_and_names_what_it_missed(

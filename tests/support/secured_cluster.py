@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
+    AclBindingFilter,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -78,6 +79,23 @@ def _wait_all(client: AdminClient, request: Callable[[AdminClient], Mapping[Any,
 
 def create_acls(cluster: LocalKafkaCluster, bindings: list[AclBinding]) -> None:
     _wait_all(admin_client(cluster), lambda client: client.create_acls(bindings))
+
+
+def delete_acls(cluster: LocalKafkaCluster, bindings: list[AclBinding]) -> None:
+    """Delete exactly ``bindings`` (each as a filter that matches only itself)."""
+    filters = [
+        AclBindingFilter(
+            item.restype,
+            item.name,
+            item.resource_pattern_type,
+            item.principal,
+            item.host,
+            item.operation,
+            item.permission_type,
+        )
+        for item in bindings
+    ]
+    _wait_all(admin_client(cluster), lambda client: client.delete_acls(filters))
 
 
 def upsert_scram_credential(
