@@ -119,11 +119,11 @@ def capture_cluster_metadata(admin: Admin, *, backup_id: str, increment: int, ru
         nonlocal operations
         operations = admin.cluster_operations()
 
-    attempts.run(read_operations)
+    _, operations_error = attempts.run(read_operations)
     acls: list[AclBinding] = []
 
     def read_acls() -> None:
-        _may_describe(admin, operations, "the ACLs")
+        _may_describe(admin, operations, operations_error, "the ACLs")
         acls.extend(AclBinding(**entry.__dict__) for entry in admin.describe_acls())
 
     acl_status, acl_error = attempts.run(read_acls)
@@ -132,7 +132,7 @@ def capture_cluster_metadata(admin: Admin, *, backup_id: str, increment: int, ru
     users: list[ScramUser] = []
 
     def read_users() -> None:
-        _may_describe(admin, operations, "the SCRAM users")
+        _may_describe(admin, operations, operations_error, "the SCRAM users")
         for user, credentials in admin.scram_users().items():
             infos = [
                 ScramCredentialInfo(mechanism=item.mechanism, iterations=item.iterations)
@@ -152,7 +152,11 @@ def capture_cluster_metadata(admin: Admin, *, backup_id: str, increment: int, ru
     )
 
 
-def _may_describe(admin: Admin, operations: frozenset[str], what: str) -> None:
+def _may_describe(admin: Admin, operations: frozenset[str], operations_error: str | None, what: str) -> None:
+    """Raise unless the principal may describe the cluster; when asking what it may do failed,
+    that failure (not a refusal)."""
+    if operations_error is not None:
+        raise KBackupError(operations_error)
     if "DESCRIBE" not in operations:
         raise KafkaOperationError(
             f"describe {what} on {admin.servers}: the principal may not describe the cluster "
