@@ -5,7 +5,8 @@
 One local single-node Kafka 4.3 cluster and one topic of 1 KiB records (one partition, filled by
 ProducerPerformance); four stores, all on this machine: a local folder, moto's S3 server,
 fake-gcs-server (Cloud Storage's JSON API) and Azurite (Azure Blob Storage), each emulator in its
-own process on loopback (``bench._emulators`` over ``kbackup.sandbox.emulators``). For each operation (``schedule``):
+own process on loopback (``bench._emulators`` over ``kbackup.sandbox.emulators``). For each
+operation (``schedule``):
 
 - a warm-up: one unmeasured run on each store, so no measured run is the first of its kind
   (imports, the SDK's first connection, the emulator's first requests, the broker's);

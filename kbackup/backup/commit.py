@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kbackup import __version__
 from kbackup.backup.chain import ChainState
+from kbackup.backup.cluster_capture import MetadataCapture
 from kbackup.backup.copier import Copier
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.settings import BackupSettings
@@ -24,6 +25,7 @@ from kbackup.core.faults import crash_point
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import commit_manifest
+from kbackup.format.cluster_metadata import ClusterMetadata
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -94,6 +96,9 @@ class Committer:
     group_snapshot: Callable[[list[str]], ConsumerGroupsSnapshot] | None
     #: Called after each committed increment (a retention policy applied there, by the caller).
     after_commit: Callable[[Storage], None] | None
+    #: Reads the cluster's metadata at each checkpoint and stores it before the manifest of the
+    #: increment that commits; None: the increments have none.
+    cluster_metadata: MetadataCapture | None = None
     #: When the open increment started (its manifest's ``started_at``).
     started_at: str = field(default_factory=utc_now_iso, init=False)
     #: When committing the open increment began: its segments' last uploads, then the manifest.
@@ -103,10 +108,24 @@ class Committer:
         self.commit_started = time.monotonic()
         entries, segments = self.copier.take_increment()
         groups = self._covered(entries, groups, partial=False)
-        if self.state.nothing_new(entries, segments, groups, topics):
+        metadata = self._read_metadata()
+        if self.state.nothing_new(entries, segments, groups, topics) and not self._is_news(metadata):
             self._skip(entries)
             return
-        self._commit(entries, segments, groups, topics, partial=False)
+        self._commit(entries, segments, groups, topics, metadata, partial=False)
+
+    def _read_metadata(self) -> ClusterMetadata | None:
+        if self.cluster_metadata is None:
+            return None
+        return self.cluster_metadata.read(self.summary.backup_id, self.state.increment, self.copier.run_id)
+
+    def _is_news(self, metadata: ClusterMetadata | None) -> bool:
+        """The cluster's ACLs, SCRAM users or broker configs changed since the latest increment."""
+        return (
+            metadata is not None
+            and self.cluster_metadata is not None
+            and self.cluster_metadata.is_news(metadata)
+        )
 
     def _skip(self, entries: list[PartitionEntry]) -> None:
         """An increment with nothing new is not committed (a cron every few minutes would pile
@@ -140,15 +159,20 @@ class Committer:
                 "nothing read before the stop; no increment committed",
                 extra={"backup_id": self.summary.backup_id},
             )
-        elif self.state.nothing_new(entries, segments, groups, topics):
-            self._skip(entries)
         else:
-            self._commit(entries, segments, groups, topics, partial=True)
+            metadata = self._read_metadata()
+            if self.state.nothing_new(entries, segments, groups, topics) and not self._is_news(metadata):
+                self._skip(entries)
+            else:
+                self._commit(entries, segments, groups, topics, metadata, partial=True)
         if not self.follow:
             self.summary.stopped_early = True
 
     def after_failure(self, error: KBackupError, groups: ConsumerGroupsSnapshot | None) -> None:
         topics = [self.state.topics[name] for name in self.summary.topics if name in self.state.topics]
+        # The source just failed: its metadata is not asked for (each request would wait out its
+        # timeout); this increment has none, the next run's has.
+        self.cluster_metadata = None
         try:
             self.partial(groups, topics, take_fresh_snapshot=False)
         except Exception as exc:
@@ -190,10 +214,16 @@ class Committer:
         segments: list[SegmentEntry],
         groups: ConsumerGroupsSnapshot | None,
         topics: list[TopicEntry],
+        captured: ClusterMetadata | None,
         *,
         partial: bool,
     ) -> None:
         state = self.state
+        metadata = (
+            self.cluster_metadata.store(captured)
+            if self.cluster_metadata is not None and captured is not None
+            else None
+        )
         manifest = Manifest(
             backup_id=self.summary.backup_id,
             increment=state.increment,
@@ -208,6 +238,7 @@ class Committer:
             partitions=entries,
             segments=sorted(segments, key=lambda s: (s.topic, s.partition, s.first_offset)),
             consumer_groups=groups,
+            cluster_metadata=metadata,
         )
         key = commit_manifest(self.storage, manifest, self.keys)
         crash_point("backup:after-manifest")
@@ -223,6 +254,7 @@ class Committer:
             segments=len(manifest.segments),
             consumer_groups=len(groups.groups) if groups is not None else None,
             partial=partial,
+            cluster_metadata=metadata.kinds() if metadata is not None else None,
         )
         self.summary.increments.append(committed)
         self.summary.nothing_new_since = None

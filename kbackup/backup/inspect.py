@@ -118,6 +118,7 @@ def increment_row(manifest: Manifest) -> dict[str, Any]:
         "bytes": sum(segment.size_bytes for segment in manifest.segments),
         "segments": len(manifest.segments),
         "consumer_groups": None if manifest.consumer_groups is None else len(manifest.consumer_groups.groups),
+        "cluster_metadata": None if manifest.cluster_metadata is None else manifest.cluster_metadata.kinds(),
     }
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kbackup.backup.chain import ChainState
+from kbackup.backup.cluster_capture import MetadataCapture
 from kbackup.backup.commit import Committer, manifest_settings
 from kbackup.backup.copier import Copier
 from kbackup.backup.lease import LeaseKeeper
@@ -183,6 +184,9 @@ def run_backup(
                 metrics=metrics,
                 group_snapshot=cluster.consumer_groups if settings.consumer_group_snapshot else None,
                 after_commit=after_commit,
+                cluster_metadata=MetadataCapture(
+                    cluster.admin, storage, keys, summary.problems, _committed_content(existing)
+                ),
             )
             loop = _IncrementLoop(settings, cluster, copier, committer, rules, stop or threading.Event(), bar)
             loop.run(metadata, topics, existing)
@@ -197,6 +201,12 @@ def run_backup(
     summary.partitions = len(copier.partitions) or summary.partitions
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _committed_content(existing: Backup | None) -> str | None:
+    """What the latest increment's cluster-metadata file said of the cluster (None: it has none)."""
+    ref = existing.latest.cluster_metadata if existing is not None else None
+    return ref.content_sha256 if ref is not None else None
 
 
 def _existing_backup(catalog: BackupCatalog, storage: Storage, backup_id: str) -> Backup | None:

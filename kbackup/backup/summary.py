@@ -18,6 +18,8 @@ class CommittedIncrement:
     consumer_groups: int | None
     #: The run stopped before the end offsets it read; the increment ends where it got to.
     partial: bool
+    #: Per kind of cluster metadata (acls, scram_users, broker_configs): status and count.
+    cluster_metadata: dict[str, dict[str, str | int]] | None = None
 
 
 @dataclass

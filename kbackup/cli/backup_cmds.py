@@ -236,7 +236,8 @@ def describe(
     as_json: JsonOption = False,
     encryption_key: EncryptionKeyOption = None,
 ) -> None:
-    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots.
+    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots, and
+    per increment the ACLs, SCRAM users and broker configs it captured.
 
     \b
     Example:
@@ -269,9 +270,11 @@ def describe(
     typer.echo("increments:")
     for row in info["increments"]:
         groups = "-" if row["consumer_groups"] is None else row["consumer_groups"]
+        metadata = row["cluster_metadata"]
         typer.echo(
             f"  {row['increment']:>4}  {row['started_at']} to {row['finished_at']}  {row['mode'] or '':<8} "
             f"{row['records']:>12,} records {size_text(row['bytes']):>10}  groups {groups}"
+            + (f", {metadata_text(metadata)}" if metadata is not None else "")
         )
     typer.echo("partitions:")
     for row in info["partitions"]:
@@ -291,6 +294,28 @@ def describe(
     for group in groups_info["groups"]:
         offsets = ", ".join(f"{o['topic']}/{o['partition']}@{o['offset']}" for o in group["offsets"])
         typer.echo(f"  {group['group_id']} ({group['state']}): {offsets}")
+
+
+#: How a run's summary and ``describe`` name each kind of cluster metadata, and each status.
+_METADATA_KINDS = {"acls": "ACLs", "scram_users": "SCRAM users", "broker_configs": "broker configs"}
+_NOT_CAPTURED = {
+    "no_authorizer": "none, no authorizer",
+    "not_authorized": "not authorized",
+    "failed": "failed",
+}
+
+
+def metadata_text(kinds: dict[str, dict[str, str | int]]) -> str:
+    """``ACLs 12, SCRAM users 3, broker configs 2``; a kind not captured says why instead."""
+    parts = []
+    for kind, label in _METADATA_KINDS.items():
+        status, count = kinds[kind]["status"], kinds[kind]["count"]
+        parts.append(
+            f"{label} {count}"
+            if status == "captured"
+            else f"{label} ({_NOT_CAPTURED.get(str(status), status)})"
+        )
+    return ", ".join(parts)
 
 
 def validate(

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from kbackup.core.errors import BackupIntegrityError
+
 #: Turns a problem ("Expecting value at line 1, column 2") into the exception a reader raises.
 Fail = Callable[[str], Exception]
 Model = TypeVar("Model", bound=BaseModel)
@@ -85,3 +87,26 @@ def validate(model: type[Model], value: Any, fail: Fail) -> Model:
         return model.model_validate(value)
     except ValidationError as exc:
         raise fail(first_problem(exc)) from None
+
+
+def versioned_object(
+    data: bytes, object_name: str, *, expected_format: str, max_version: int
+) -> dict[str, Any]:
+    """An object of a backup that names its ``format`` and ``format_version`` (a retention
+    generation, a lease, a cluster-metadata file): parsed, of that format, and of a version this
+    kafka-backup reads; a BackupIntegrityError naming the object otherwise."""
+    raw = parse_json(
+        data, lambda problem: BackupIntegrityError(f"{object_name} is not valid JSON: {problem}")
+    )
+    if not isinstance(raw, dict) or raw.get("format") != expected_format:
+        raise BackupIntegrityError(f"{object_name} is not a {expected_format} object")
+    version = raw.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise BackupIntegrityError(f"{object_name} has an invalid format_version {version!r}")
+    if version > max_version:
+        raise BackupIntegrityError(
+            f"{object_name} has format version {version}, this kafka-backup reads versions up to "
+            f"{max_version}",
+            hint="upgrade kafka-backup to read this backup",
+        )
+    return raw

@@ -22,7 +22,7 @@ from pydantic import Field
 from kbackup.core.errors import BackupIntegrityError
 from kbackup.core.times import iso_utc
 from kbackup.core.types import TopicPartitionKey
-from kbackup.format.documents import parse_json, validate
+from kbackup.format.documents import validate, versioned_object
 from kbackup.format.layout import check_backup_id
 from kbackup.format.manifest import Manifest, ManifestModel, PartitionEntry, SegmentEntry
 
@@ -116,21 +116,9 @@ def utc_iso(moment: float) -> str:
 
 
 def _parse(data: bytes, object_name: str, expected_format: str) -> dict[str, object]:
-    raw = parse_json(
-        data, lambda problem: BackupIntegrityError(f"{object_name} is not valid JSON: {problem}")
+    return versioned_object(
+        data, object_name, expected_format=expected_format, max_version=RETENTION_FORMAT_VERSION
     )
-    if not isinstance(raw, dict) or raw.get("format") != expected_format:
-        raise BackupIntegrityError(f"{object_name} is not a {expected_format} object")
-    version = raw.get("format_version")
-    if not isinstance(version, int) or version < 1:
-        raise BackupIntegrityError(f"{object_name} has an invalid format_version {version!r}")
-    if version > RETENTION_FORMAT_VERSION:
-        raise BackupIntegrityError(
-            f"{object_name} has format version {version}, this kafka-backup reads versions up to "
-            f"{RETENTION_FORMAT_VERSION}",
-            hint="upgrade kafka-backup to read this backup",
-        )
-    return raw
 
 
 def _malformed(object_name: str) -> Callable[[str], BackupIntegrityError]:

@@ -96,6 +96,32 @@ class ConsumerGroupsSnapshot(ManifestModel):
     groups: list[GroupSnapshot] = Field(default_factory=list)
 
 
+class MetadataKindSummary(ManifestModel):
+    #: captured, no_authorizer, not_authorized or failed (docs/format.md, "Cluster metadata").
+    status: str
+    #: Items the file holds of this kind.
+    count: int
+
+
+class ClusterMetadataRef(ManifestModel):
+    """The increment's cluster-metadata file (ACLs, SCRAM users, dynamic broker configs)."""
+
+    #: Object key relative to the backup's folder.
+    key: str
+    size_bytes: int
+    sha256: str
+    acls: MetadataKindSummary
+    scram_users: MetadataKindSummary
+    broker_configs: MetadataKindSummary
+    #: SHA-256 of what the file says of the cluster (not when or by which run): a later run that
+    #: reads the same commits no increment for it.
+    content_sha256: str | None = None
+
+    def kinds(self) -> dict[str, dict[str, str | int]]:
+        """Per kind, its status and count (as a run's summary and ``describe`` show them)."""
+        return {kind: getattr(self, kind).model_dump() for kind in ("acls", "scram_users", "broker_configs")}
+
+
 class Manifest(ManifestModel):
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
@@ -115,6 +141,8 @@ class Manifest(ManifestModel):
     partitions: list[PartitionEntry] = Field(default_factory=list)
     segments: list[SegmentEntry] = Field(default_factory=list)
     consumer_groups: ConsumerGroupsSnapshot | None = None
+    #: None: the increment did not capture the cluster's metadata (written before it existed).
+    cluster_metadata: ClusterMetadataRef | None = None
 
     def to_json_bytes(self) -> bytes:
         return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n").encode()

@@ -149,6 +149,10 @@ class LocalKafkaCluster:
     #: certificate for 127.0.0.1 made by keytool; clients trust :attr:`tls_ca_file`.
     tls: bool = False
     ssl_port: int = 0
+    #: When set (one of ``scram_users``), the cluster runs Kafka's ``StandardAuthorizer`` with this
+    #: user as its one super user, and every listener but PLAINTEXT authenticates: see
+    #: :meth:`_authorizer_properties`. :meth:`connection` is then this user's, on the SASL listener.
+    super_user: str | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -185,15 +189,39 @@ class LocalKafkaCluster:
         return self.work_dir / "server.log"
 
     def connection(self, **overrides: object) -> KafkaConnection:
-        return KafkaConnection.model_validate({"bootstrap_servers": [self.bootstrap_servers], **overrides})
+        """How the tests and the sandbox itself reach the cluster: PLAINTEXT, or with an authorizer
+        the super user over SCRAM (PLAINTEXT answers as ``User:ANONYMOUS``, which may do nothing)."""
+        if self.super_user is None:
+            return KafkaConnection.model_validate(
+                {"bootstrap_servers": [self.bootstrap_servers], **overrides}
+            )
+        return self.user_connection(self.super_user, **overrides)
+
+    def user_connection(self, user: str, **overrides: object) -> KafkaConnection:
+        """``user`` (one of ``scram_users``) over SCRAM-SHA-512 on the SASL listener."""
+        if user not in self.scram_users:
+            raise SandboxError(f"local cluster {self.name} has no SCRAM user {user!r}")
+        security = {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": user,
+            "sasl_password": self.scram_users[user],
+        }
+        return KafkaConnection.model_validate(
+            {"bootstrap_servers": [self.sasl_bootstrap_servers], "security": security, **overrides}
+        )
 
     def _properties(self) -> dict[str, str]:
         # Client listeners by protocol (each listener is named after its protocol).
         ports = {"PLAINTEXT": self.port}
         props = dict(BASE_PROPERTIES)
+        # First: it checks the super user is a SCRAM user, which the SASL listener's login needs.
+        authorizer = self._authorizer_properties() if self.super_user is not None else {}
+        controller_protocol = "SASL_PLAINTEXT" if authorizer else "PLAINTEXT"
         if self.scram_users:
             ports["SASL_PLAINTEXT"] = self.sasl_port
             props.update(self._sasl_properties())
+        props.update(authorizer)
         if self.tls:
             ports["SSL"] = self.ssl_port
             props.update(self._tls_properties())
@@ -204,7 +232,7 @@ class LocalKafkaCluster:
                 "listeners": ",".join([*client_listeners, f"CONTROLLER://127.0.0.1:{self.controller_port}"]),
                 "advertised.listeners": ",".join(client_listeners),
                 "listener.security.protocol.map": ",".join(
-                    ["CONTROLLER:PLAINTEXT", *(f"{name}:{name}" for name in ports)]
+                    [f"CONTROLLER:{controller_protocol}", *(f"{name}:{name}" for name in ports)]
                 ),
                 "log.dirs": str(self.data_dir),
             }
@@ -220,11 +248,44 @@ class LocalKafkaCluster:
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             )
         # PLAIN checks passwords against the JAAS entries (user_<name>="<password>").
-        plain_users = "".join(f' user_{user}="{password}"' for user, password in self.scram_users.items())
-        props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
-            f"org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};"
-        )
+        props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = self._plain_jaas(self.scram_users)
         return props
+
+    def _plain_jaas(self, users: dict[str, str]) -> str:
+        """A PLAIN login: ``users`` it accepts and, with a super user, the one the broker logs in as."""
+        login = (
+            f' username="{self.super_user}" password="{self.scram_users[self.super_user]}"'
+            if self.super_user is not None
+            else ""
+        )
+        accepted = "".join(f' user_{user}="{password}"' for user, password in users.items())
+        return f"org.apache.kafka.common.security.plain.PlainLoginModule required{login}{accepted};"
+
+    def _authorizer_properties(self) -> dict[str, str]:
+        """KRaft's ``StandardAuthorizer``, ``super_user`` its only super user.
+
+        The broker's own traffic authenticates as the super user too, with PLAIN over SASL: to the
+        controller (KRaft refuses SCRAM there, since SCRAM credentials live in the metadata log the
+        controller serves) and between brokers (the SASL listener). ``User:ANONYMOUS`` is no super
+        user: ``super.users`` is one list for every listener, so naming it would hand everything to
+        whoever connects to the PLAINTEXT listener, which here holds no ACL and may do nothing.
+        """
+        user = self.super_user
+        if user is None or user not in self.scram_users:
+            raise SandboxError(
+                f"super user {user!r} of local cluster {self.name} is not one of its SCRAM users"
+            )
+        return {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{user}",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": self._plain_jaas(
+                {user: self.scram_users[user]}
+            ),
+        }
 
     def _tls_properties(self) -> dict[str, str]:
         return {

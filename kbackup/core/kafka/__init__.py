@@ -3,7 +3,7 @@
 - :mod:`~kbackup.core.kafka.clients`: client factories with the connection's settings, librdkafka's
   logs through our logging, and Kafka errors turned into project errors that keep Kafka's code;
 - :mod:`~kbackup.core.kafka.admin`: every admin request (metadata, offsets, configs, topics,
-  consumer groups), returning plain values;
+  consumer groups, ACLs, SCRAM users, dynamic broker configs), returning plain values;
 - :mod:`~kbackup.core.kafka.reader`: the one loop that reads a partition from an offset to an end.
 
 The client classes below are re-exported for the two hot paths that drive a client record by
@@ -13,12 +13,16 @@ record themselves (the backup's consume loop, the restore's produce loop) and fo
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kbackup.core.kafka.admin import (
+    AclEntry,
     Admin,
     ClusterMetadata,
     CommittedOffset,
     ConfigValue,
+    DynamicBrokerConfigs,
+    DynamicConfig,
     GroupDescription,
     PartitionRange,
+    ScramCredential,
     TopicMetadata,
     TopicRefused,
     TopicSpec,
@@ -35,11 +39,14 @@ from kbackup.core.kafka.clients import (
 from kbackup.core.kafka.reader import PartitionReader
 
 __all__ = [
+    "AclEntry",
     "Admin",
     "ClusterMetadata",
     "CommittedOffset",
     "ConfigValue",
     "Consumer",
+    "DynamicBrokerConfigs",
+    "DynamicConfig",
     "GroupDescription",
     "KafkaClients",
     "KafkaError",
@@ -48,6 +55,7 @@ __all__ = [
     "PartitionRange",
     "PartitionReader",
     "Producer",
+    "ScramCredential",
     "TopicMetadata",
     "TopicPartition",
     "TopicRefused",

@@ -23,6 +23,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -30,6 +33,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigSource,
     NewTopic,
     OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
 )
 
 from kbackup.core.config import KafkaConnection
@@ -100,6 +105,46 @@ class ConfigValue:
     #: Set on the topic itself (not a broker or cluster default).
     set_on_topic: bool
     sensitive: bool
+
+
+@dataclass(frozen=True)
+class AclEntry:
+    """One ACL binding, every part as Kafka names it (``TOPIC``, ``PREFIXED``, ``User:app``, ...)."""
+
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    #: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+    mechanism: str
+    iterations: int
+
+
+@dataclass(frozen=True)
+class DynamicConfig:
+    """A broker config set at run time (not in server.properties); ``value`` None when sensitive."""
+
+    value: str | None
+    sensitive: bool
+
+
+@dataclass(frozen=True)
+class DynamicBrokerConfigs:
+    """What one broker's config description says was set at run time, by scope."""
+
+    #: Set on this broker alone (``DYNAMIC_BROKER_CONFIG``).
+    broker: dict[str, DynamicConfig]
+    #: Set as the default of every broker (``DYNAMIC_DEFAULT_BROKER_CONFIG``); seen through this broker.
+    cluster_default: dict[str, DynamicConfig]
+    #: The broker's ``authorizer.class.name`` ("" when it runs none).
+    authorizer: str
 
 
 @dataclass(frozen=True)
@@ -435,6 +480,103 @@ class Admin:
         resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
         return self._configs([resource], lambda _resource: f"broker {broker_id}")[str(broker_id)]
 
+    def dynamic_broker_configs(self, broker_id: int) -> DynamicBrokerConfigs:
+        """The configs set at run time on ``broker_id`` and as every broker's default.
+
+        confluent-kafka cannot name the cluster-default resource (a broker named ""), so the
+        defaults are read through a broker's description: each entry's synonyms list every source
+        that sets it, the default among them even where the broker overrides it.
+        """
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+        action = f"describe the configs of broker {broker_id}"
+        entries = self._wait(
+            lambda: self.client.describe_configs([resource], request_timeout=self.timeout)[resource], action
+        )
+        scopes: dict[int, dict[str, DynamicConfig]] = {
+            ConfigSource.DYNAMIC_BROKER_CONFIG.value: {},
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value: {},
+        }
+        for entry in entries.values():
+            for synonym in [entry, *(entry.synonyms or {}).values()]:
+                scope = scopes.get(_source_of(synonym))
+                if scope is not None:
+                    sensitive = bool(entry.is_sensitive)
+                    scope[synonym.name] = DynamicConfig(None if sensitive else synonym.value, sensitive)
+        authorizer = entries.get("authorizer.class.name")
+        return DynamicBrokerConfigs(
+            broker=dict(sorted(scopes[ConfigSource.DYNAMIC_BROKER_CONFIG.value].items())),
+            cluster_default=dict(sorted(scopes[ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value].items())),
+            authorizer=(authorizer.value or "") if authorizer is not None else "",
+        )
+
+    # -- security ---------------------------------------------------------------------------------
+
+    def cluster_operations(self) -> frozenset[str]:
+        """What this connection's principal may do on the cluster resource (``DESCRIBE``, ...).
+
+        Asked before listing ACLs: librdkafka drops the error of a DescribeAcls answer, so a
+        principal refused (CLUSTER_AUTHORIZATION_FAILED) and a cluster without an authorizer
+        (SECURITY_DISABLED) both read as an empty list of ACLs. A cluster without an authorizer
+        answers every operation.
+        """
+        answer = self._wait(
+            lambda: self.client.describe_cluster(
+                include_authorized_operations=True, request_timeout=self.timeout
+            ),
+            "describe the cluster",
+        )
+        return frozenset(operation.name for operation in answer.authorized_operations or [])
+
+    def describe_acls(self) -> list[AclEntry]:
+        """Every ACL binding of the cluster (see :meth:`cluster_operations` for what an empty
+        answer may mean)."""
+        anything: Any = None  # the filter's stubs say str, but None is its "any name/principal/host"
+        match_all = AclBindingFilter(
+            ResourceType.ANY,
+            anything,
+            ResourcePatternType.ANY,
+            anything,
+            anything,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        bindings = self._wait(
+            lambda: self.client.describe_acls(match_all, request_timeout=self.timeout), "describe the ACLs"
+        )
+        entries = [
+            AclEntry(
+                # librdkafka names Kafka's CLUSTER resource type BROKER (both are 4 on the wire).
+                resource_type=_CLUSTER_IN_LIBRDKAFKA.get(binding.restype.name, binding.restype.name),
+                resource_name=binding.name,
+                pattern_type=binding.resource_pattern_type.name,
+                principal=binding.principal,
+                host=binding.host,
+                operation=binding.operation.name,
+                permission=binding.permission_type.name,
+            )
+            for binding in bindings
+        ]
+        return sorted(entries, key=_acl_order)
+
+    def scram_users(self) -> dict[str, list[ScramCredential]]:
+        """Every SCRAM user with the mechanisms and iterations of its credentials (Kafka never
+        hands out the salted password itself)."""
+
+        def every_user() -> Future[dict[str, Any]]:
+            # Asked for every user, the client answers with one future (for named users, one each).
+            answer: Any = self.client.describe_user_scram_credentials(request_timeout=self.timeout)
+            return answer  # type: ignore[no-any-return]
+
+        answer = self._wait(every_user, "describe the SCRAM users")
+        users: dict[str, list[ScramCredential]] = {}
+        for user, description in sorted(answer.items()):
+            credentials = [
+                ScramCredential(info.mechanism.name.replace("_", "-"), int(info.iterations))
+                for info in description.scram_credential_infos
+            ]
+            users[user] = sorted(credentials, key=lambda item: item.mechanism)
+        return users
+
     def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
         """Set ``configs`` on ``topic``, leaving its other configs as they are (incremental alter)."""
         entries = [
@@ -609,6 +751,22 @@ class Admin:
         except KBackupError as exc:
             if "GROUP_ID_NOT_FOUND" not in exc.message:
                 raise
+
+
+#: librdkafka's name of the resource type that Kafka calls CLUSTER.
+_CLUSTER_IN_LIBRDKAFKA = {"BROKER": "CLUSTER"}
+
+
+def _acl_order(entry: AclEntry) -> tuple[str, ...]:
+    return (
+        entry.resource_type,
+        entry.pattern_type,
+        entry.resource_name,
+        entry.principal,
+        entry.host,
+        entry.operation,
+        entry.permission,
+    )
 
 
 def _coordinators_busy(errors: Iterable[Any]) -> bool:

@@ -1,0 +1,139 @@
+"""An authorizer-enabled local Kafka cluster, and the set-up its tests make as its super user.
+
+The cluster runs KRaft's ``StandardAuthorizer`` with one super user (``SUPER_USER``); every other
+SCRAM user may do only what the test grants it with ACLs. The set-up requests go through
+confluent-kafka directly (they are the test's own doing, the oracle the product is judged
+against), except the cluster-wide broker default, which confluent-kafka cannot name: Kafka's
+own ``ConfigCommand`` sets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from kbackup.sandbox.jars import classpath, kafka_libs
+from kbackup.sandbox.kafka import LocalKafkaCluster
+
+SUPER_USER = "admin"
+SUPER_PASSWORD = "admin-Pa55-sandbox"
+
+
+@contextlib.contextmanager
+def secured_cluster(work_dir: Path, users: Mapping[str, str] | None = None) -> Iterator[LocalKafkaCluster]:
+    """A started cluster with the authorizer, ``SUPER_USER`` and ``users`` (name -> password) seeded
+    under both SCRAM mechanisms; stopped on exit."""
+    cluster = LocalKafkaCluster(
+        name="secured",
+        work_dir=work_dir,
+        libs=kafka_libs(),
+        scram_users={SUPER_USER: SUPER_PASSWORD, **(users or {})},
+        super_user=SUPER_USER,
+    )
+    try:
+        cluster.start(timeout=180)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def client_config(cluster: LocalKafkaCluster, user: str = SUPER_USER) -> dict[str, str | int | float | bool]:
+    """librdkafka settings of ``user`` over SCRAM-SHA-512 on the SASL listener."""
+    return {
+        "bootstrap.servers": cluster.sasl_bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user,
+        "sasl.password": cluster.scram_users[user],
+    }
+
+
+def admin_client(cluster: LocalKafkaCluster, user: str = SUPER_USER) -> AdminClient:
+    return AdminClient(client_config(cluster, user))
+
+
+def _wait_all(client: AdminClient, request: Callable[[AdminClient], Mapping[Any, Future[Any]]]) -> None:
+    """Send ``request`` and wait for each of its answers, the client kept alive meanwhile (a client
+    collected before its answers came cancels them)."""
+    for future in request(client).values():
+        future.result(30)
+
+
+def create_acls(cluster: LocalKafkaCluster, bindings: list[AclBinding]) -> None:
+    _wait_all(admin_client(cluster), lambda client: client.create_acls(bindings))
+
+
+def delete_acls(cluster: LocalKafkaCluster, bindings: list[AclBinding]) -> None:
+    """Delete exactly ``bindings`` (each as a filter that matches only itself)."""
+    filters = [
+        AclBindingFilter(
+            item.restype,
+            item.name,
+            item.resource_pattern_type,
+            item.principal,
+            item.host,
+            item.operation,
+            item.permission_type,
+        )
+        for item in bindings
+    ]
+    _wait_all(admin_client(cluster), lambda client: client.delete_acls(filters))
+
+
+def upsert_scram_credential(
+    cluster: LocalKafkaCluster, user: str, mechanism: ScramMechanism, iterations: int, password: str
+) -> None:
+    upsertion = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(mechanism, iterations), password.encode()
+    )
+    _wait_all(admin_client(cluster), lambda client: client.alter_user_scram_credentials([upsertion]))
+
+
+def create_topic_with_values(cluster: LocalKafkaCluster, topic: str, values: list[bytes]) -> None:
+    """One partition holding ``values``, written as the super user."""
+    _wait_all(admin_client(cluster), lambda client: client.create_topics([NewTopic(topic, 1, 1)]))
+    producer = Producer(client_config(cluster))
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+
+
+def set_broker_config(cluster: LocalKafkaCluster, broker_id: int, name: str, value: str) -> None:
+    """Set ``name`` on one broker at run time (a DYNAMIC_BROKER_CONFIG)."""
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id), incremental_configs=[entry])
+    _wait_all(admin_client(cluster), lambda client: client.incremental_alter_configs([resource]))
+
+
+def set_cluster_default(cluster: LocalKafkaCluster, work_dir: Path, name: str, value: str) -> None:
+    """Set ``name`` as every broker's default (a DYNAMIC_DEFAULT_BROKER_CONFIG), with Kafka's
+    ConfigCommand: confluent-kafka refuses the default resource (a broker named "")."""
+    settings = work_dir / "super-user.properties"
+    settings.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{SUPER_USER}" password="{SUPER_PASSWORD}";\n'
+    )
+    command = ["java", "-Xmx256m", "-cp", classpath(kafka_libs()), "kafka.admin.ConfigCommand"]
+    command += ["--bootstrap-server", cluster.sasl_bootstrap_servers, "--command-config", str(settings)]
+    command += ["--entity-type", "brokers", "--entity-default", "--alter", "--add-config", f"{name}={value}"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
