@@ -2,7 +2,8 @@
 
 What a whole-cluster recovery needs besides records and group offsets (docs/backup.md). A kind
 the backup's principal may not read does not fail the backup: the file says so (``not_authorized``)
-and the run lists it among its problems, as it does for anything else it could not copy in full.
+and the run warns of it (exit code 0: the records and the groups, what every backup holds, are
+complete; a principal without rights on the cluster is common, and its backups must not turn red).
 A cluster without an authorizer has no ACL to copy (``no_authorizer``), which is no problem.
 Client quotas are not captured: confluent-kafka has no request that reads them.
 """
@@ -173,9 +174,7 @@ def unread_kinds(metadata: ClusterMetadata) -> list[str]:
             why = (
                 "the backup's principal may not read them" if section.status == "not_authorized" else "failed"
             )
-            lines.append(
-                f"increment {metadata.increment}: {KIND_NAMES[kind]} not captured ({why}): {section.error}"
-            )
+            lines.append(f"{KIND_NAMES[kind]} not captured ({why}): {section.error}")
     return lines
 
 
@@ -203,8 +202,8 @@ class MetadataCapture:
     admin: Admin
     storage: Storage
     keys: BackupKeys | None
-    #: The run's problems: a kind an increment could not read is listed when that increment commits.
-    problems: list[str]
+    #: The run's warnings: a kind the increments could not read, said once per run.
+    warnings: list[str]
     #: ``content_sha256`` of the latest committed increment's file (None: it has none).
     committed_content: str | None
 
@@ -217,8 +216,9 @@ class MetadataCapture:
 
     def store(self, metadata: ClusterMetadata) -> ClusterMetadataRef:
         for line in unread_kinds(metadata):
-            log.warning("%s", line)
-            self.problems.append(line)
+            if line not in self.warnings:
+                log.warning("%s", line)
+                self.warnings.append(line)
         ref = write_cluster_metadata(self.storage, metadata, self.keys)
         self.committed_content = ref.content_sha256
         return ref

@@ -185,7 +185,7 @@ def run_backup(
                 group_snapshot=cluster.consumer_groups if settings.consumer_group_snapshot else None,
                 after_commit=after_commit,
                 cluster_metadata=MetadataCapture(
-                    cluster.admin, storage, keys, summary.problems, _committed_content(existing)
+                    cluster.admin, storage, keys, summary.warnings, _committed_content(existing)
                 ),
             )
             loop = _IncrementLoop(settings, cluster, copier, committer, rules, stop or threading.Event(), bar)

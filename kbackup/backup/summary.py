@@ -39,6 +39,9 @@ class BackupSummary:
     #: What this run did not back up in full (a dropped topic, group offsets beyond the data): the
     #: run still commits what it copied, and then exits with IncompleteBackupError's code.
     problems: list[str] = field(default_factory=list)
+    #: What this run did back up but could not back up all of, which does not make it incomplete
+    #: (a kind of cluster metadata its principal may not read): said once each, exit code 0.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -69,4 +72,5 @@ class BackupSummary:
             "stopped_early": self.stopped_early,
             "nothing_new_since": self.nothing_new_since,
             "problems": self.problems,
+            "warnings": self.warnings,
         }

@@ -168,6 +168,8 @@ def backup(
     )
     for problem in summary.problems:
         typer.echo(f"problem: {problem}")
+    for warning in summary.warnings:
+        typer.echo(f"warning: {warning}")
     if outcome.interrupted:
         done = (
             f"increment {summary.increments[-1].increment} holds what was copied"
