@@ -1,0 +1,272 @@
+"""A local folder failing in the middle of a backup, a restore and a prune: the faults of
+test_fault_storage.py (S3) and test_fault_cloud_storage.py (Cloud Storage, Azure), on the folder.
+
+A folder has no server to stop, and the tests run as root, whom permissions do not stop: the
+filesystem itself refuses, at a storage call the run's own progress picks (the backup's third
+segment, a third of the way into restoring, the prune's second delete). Just before that call an
+obstacle is put in its way: a folder where the segment must be renamed into place or where the
+object to delete lies (rename and unlink fail with EISDIR), or the segment to read renamed away.
+The run ends with one line and its exit code, no manifest names a missing or partial object
+(validate --deep), and with the obstacle gone the same command completes with every record once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+
+from kbackup.backup.inspect import validate_backup
+from kbackup.cli.main import run
+from kbackup.core.errors import BackupIntegrityError, StorageError
+from kbackup.format.catalog import BackupCatalog
+from kbackup.format.segments import SegmentLimits
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.synthetic_backup import BackupBuilder
+from kbackup.storage import LocalStorage
+from tests.support.backup_io import read_backup, take_backup
+from tests.support.config_files import config_file
+from tests.support.crash_restores import check_exactly_once, landed, source_records
+from tests.support.kafka_io import Record, consume_all, create_topic, produce
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 3
+RECORDS_PER_PARTITION = 60
+SEGMENT_RECORDS = 6
+SEGMENTS = PARTITIONS * RECORDS_PER_PARTITION // SEGMENT_RECORDS
+#: The segment upload at whose start the store fails.
+FAILING_UPLOAD = 3
+#: A restore reads every segment once to check it before the first record, then again to restore:
+#: the store fails a third of the way into restoring.
+FAILING_READ = SEGMENTS + SEGMENTS // 3
+TRANSACTION_RECORDS = 10
+DAY_MS = 86_400_000
+BASE_TIME = 1_700_000_000_000
+DAYS = 4
+
+
+@dataclass
+class Fault:
+    """What the hook did: the obstacle it put in the store's way, and how to take it away."""
+
+    obstacle: Path
+    clear: Callable[[], None]
+
+
+def at_call(
+    monkeypatch: pytest.MonkeyPatch, method: str, call: int, obstruct: Callable[[LocalStorage, str], Fault]
+) -> list[Fault]:
+    """When the run starts its ``call``-th call of LocalStorage's ``method`` (of one key),
+    ``obstruct(storage, key)`` puts an obstacle in its way first; the list gets what it did."""
+    original: Callable[..., Any] = getattr(LocalStorage, method)
+    calls = itertools.count(1)
+    faults: list[Fault] = []
+
+    def counted(storage: LocalStorage, key: str, *args: Any, **kwargs: Any) -> Any:
+        if next(calls) == call:
+            faults.append(obstruct(storage, key))
+        return original(storage, key, *args, **kwargs)
+
+    monkeypatch.setattr(LocalStorage, method, counted)
+    return faults
+
+
+def folder_in_place_of(storage: LocalStorage, key: str) -> Fault:
+    """An empty folder where the object ``key`` is to be (renaming a file over it fails, EISDIR),
+    or in place of the object (unlinking it fails, EISDIR): the object itself is kept aside."""
+    path = storage.local_path(key)
+    aside = path.with_name(f"{path.name}.aside")
+    if path.exists():
+        path.rename(aside)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir()
+
+    def clear() -> None:
+        path.rmdir()
+        if aside.exists():
+            aside.rename(path)
+
+    return Fault(path, clear)
+
+
+def renamed_away(storage: LocalStorage, key: str) -> Fault:
+    path = storage.local_path(key)
+    aside = path.with_name(f"{path.name}.aside")
+    path.rename(aside)
+
+    def clear() -> None:
+        aside.rename(path)
+
+    return Fault(path, clear)
+
+
+def run_into(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    hook: tuple[str, int, Callable[[LocalStorage, str], Fault]],
+    exit_code: int,
+) -> tuple[Fault, str]:
+    """Run the CLI in this process with the obstacle put at ``hook``'s call: it must fail with
+    ``exit_code`` in one line and no traceback. Returns the fault (not yet cleared) and that line."""
+    with monkeypatch.context() as hooked:
+        faults = at_call(hooked, *hook)
+        code = run(args)
+    err = capsys.readouterr().err
+    assert faults, f"the run made fewer than {hook[1]} {hook[0]} calls: no fault"
+    assert code == exit_code, err
+    assert "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if ": error: " in line]
+    return faults[0], line
+
+
+def temporary_files(root: Path) -> list[Path]:
+    return [path for path in root.rglob("*") if path.name.startswith(".tmp-")]
+
+
+def assert_every_manifest_names_whole_objects(storage: LocalStorage, backup_id: str) -> None:
+    if BackupCatalog(storage).exists(backup_id):
+        assert validate_backup(storage, backup_id, deep=True).errors == []
+
+
+def test_folder_fails_mid_backup(
+    source_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic, store = unique_name, tmp_path / "store"
+    create_topic(source_cluster, topic, partitions=PARTITIONS)
+    produce(
+        source_cluster,
+        topic,
+        [
+            Record(key=b"k%d" % i, value=b"value-%d" % i, partition=i % PARTITIONS)
+            for i in range(PARTITIONS * RECORDS_PER_PARTITION)
+        ],
+    )
+    source = consume_all(source_cluster, topic, list(range(PARTITIONS)))
+    config = config_file(
+        tmp_path / "backup.yaml",
+        backup_id="blocked",
+        source={"bootstrap_servers": [source_cluster.bootstrap_servers], "topics": {"include": [topic]}},
+        storage={"url": str(store)},
+        backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
+    )
+    command = ["backup", "-c", str(config)]
+    hook = ("move_file", FAILING_UPLOAD, folder_in_place_of)
+    fault, line = run_into(monkeypatch, capsys, command, hook, StorageError.exit_code)
+    assert f"{fault.obstacle} failed: Is a directory" in line, line
+    fault.clear()
+    storage = LocalStorage(store)
+    assert temporary_files(store) == []
+    assert_every_manifest_names_whole_objects(storage, "blocked")
+
+    assert run(command) == 0, capsys.readouterr().err
+    assert read_backup(storage, "blocked") == source
+    assert validate_backup(storage, "blocked", deep=True).errors == []
+
+
+def landed_records(cluster: LocalKafkaCluster, topic: str) -> int:
+    """Records on the target, in committed transactions or not."""
+    probe = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "probe",
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        return landed(probe, topic, PARTITIONS)
+    finally:
+        probe.close()
+
+
+def test_folder_fails_mid_restore(
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A segment renamed away after the restore has checked it, a third of the way into restoring:
+    the backup is damaged as far as the restore can tell (exit 8); renamed back, a rerun completes."""
+    topic, store = unique_name, tmp_path / "store"
+    expected = {
+        p: list(itertools.islice(source_records(p), RECORDS_PER_PARTITION)) for p in range(PARTITIONS)
+    }
+    builder = BackupBuilder(
+        LocalStorage(store),
+        "crash",
+        source_cluster="crash-src",
+        scratch_dir=tmp_path,
+        limits=SegmentLimits(max_records=SEGMENT_RECORDS),
+    )
+    builder.topic(topic, PARTITIONS)
+    for partition, records in expected.items():
+        builder.partition(topic, partition, iter(records))
+    builder.commit()
+    config = config_file(
+        tmp_path / "restore.yaml",
+        backup_id="crash",
+        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
+        storage={"url": str(store)},
+        restore={"transaction_max_records": TRANSACTION_RECORDS},
+    )
+    command = ["restore", "-c", str(config), "--exactly-once"]
+    hook = ("local_path", FAILING_READ, renamed_away)
+    fault, line = run_into(monkeypatch, capsys, command, hook, BackupIntegrityError.exit_code)
+    assert f"{fault.obstacle.relative_to(store)} is missing" in line, line
+    stopped_at = landed_records(target_cluster, topic)
+    assert 0 < stopped_at < PARTITIONS * RECORDS_PER_PARTITION, f"{stopped_at} records landed"
+    fault.clear()
+
+    assert run(command) == 0, capsys.readouterr().err
+    check_exactly_once(target_cluster, topic, PARTITIONS, expected, seed=0)
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_folder_fails_mid_prune(
+    source_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Four daily increments, the first two pruned: a folder in place of the object the prune's
+    second delete removes (unlink fails, EISDIR); with it gone, a rerun completes."""
+    topic, store = unique_name, tmp_path / "store"
+    create_topic(source_cluster, topic, partitions=2, config={"retention.ms": "-1"})
+    for day in range(DAYS):
+        stamp = BASE_TIME + day * DAY_MS
+        produce(
+            source_cluster,
+            topic,
+            [Record(key=b"k", value=b"v%d" % i, partition=i % 2, timestamp=stamp + i) for i in range(10)],
+        )
+        take_backup(source_cluster, store, "daily", [topic], segment_max_records=2)
+    source = consume_all(source_cluster, topic, [0, 1])
+    config = config_file(tmp_path / "prune.yaml", backup_id="daily", storage={"url": str(store)})
+    command = ["prune", "-c", str(config), "--before", iso(BASE_TIME + 2 * DAY_MS), "--execute"]
+    hook = ("delete", 2, folder_in_place_of)
+    fault, line = run_into(monkeypatch, capsys, command, hook, StorageError.exit_code)
+    assert f"{fault.obstacle} failed: Is a directory" in line, line
+    fault.clear()
+    storage = LocalStorage(store)
+    assert validate_backup(storage, "daily", deep=True).errors == []
+
+    assert run(command) == 0, capsys.readouterr().err
+    assert validate_backup(storage, "daily", deep=True).errors == []
+    kept = [r for r in source if r.timestamp is not None and r.timestamp >= BASE_TIME + 2 * DAY_MS]
+    assert read_backup(storage, "daily") == kept
