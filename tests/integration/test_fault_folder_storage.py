@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
 
 from kbackup.backup.inspect import validate_backup
 from kbackup.cli.main import run
@@ -30,10 +29,11 @@ from kbackup.format.segments import SegmentLimits
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.synthetic_backup import BackupBuilder
 from kbackup.storage import LocalStorage
-from tests.support.backup_io import read_backup, take_backup
+from tests.support.backup_io import read_backup
 from tests.support.config_files import config_file
-from tests.support.crash_restores import check_exactly_once, landed, source_records
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.crash_restores import check_exactly_once, source_records
+from tests.support.daily_backup import BASE_TIME, DAY_MS, daily_backup
+from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
 
 pytestmark = pytest.mark.slow
 
@@ -47,9 +47,6 @@ FAILING_UPLOAD = 3
 #: the store fails a third of the way into restoring.
 FAILING_READ = SEGMENTS + SEGMENTS // 3
 TRANSACTION_RECORDS = 10
-DAY_MS = 86_400_000
-BASE_TIME = 1_700_000_000_000
-DAYS = 4
 
 
 @dataclass
@@ -107,24 +104,38 @@ def renamed_away(storage: LocalStorage, key: str) -> Fault:
     return Fault(path, clear)
 
 
-def run_into(
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    args: list[str],
-    hook: tuple[str, int, Callable[[LocalStorage, str], Fault]],
-    exit_code: int,
-) -> tuple[Fault, str]:
-    """Run the CLI in this process with the obstacle put at ``hook``'s call: it must fail with
-    ``exit_code`` in one line and no traceback. Returns the fault (not yet cleared) and that line."""
-    with monkeypatch.context() as hooked:
-        faults = at_call(hooked, *hook)
-        code = run(args)
-    err = capsys.readouterr().err
-    assert faults, f"the run made fewer than {hook[1]} {hook[0]} calls: no fault"
-    assert code == exit_code, err
-    assert "Traceback" not in err, err
-    (line,) = [line for line in err.splitlines() if ": error: " in line]
-    return faults[0], line
+@dataclass
+class FolderRun:
+    """Runs of the CLI in this process against a folder of this test's own."""
+
+    store: Path
+    monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str]
+
+    def fails(
+        self, args: list[str], hook: tuple[str, int, Callable[[LocalStorage, str], Fault]], exit_code: int
+    ) -> tuple[Fault, str]:
+        """Run with the obstacle put at ``hook``'s call: the run must fail with ``exit_code`` in one
+        line and no traceback. Returns the fault (not yet cleared) and that line."""
+        with self.monkeypatch.context() as hooked:
+            faults = at_call(hooked, *hook)
+            code = run(args)
+        err = self.capsys.readouterr().err
+        assert faults, f"the run made fewer than {hook[1]} {hook[0]} calls: no fault"
+        assert code == exit_code, err
+        assert "Traceback" not in err, err
+        (line,) = [line for line in err.splitlines() if ": error: " in line]
+        return faults[0], line
+
+    def completes(self, args: list[str]) -> None:
+        assert run(args) == 0, self.capsys.readouterr().err
+
+
+@pytest.fixture
+def folder_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> FolderRun:
+    return FolderRun(tmp_path / "store", monkeypatch, capsys)
 
 
 def temporary_files(root: Path) -> list[Path]:
@@ -140,10 +151,9 @@ def test_folder_fails_mid_backup(
     source_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    folder_run: FolderRun,
 ) -> None:
-    topic, store = unique_name, tmp_path / "store"
+    topic, store = unique_name, folder_run.store
     create_topic(source_cluster, topic, partitions=PARTITIONS)
     produce(
         source_cluster,
@@ -163,43 +173,27 @@ def test_folder_fails_mid_backup(
     )
     command = ["backup", "-c", str(config)]
     hook = ("move_file", FAILING_UPLOAD, folder_in_place_of)
-    fault, line = run_into(monkeypatch, capsys, command, hook, StorageError.exit_code)
+    fault, line = folder_run.fails(command, hook, StorageError.exit_code)
     assert f"{fault.obstacle} failed: Is a directory" in line, line
     fault.clear()
     storage = LocalStorage(store)
     assert temporary_files(store) == []
     assert_every_manifest_names_whole_objects(storage, "blocked")
 
-    assert run(command) == 0, capsys.readouterr().err
+    folder_run.completes(command)
     assert read_backup(storage, "blocked") == source
     assert validate_backup(storage, "blocked", deep=True).errors == []
-
-
-def landed_records(cluster: LocalKafkaCluster, topic: str) -> int:
-    """Records on the target, in committed transactions or not."""
-    probe = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "probe",
-            "isolation.level": "read_uncommitted",
-        }
-    )
-    try:
-        return landed(probe, topic, PARTITIONS)
-    finally:
-        probe.close()
 
 
 def test_folder_fails_mid_restore(
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    folder_run: FolderRun,
 ) -> None:
     """A segment renamed away after the restore has checked it, a third of the way into restoring:
     the backup is damaged as far as the restore can tell (exit 8); renamed back, a rerun completes."""
-    topic, store = unique_name, tmp_path / "store"
+    topic, store = unique_name, folder_run.store
     expected = {
         p: list(itertools.islice(source_records(p), RECORDS_PER_PARTITION)) for p in range(PARTITIONS)
     }
@@ -223,13 +217,16 @@ def test_folder_fails_mid_restore(
     )
     command = ["restore", "-c", str(config), "--exactly-once"]
     hook = ("local_path", FAILING_READ, renamed_away)
-    fault, line = run_into(monkeypatch, capsys, command, hook, BackupIntegrityError.exit_code)
+    fault, line = folder_run.fails(command, hook, BackupIntegrityError.exit_code)
     assert f"{fault.obstacle.relative_to(store)} is missing" in line, line
-    stopped_at = landed_records(target_cluster, topic)
-    assert 0 < stopped_at < PARTITIONS * RECORDS_PER_PARTITION, f"{stopped_at} records landed"
+    # End offsets count transaction markers too: a third of the way in, still below the records.
+    stopped_at = sum(end_offsets(target_cluster, topic, range(PARTITIONS)).values())
+    assert 0 < stopped_at < PARTITIONS * RECORDS_PER_PARTITION, (
+        f"the target's end offsets sum to {stopped_at}"
+    )
     fault.clear()
 
-    assert run(command) == 0, capsys.readouterr().err
+    folder_run.completes(command)
     check_exactly_once(target_cluster, topic, PARTITIONS, expected, seed=0)
 
 
@@ -241,32 +238,23 @@ def test_folder_fails_mid_prune(
     source_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    folder_run: FolderRun,
 ) -> None:
-    """Four daily increments, the first two pruned: a folder in place of the object the prune's
+    """Five daily increments, the first two pruned: a folder in place of the object the prune's
     second delete removes (unlink fails, EISDIR); with it gone, a rerun completes."""
-    topic, store = unique_name, tmp_path / "store"
-    create_topic(source_cluster, topic, partitions=2, config={"retention.ms": "-1"})
-    for day in range(DAYS):
-        stamp = BASE_TIME + day * DAY_MS
-        produce(
-            source_cluster,
-            topic,
-            [Record(key=b"k", value=b"v%d" % i, partition=i % 2, timestamp=stamp + i) for i in range(10)],
-        )
-        take_backup(source_cluster, store, "daily", [topic], segment_max_records=2)
+    topic, store = unique_name, folder_run.store
+    daily_backup(source_cluster, {"url": str(store)}, topic, "daily")
     source = consume_all(source_cluster, topic, [0, 1])
     config = config_file(tmp_path / "prune.yaml", backup_id="daily", storage={"url": str(store)})
     command = ["prune", "-c", str(config), "--before", iso(BASE_TIME + 2 * DAY_MS), "--execute"]
     hook = ("delete", 2, folder_in_place_of)
-    fault, line = run_into(monkeypatch, capsys, command, hook, StorageError.exit_code)
+    fault, line = folder_run.fails(command, hook, StorageError.exit_code)
     assert f"{fault.obstacle} failed: Is a directory" in line, line
     fault.clear()
     storage = LocalStorage(store)
     assert validate_backup(storage, "daily", deep=True).errors == []
 
-    assert run(command) == 0, capsys.readouterr().err
+    folder_run.completes(command)
     assert validate_backup(storage, "daily", deep=True).errors == []
     kept = [r for r in source if r.timestamp is not None and r.timestamp >= BASE_TIME + 2 * DAY_MS]
     assert read_backup(storage, "daily") == kept
