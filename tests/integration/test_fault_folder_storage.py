@@ -3,9 +3,10 @@ test_fault_storage.py (S3) and test_fault_cloud_storage.py (Cloud Storage, Azure
 
 A folder has no server to stop, and the tests run as root, whom permissions do not stop: the
 filesystem itself refuses, at a storage call the run's own progress picks (the backup's third
-segment, a third of the way into restoring, the prune's second delete). Just before that call an
-obstacle is put in its way: a folder where the segment must be renamed into place or where the
-object to delete lies (rename and unlink fail with EISDIR), or the segment to read renamed away.
+segment or its first manifest, a third of the way into restoring, the prune's second delete). Just
+before that call an obstacle is put in its way: a folder where the segment must be renamed into
+place or where the object to delete lies (rename and unlink fail with EISDIR), a file where the
+manifests' folder must be made (mkdir fails with EEXIST), or the segment to read renamed away.
 The run ends with one line and its exit code, no manifest names a missing or partial object
 (validate --deep), and with the obstacle gone the same command completes with every record once.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -57,21 +58,28 @@ class Fault:
     clear: Callable[[], None]
 
 
-def at_call(
-    monkeypatch: pytest.MonkeyPatch, method: str, call: int, obstruct: Callable[[LocalStorage, str], Fault]
-) -> list[Fault]:
-    """When the run starts its ``call``-th call of LocalStorage's ``method`` (of one key),
-    ``obstruct(storage, key)`` puts an obstacle in its way first; the list gets what it did."""
-    original: Callable[..., Any] = getattr(LocalStorage, method)
+class Hook(NamedTuple):
+    """The ``call``-th call of LocalStorage's ``method`` (of one key), counting only keys that hold
+    ``within``: ``obstruct(storage, key)`` puts an obstacle in its way first."""
+
+    method: str
+    call: int
+    obstruct: Callable[[LocalStorage, str], Fault]
+    within: str = ""
+
+
+def at_call(monkeypatch: pytest.MonkeyPatch, hook: Hook) -> list[Fault]:
+    """Sets ``hook`` on LocalStorage; the list gets what its obstruct did."""
+    original: Callable[..., Any] = getattr(LocalStorage, hook.method)
     calls = itertools.count(1)
     faults: list[Fault] = []
 
     def counted(storage: LocalStorage, key: str, *args: Any, **kwargs: Any) -> Any:
-        if next(calls) == call:
-            faults.append(obstruct(storage, key))
+        if hook.within in key and next(calls) == hook.call:
+            faults.append(hook.obstruct(storage, key))
         return original(storage, key, *args, **kwargs)
 
-    monkeypatch.setattr(LocalStorage, method, counted)
+    monkeypatch.setattr(LocalStorage, hook.method, counted)
     return faults
 
 
@@ -93,6 +101,14 @@ def folder_in_place_of(storage: LocalStorage, key: str) -> Fault:
     return Fault(path, clear)
 
 
+def file_in_place_of_folder(storage: LocalStorage, key: str) -> Fault:
+    """A regular file where the folder of ``key``, not made yet, must be created (mkdir fails)."""
+    folder = storage.local_path(key).parent
+    assert not folder.exists(), f"{folder} is there already: the obstacle would not be met"
+    folder.write_bytes(b"in the way")
+    return Fault(folder, folder.unlink)
+
+
 def renamed_away(storage: LocalStorage, key: str) -> Fault:
     path = storage.local_path(key)
     aside = path.with_name(f"{path.name}.aside")
@@ -112,16 +128,14 @@ class FolderRun:
     monkeypatch: pytest.MonkeyPatch
     capsys: pytest.CaptureFixture[str]
 
-    def fails(
-        self, args: list[str], hook: tuple[str, int, Callable[[LocalStorage, str], Fault]], exit_code: int
-    ) -> tuple[Fault, str]:
+    def fails(self, args: list[str], hook: Hook, exit_code: int) -> tuple[Fault, str]:
         """Run with the obstacle put at ``hook``'s call: the run must fail with ``exit_code`` in one
         line and no traceback. Returns the fault (not yet cleared) and that line."""
         with self.monkeypatch.context() as hooked:
-            faults = at_call(hooked, *hook)
+            faults = at_call(hooked, hook)
             code = run(args)
         err = self.capsys.readouterr().err
-        assert faults, f"the run made fewer than {hook[1]} {hook[0]} calls: no fault"
+        assert faults, f"the run made fewer than {hook.call} {hook.method} calls: no fault"
         assert code == exit_code, err
         assert "Traceback" not in err, err
         (line,) = [line for line in err.splitlines() if ": error: " in line]
@@ -147,12 +161,29 @@ def assert_every_manifest_names_whole_objects(storage: LocalStorage, backup_id: 
         assert validate_backup(storage, backup_id, deep=True).errors == []
 
 
+#: Where the backup meets its obstacle, and the reason its one line gives.
+BACKUP_FAULTS = {
+    "segment-is-a-folder": (
+        Hook("move_file", FAILING_UPLOAD, folder_in_place_of, "/data/"),
+        " failed: Is a directory",
+    ),
+    "manifests-folder-is-a-file": (
+        Hook("put_bytes_if_absent", 1, file_in_place_of_folder, "/manifests/"),
+        ": File exists",
+    ),
+}
+
+
+@pytest.mark.parametrize("obstacle", list(BACKUP_FAULTS))
 def test_folder_fails_mid_backup(
     source_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
     folder_run: FolderRun,
+    obstacle: str,
 ) -> None:
+    """A segment's or the first manifest's write meets an obstacle: the backup fails in one line
+    naming it (exit 7), and with it gone the same command completes."""
     topic, store = unique_name, folder_run.store
     create_topic(source_cluster, topic, partitions=PARTITIONS)
     produce(
@@ -172,9 +203,9 @@ def test_folder_fails_mid_backup(
         backup={"segment_max_records": SEGMENT_RECORDS, "scratch_dir": str(tmp_path / "scratch")},
     )
     command = ["backup", "-c", str(config)]
-    hook = ("move_file", FAILING_UPLOAD, folder_in_place_of)
+    hook, reason = BACKUP_FAULTS[obstacle]
     fault, line = folder_run.fails(command, hook, StorageError.exit_code)
-    assert f"{fault.obstacle} failed: Is a directory" in line, line
+    assert f"{fault.obstacle}{reason}" in line, line
     fault.clear()
     storage = LocalStorage(store)
     assert temporary_files(store) == []
@@ -216,7 +247,7 @@ def test_folder_fails_mid_restore(
         restore={"transaction_max_records": TRANSACTION_RECORDS},
     )
     command = ["restore", "-c", str(config), "--exactly-once"]
-    hook = ("local_path", FAILING_READ, renamed_away)
+    hook = Hook("local_path", FAILING_READ, renamed_away, "/data/")
     fault, line = folder_run.fails(command, hook, BackupIntegrityError.exit_code)
     assert f"{fault.obstacle.relative_to(store)} is missing" in line, line
     # End offsets count transaction markers too: a third of the way in, still below the records.
@@ -247,7 +278,7 @@ def test_folder_fails_mid_prune(
     source = consume_all(source_cluster, topic, [0, 1])
     config = config_file(tmp_path / "prune.yaml", backup_id="daily", storage={"url": str(store)})
     command = ["prune", "-c", str(config), "--before", iso(BASE_TIME + 2 * DAY_MS), "--execute"]
-    hook = ("delete", 2, folder_in_place_of)
+    hook = Hook("delete", 2, folder_in_place_of, "/data/")
     fault, line = folder_run.fails(command, hook, StorageError.exit_code)
     assert f"{fault.obstacle} failed: Is a directory" in line, line
     fault.clear()
