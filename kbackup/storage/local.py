@@ -34,6 +34,14 @@ class LocalStorage(Storage):
             ) from None
 
     @staticmethod
+    def _temporary_file(path: Path) -> tuple[int, str]:
+        """A new hidden file beside ``path`` (listings skip it): its descriptor and name."""
+        try:
+            return tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        except OSError as exc:
+            raise StorageError(f"cannot write below {path.parent}: {exc.strerror}") from None
+
+    @staticmethod
     def _sync_folder(folder: Path) -> None:
         """Make a rename into ``folder`` durable."""
         dir_fd = os.open(folder, os.O_RDONLY)
@@ -46,10 +54,7 @@ class LocalStorage(Storage):
         """Write to a hidden temporary file beside the target, fsync, then rename over it atomically."""
         path = self._path(key)
         self._ensure_parent(path)
-        try:
-            fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        except OSError as exc:
-            raise StorageError(f"cannot write below {path.parent}: {exc.strerror}") from None
+        fd, tmp_name = self._temporary_file(path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 if isinstance(fill, bytes):
@@ -94,7 +99,7 @@ class LocalStorage(Storage):
     def put_bytes_if_absent(self, key: str, data: bytes) -> bool:
         path = self._path(key)
         self._ensure_parent(path)
-        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        fd, tmp_name = self._temporary_file(path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -135,6 +140,8 @@ class LocalStorage(Storage):
             shutil.copyfile(source, path)
         except FileNotFoundError:
             raise StorageError(f"object {key} not found in {self.url}") from None
+        except OSError as exc:
+            raise StorageError(f"reading {source} failed: {exc.strerror}") from None
 
     def location_exists(self) -> bool:
         return self.root.is_dir()
@@ -144,10 +151,13 @@ class LocalStorage(Storage):
         return self._path(key)
 
     def size(self, key: str) -> int | None:
+        path = self._path(key)
         try:
-            return self._path(key).stat().st_size
-        except FileNotFoundError:
-            return None
+            return path.stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # NotADirectoryError: a file where a folder of the key would be, no object
+        except OSError as exc:
+            raise StorageError(f"reading {path} failed: {exc.strerror}") from None
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         if not self.root.is_dir():
@@ -174,8 +184,13 @@ class LocalStorage(Storage):
         yield from sorted(found, key=lambda info: info.key)
 
     def delete(self, key: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self._path(key).unlink()
+        path = self._path(key)
+        try:
+            path.unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # already gone, or never there: a file where a folder of the key would be
+        except OSError as exc:
+            raise StorageError(f"deleting {path} failed: {exc.strerror}") from None
 
 
 def _holds_an_object(folder: Path) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -80,3 +80,35 @@ def test_move_file_copies_across_filesystems(tmp_path: Path, other_filesystem: P
     assert storage.get_bytes("data/t/0/b.parquet") == b"y" * 1000
     assert not source.exists()
     assert not list((tmp_path / "backups" / "data/t/0").glob(".tmp-*"))
+
+
+def test_a_folder_in_place_of_an_object_is_a_storage_error_naming_it(tmp_path: Path) -> None:
+    """Root is not stopped by permissions; a folder where an object is to be read, written or
+    deleted is: each call fails with one StorageError naming the path, never an OSError."""
+    storage = LocalStorage(tmp_path / "backups")
+    obstacle = storage.local_path("data/t/0/a.parquet")
+    obstacle.mkdir(parents=True)
+    scratch = tmp_path / "scratch.parquet"
+    scratch.write_bytes(b"z")
+    calls: dict[str, Callable[[], object]] = {
+        "delete": lambda: storage.delete("data/t/0/a.parquet"),
+        "download": lambda: storage.download("data/t/0/a.parquet", tmp_path / "copy"),
+        "get_bytes": lambda: storage.get_bytes("data/t/0/a.parquet"),
+        "put_bytes": lambda: storage.put_bytes("data/t/0/a.parquet", b"x"),
+        "move_file": lambda: storage.move_file("data/t/0/a.parquet", scratch),
+    }
+    for name, call in calls.items():
+        with pytest.raises(StorageError, match=f"{obstacle}.*Is a directory"):
+            call()
+        assert obstacle.is_dir(), name
+    assert not list(obstacle.parent.glob(".tmp-*"))
+    assert [info.key for info in storage.list()] == []
+
+
+def test_a_file_in_place_of_a_keys_folder_means_no_object(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path / "backups")
+    storage.put_bytes("data/t", b"an object, where data/t/0 needs a folder")
+    assert storage.size("data/t/0/a.parquet") is None
+    storage.delete("data/t/0/a.parquet")
+    with pytest.raises(StorageError, match="cannot create folder"):
+        storage.put_bytes("data/t/0/a.parquet", b"x")
