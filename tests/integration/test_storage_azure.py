@@ -22,8 +22,8 @@ from kbackup.storage import Storage, open_storage
 from kbackup.storage import azure as azure_module
 from kbackup.storage.azure import AzureBlobStorage
 from tests.conftest import TEST_BUCKET
+from tests.support.cloud_round_trip import restored_equals_source, seeded_round_trip
 from tests.support.config_files import config_file
-from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
 from tests.support.storage_contract import StorageContract
 
 
@@ -184,24 +184,14 @@ def test_backup_validate_and_restore_through_azure_from_the_cli(
 ) -> None:
     """``kafka-backup backup``, ``validate --deep`` and ``restore`` with an az:// storage url: every
     record comes back in order, and the blobs are where the url says, manifests included."""
-    create_topic(source_cluster, unique_name, partitions=2)
-    produce(
+    config = seeded_round_trip(
         source_cluster,
+        target_cluster,
         unique_name,
-        [Record(key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(60)],
-    )
-    commit_group(source_cluster, f"{unique_name}-g", {(unique_name, 0): 7})
-    restored = f"{unique_name}-restored"
-    config = config_file(
+        azurite.storage_settings(TEST_BUCKET, unique_name),
         tmp_path / "azure.yaml",
-        backup_id="nightly",
-        source={
-            "bootstrap_servers": [source_cluster.bootstrap_servers],
-            "topics": {"include": [unique_name]},
-        },
-        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
-        storage=azurite.storage_settings(TEST_BUCKET, unique_name),
-        restore={"topic_mapping": {unique_name: restored}},
+        records=60,
+        group_offset=7,
     )
     c = ["-c", str(config)]
     assert run(["backup", *c]) == 0, capsys.readouterr().err
@@ -213,9 +203,7 @@ def test_backup_validate_and_restore_through_azure_from_the_cli(
     assert run(["validate", "--deep", *c]) == 0, capsys.readouterr().err
     capsys.readouterr()
     assert run(["restore", *c]) == 0, capsys.readouterr().err
-    source = consume_all(source_cluster, unique_name, [0, 1])
-    copies = consume_all(target_cluster, restored, [0, 1])
-    assert [(r.partition, r.key, r.value) for r in copies] == [(r.partition, r.key, r.value) for r in source]
+    assert restored_equals_source(source_cluster, target_cluster, unique_name)
     assert AZURITE_ACCOUNT_KEY not in capsys.readouterr().err
 
 

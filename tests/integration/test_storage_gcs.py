@@ -20,8 +20,9 @@ from kbackup.sandbox.kafka import LocalKafkaCluster, free_port
 from kbackup.storage import Storage, open_storage
 from kbackup.storage import gcs as gcs_backend
 from tests.conftest import TEST_BUCKET
+from tests.support.cloud_round_trip import restored_equals_source, seeded_round_trip
 from tests.support.config_files import config_file
-from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, produce
+from tests.support.kafka_io import consume_all
 from tests.support.storage_contract import StorageContract
 
 
@@ -182,24 +183,14 @@ def test_backup_validate_and_restore_through_cloud_storage(
 ) -> None:
     """The commands a user runs, end to end on the emulator: a backup lands segments and a manifest
     in the bucket, `validate --deep` reads every segment back, and a restore copies every record."""
-    create_topic(source_cluster, unique_name, partitions=2)
-    produce(
+    config = seeded_round_trip(
         source_cluster,
+        target_cluster,
         unique_name,
-        [Record(key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(40)],
-    )
-    commit_group(source_cluster, f"{unique_name}-g", {(unique_name, 0): 3})
-    restored = f"{unique_name}-restored"
-    config = config_file(
+        gcs_server.storage_settings(TEST_BUCKET, unique_name),
         tmp_path / "gcs.yaml",
-        backup_id="nightly",
-        source={
-            "bootstrap_servers": [source_cluster.bootstrap_servers],
-            "topics": {"include": [unique_name]},
-        },
-        target={"bootstrap_servers": [target_cluster.bootstrap_servers]},
-        storage=gcs_server.storage_settings(TEST_BUCKET, unique_name),
-        restore={"topic_mapping": {unique_name: restored}},
+        records=40,
+        group_offset=3,
     )
     c = ["-c", str(config)]
     assert run(["check", "--offline", *c]) == 0, capsys.readouterr().err
@@ -215,10 +206,8 @@ def test_backup_validate_and_restore_through_cloud_storage(
     assert [
         blob.name for blob in gcs_server.client().list_blobs(TEST_BUCKET, prefix=f"{unique_name}/")
     ] == names
-    source = consume_all(source_cluster, unique_name, [0, 1])
-    copies = consume_all(target_cluster, restored, [0, 1])
-    assert len(source) == 40
-    assert [(r.partition, r.key, r.value) for r in copies] == [(r.partition, r.key, r.value) for r in source]
+    assert len(consume_all(source_cluster, unique_name, [0, 1])) == 40
+    assert restored_equals_source(source_cluster, target_cluster, unique_name)
 
 
 def test_a_missing_bucket_fails_the_backup_in_one_line_with_the_storage_exit_code(
