@@ -22,6 +22,7 @@ from kbackup.core.metrics import MetricsSettings
 from kbackup.mapping.settings import MappingSettings
 from kbackup.prune.settings import RetentionSettings
 from kbackup.reset.settings import OffsetResetSettings
+from kbackup.restore.metadata_settings import MetadataRestoreSettings
 from kbackup.restore.settings import RestoreSettings, TargetSettings
 
 Settings = TypeVar("Settings", bound=BaseModel)
@@ -75,6 +76,10 @@ class KBackupConfig(StrictModel):
     )
     three_phase: ThreePhaseSettings = Field(
         default_factory=ThreePhaseSettings, description="The resumable three-phase restore."
+    )
+    restore_metadata: MetadataRestoreSettings = Field(
+        default_factory=MetadataRestoreSettings,
+        description="Which cluster metadata (ACLs, SCRAM users, configs) `restore-metadata` brings back.",
     )
     drill: DrillSettings = Field(default_factory=DrillSettings, description="The disaster-recovery drill.")
     metrics: MetricsSettings = Field(
@@ -150,6 +155,7 @@ def anchored_paths(config: KBackupConfig, folder: Path) -> KBackupConfig:
             "offset_reset": files(config.offset_reset, "snapshot_dir", "mapping_file"),
             "three_phase": files(config.three_phase, "state_dir"),
             "drill": files(config.drill, "report_path"),
+            "restore_metadata": files(config.restore_metadata, "scram_passwords_file"),
             "metrics": files(config.metrics, "textfile"),
         }
     )

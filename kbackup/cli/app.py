@@ -19,6 +19,7 @@ from kbackup.cli import (
     drill_cmds,
     key_cmds,
     mapping_cmds,
+    metadata_cmds,
     prune_cmds,
     reset_cmds,
     restore_cmds,
@@ -173,6 +174,7 @@ app.command("keygen")(key_cmds.keygen)
 app.command("parquet-key")(key_cmds.parquet_key)
 # Stage 2: restore.
 app.command("restore")(restore_cmds.restore)
+app.add_typer(metadata_cmds.restore_metadata_app, name="restore-metadata", cls=KafkaBackupGroup)
 # Stage 3: mapping.
 app.command("show-offset-mapping")(mapping_cmds.show_offset_mapping)
 # Stage 4: reset.

@@ -5,9 +5,12 @@ the drill): :func:`prepare` loads the backup, checks the settings and the target
 (a :class:`RestoreJob`); :func:`dry_run` says what a run of it would do now, changing nothing
 (a :class:`DryRunReport`); :func:`run` restores it (a :class:`RestoreSummary`), in this process
 or in Spark tasks, stopping at a safe point when asked; :class:`RestoreMetrics` counts what it
-produces and the phase its run is in.
+produces and the phase its run is in. The backup's cluster metadata (ACLs, SCRAM users, configs):
+:func:`plan_metadata_restore` (a :class:`~kbackup.format.metadata_plan.MetadataPlan`), then
+:func:`execute_metadata_plan` (a :class:`MetadataResult`).
 """
 
+from kbackup.restore.metadata_restore import MetadataResult, execute_metadata_plan, plan_metadata_restore
 from kbackup.restore.metrics import RESTORE_RUN_PHASES, RestoreMetrics
 from kbackup.restore.service import DryRunReport, RestoreJob, dry_run, prepare, required_backup_id, run
 from kbackup.restore.summary import RestoreSummary
@@ -15,10 +18,13 @@ from kbackup.restore.summary import RestoreSummary
 __all__ = [
     "RESTORE_RUN_PHASES",
     "DryRunReport",
+    "MetadataResult",
     "RestoreJob",
     "RestoreMetrics",
     "RestoreSummary",
     "dry_run",
+    "execute_metadata_plan",
+    "plan_metadata_restore",
     "prepare",
     "required_backup_id",
     "run",

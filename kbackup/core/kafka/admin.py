@@ -23,6 +23,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -35,6 +36,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     OffsetSpec,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 from kbackup.core.config import KafkaConnection
@@ -577,6 +581,75 @@ class Admin:
             users[user] = sorted(credentials, key=lambda item: item.mechanism)
         return users
 
+    def create_acls(self, entries: Iterable[AclEntry]) -> dict[AclEntry, KBackupError | None]:
+        """Create ACL bindings in one request: None for each one the cluster holds now (creating a
+        binding that exists changes nothing), else why it was refused (the authorizer's words)."""
+        wanted = {_binding_of(entry): entry for entry in entries}
+        if not wanted:
+            return {}
+        futures = self._wait_request(
+            lambda: self.client.create_acls(list(wanted), request_timeout=self.timeout), "create ACLs"
+        )
+        outcome: dict[AclEntry, KBackupError | None] = {}
+        for binding, future in futures.items():
+            entry = wanted[binding]
+            try:
+                self._result(future, f"create the ACL {describe_acl(entry)}")
+                outcome[entry] = None
+            except KBackupError as error:
+                outcome[entry] = error
+        return outcome
+
+    def delete_acls(self, entries: Iterable[AclEntry]) -> dict[AclEntry, KBackupError | None]:
+        """Delete exactly these bindings (each as a filter matching only itself): None for each one
+        deleted or already gone, else why not."""
+        wanted = {_filter_of(entry): entry for entry in entries}
+        if not wanted:
+            return {}
+        futures = self._wait_request(
+            lambda: self.client.delete_acls(list(wanted), request_timeout=self.timeout), "delete ACLs"
+        )
+        outcome: dict[AclEntry, KBackupError | None] = {}
+        for acl_filter, future in futures.items():
+            entry = wanted[acl_filter]
+            try:
+                self._result(future, f"delete the ACL {describe_acl(entry)}")
+                outcome[entry] = None
+            except KBackupError as error:
+                outcome[entry] = error
+        return outcome
+
+    def upsert_scram_credential(self, user: str, mechanism: str, iterations: int, password: str) -> None:
+        """Create or replace ``user``'s credential of ``mechanism`` (``SCRAM-SHA-256``/``-512``);
+        the broker salts and hashes ``password``, which is never logged or named in an error."""
+        upsertion = UserScramCredentialUpsertion(
+            user,
+            ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], iterations),
+            password.encode(),
+        )
+        action = f"create the {mechanism} credential of SCRAM user {user}"
+        self._wait(
+            lambda: self.client.alter_user_scram_credentials([upsertion], request_timeout=self.timeout)[user],
+            action,
+        )
+
+    def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
+        """Set ``configs`` on one broker at run time (DYNAMIC_BROKER_CONFIG), others kept.
+
+        The cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG) cannot be set this way:
+        confluent-kafka refuses the default resource (a broker named "").
+        """
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in sorted(configs.items())
+        ]
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id), incremental_configs=entries)
+        action = f"set {', '.join(sorted(configs))} on broker {broker_id}"
+        self._wait(
+            lambda: self.client.incremental_alter_configs([resource], request_timeout=self.timeout)[resource],
+            action,
+        )
+
     def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
         """Set ``configs`` on ``topic``, leaving its other configs as they are (incremental alter)."""
         entries = [
@@ -755,6 +828,42 @@ class Admin:
 
 #: librdkafka's name of the resource type that Kafka calls CLUSTER.
 _CLUSTER_IN_LIBRDKAFKA = {"BROKER": "CLUSTER"}
+
+
+def describe_acl(entry: AclEntry) -> str:
+    """One binding in one line, the way Kafka's tools print it."""
+    return (
+        f"{entry.permission} {entry.principal} {entry.operation} from {entry.host} on "
+        f"{entry.resource_type}:{entry.pattern_type}:{entry.resource_name}"
+    )
+
+
+def _resource_type(name: str) -> Any:
+    return ResourceType[{"CLUSTER": "BROKER"}.get(name, name)]
+
+
+def _binding_of(entry: AclEntry) -> Any:
+    return AclBinding(
+        _resource_type(entry.resource_type),
+        entry.resource_name,
+        ResourcePatternType[entry.pattern_type],
+        entry.principal,
+        entry.host,
+        AclOperation[entry.operation],
+        AclPermissionType[entry.permission],
+    )
+
+
+def _filter_of(entry: AclEntry) -> Any:
+    return AclBindingFilter(
+        _resource_type(entry.resource_type),
+        entry.resource_name,
+        ResourcePatternType[entry.pattern_type],
+        entry.principal,
+        entry.host,
+        AclOperation[entry.operation],
+        AclPermissionType[entry.permission],
+    )
 
 
 def _acl_order(entry: AclEntry) -> tuple[str, ...]:
