@@ -4,13 +4,20 @@ so that ACLs on renamed topics come back on the new names."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from kbackup.app.config import KBackupConfig
 from kbackup.app.overrides import backup_id_of, storage_settings, target_connection
 from kbackup.core.config import KafkaConnection
+from kbackup.core.files import write_file
+from kbackup.core.logs import get_logger
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.metadata_plan import MetadataPlan
 from kbackup.restore import MetadataResult, execute_metadata_plan, plan_metadata_restore
 from kbackup.storage import open_storage
+
+log = get_logger("restore.metadata")
 
 
 def plan_metadata(
@@ -32,6 +39,23 @@ def plan_metadata(
         settings=config.restore_metadata,
         topic_mapping=dict(config.restore.topic_mapping),
     )
+
+
+def metadata_phase(config: KBackupConfig, plan_file: Path) -> dict[str, Any]:
+    """``three-phase-restore``'s first phase (``restore_metadata.enabled``): plan, keep the plan
+    beside the run's state for review afterwards, execute it; what it did, for the state file."""
+    plan = plan_metadata(config)
+    write_file(plan_file, plan.to_json_bytes(), "three-phase-restore metadata plan (three_phase.state_dir)")
+    result = execute_metadata(config, plan, target=target_connection(config, None))
+    for line in plan.warnings:
+        log.warning("%s", line)
+    return {
+        "plan": str(plan_file),
+        "applied": len(result.applied),
+        "unchanged": result.unchanged,
+        "left": result.left,
+        "warnings": plan.warnings,
+    }
 
 
 def execute_metadata(

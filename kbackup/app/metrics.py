@@ -13,8 +13,8 @@ from kbackup.restore import RESTORE_RUN_PHASES, RestoreMetrics
 #: ``three_phase.build_mapping: audit`` (docs/observability.md); ``done`` once the run ended well.
 RESTORE_PHASES = {
     "restore": RESTORE_RUN_PHASES,
-    "three-phase-restore": ("restore", "reset", "verify", "mapping", "audit", "done"),
-    "drill": ("backup", "restore", "reset", "verify", "mapping", "audit", "proof", "done"),
+    "three-phase-restore": ("metadata", "restore", "reset", "verify", "mapping", "audit", "done"),
+    "drill": ("backup", "metadata", "restore", "reset", "verify", "mapping", "audit", "proof", "done"),
 }
 
 #: The gauges of the phases around a restore, in the order of the exposition.

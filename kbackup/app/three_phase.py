@@ -197,6 +197,18 @@ def three_phase_restore(
         summary.resumed_phases.append(name)
         return True
 
+    # First, when configured: the cluster metadata (ACLs, SCRAM users, configs), so that the
+    # applications' principals can log in and act as soon as their data and groups are back.
+    if config.restore_metadata.enabled and not phase_done("metadata"):
+        from kbackup.app.metadata_request import metadata_phase
+
+        started = time.monotonic()
+        details = metadata_phase(config, files.metadata_plan)
+        seconds = time.monotonic() - started
+        state.record("metadata", seconds, details)
+        summary.phases.append(PhaseResult("metadata", seconds, details))
+        crash_point("three-phase:after-metadata")
+
     # Phase 1: the data, with origin headers (exactly once: a re-run continues from the target's progress).
     if not phase_done("restore"):
         started = time.monotonic()

@@ -49,6 +49,8 @@ class RunFiles:
     mapping: Path
     #: The reset plan the reset phase writes and executes.
     reset_plan: Path
+    #: The metadata plan the metadata phase writes and executes (``restore_metadata.enabled``).
+    metadata_plan: Path
 
 
 def run_files(config: KBackupConfig, target_cluster_id: str | None) -> RunFiles:
@@ -59,6 +61,7 @@ def run_files(config: KBackupConfig, target_cluster_id: str | None) -> RunFiles:
         state=state_dir / f"{run_key}.json",
         mapping=state_dir / f"{run_key}-mapping.json",
         reset_plan=state_dir / f"{run_key}-reset-plan.json",
+        metadata_plan=state_dir / f"{run_key}-metadata-plan.json",
     )
 
 

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from kbackup import __version__
 from kbackup.core.config import KafkaConnection
-from kbackup.core.errors import ConfigError, KBackupError, PreconditionError
+from kbackup.core.errors import ConfigError, KafkaOperationError, KBackupError, PreconditionError
 from kbackup.core.kafka import AclEntry, Admin, KafkaClients
 from kbackup.core.logs import get_logger
 from kbackup.core.times import utc_now_iso
@@ -265,7 +265,7 @@ class _Applier:
         outcome = send(list(entries))
         refused = None
         for entry, item in entries.items():
-            error = outcome.get(entry)
+            error = outcome.get(entry, KafkaOperationError(f"no answer for {describe_item(item)}"))
             if error is None:
                 self.result.applied.append(f"{item.action} {describe_item(item)}")
             elif refused is None:

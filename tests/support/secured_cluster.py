@@ -20,11 +20,15 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -75,6 +79,71 @@ def _wait_all(client: AdminClient, request: Callable[[AdminClient], Mapping[Any,
     collected before its answers came cancels them)."""
     for future in request(client).values():
         future.result(30)
+
+
+#: Kafka's resource types as confluent-kafka names them (librdkafka calls CLUSTER BROKER).
+_RESOURCE_TYPES = {
+    "TOPIC": ResourceType.TOPIC,
+    "GROUP": ResourceType.GROUP,
+    "CLUSTER": ResourceType.BROKER,
+    "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID,
+}
+
+
+def acl_binding(acl: tuple[str, ...]) -> AclBinding:
+    """(resource type, name, pattern, principal, host, operation, permission) as a binding."""
+    kind, name, pattern, principal, host, operation, permission = acl
+    return AclBinding(
+        _RESOURCE_TYPES[kind],
+        name,
+        ResourcePatternType[pattern],
+        principal,
+        host,
+        AclOperation[operation],
+        AclPermissionType[permission],
+    )
+
+
+def acl_tuples(cluster: LocalKafkaCluster) -> set[tuple[str, ...]]:
+    """Every ACL of the cluster as (resource type, name, pattern, principal, host, operation,
+    permission), read as its super user."""
+    anything: Any = None
+    match_all = AclBindingFilter(
+        ResourceType.ANY,
+        anything,
+        ResourcePatternType.ANY,
+        anything,
+        anything,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    client = admin_client(cluster)
+    found = client.describe_acls(match_all).result(30)
+    names = {value: key for key, value in _RESOURCE_TYPES.items()}
+    return {
+        (
+            names[item.restype],
+            item.name,
+            item.resource_pattern_type.name,
+            item.principal,
+            item.host,
+            item.operation.name,
+            item.permission_type.name,
+        )
+        for item in found
+    }
+
+
+def scram_credentials(cluster: LocalKafkaCluster) -> set[tuple[str, str, int]]:
+    """Every SCRAM credential of the cluster as (user, mechanism, iterations)."""
+    client = admin_client(cluster)
+    answer: Any = client.describe_user_scram_credentials()
+    described = answer.result(30)
+    return {
+        (user, info.mechanism.name.replace("_", "-"), info.iterations)
+        for user, description in described.items()
+        for info in description.scram_credential_infos
+    }
 
 
 def create_acls(cluster: LocalKafkaCluster, bindings: list[AclBinding]) -> None:

@@ -418,7 +418,9 @@ def test_the_phase_is_one_of_the_commands_phases_and_each_phase_keeps_its_durati
             if name == "kafka_backup_restore_phase"
         }
 
-    assert phases() == dict.fromkeys(("restore", "mapping", "reset", "verify", "audit", "done"), 0)
+    assert phases() == dict.fromkeys(
+        ("metadata", "restore", "mapping", "reset", "verify", "audit", "done"), 0
+    )
     restore_metrics.phase("restore")
     mono.now += 12
     restore_metrics.phase("reset")
@@ -427,7 +429,10 @@ def test_the_phase_is_one_of_the_commands_phases_and_each_phase_keeps_its_durati
     restore_metrics.phase("verify")
     restore_metrics.audited(0)
     restore_metrics.phase("done")
-    assert phases() == {**dict.fromkeys(("restore", "mapping", "reset", "verify", "audit"), 0), "done": 1}
+    assert phases() == {
+        **dict.fromkeys(("metadata", "restore", "mapping", "reset", "verify", "audit"), 0),
+        "done": 1,
+    }
     found = exposition(restore_metrics)
     assert value(found, "kafka_backup_restore_phase_duration_seconds", phase="restore") == 12
     assert value(found, "kafka_backup_restore_phase_duration_seconds", phase="reset") == 3

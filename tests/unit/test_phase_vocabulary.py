@@ -33,6 +33,7 @@ def phases_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, build_mapping: s
         backup_id="b",
         storage=None,
         restore=None,
+        restore_metadata=SimpleNamespace(enabled=False),
         three_phase=SimpleNamespace(build_mapping=build_mapping, group_prefix="", accept_gap=False),
         offset_reset=SimpleNamespace(groups=[], strategy="header", snapshot_dir=str(tmp_path)),
     )
