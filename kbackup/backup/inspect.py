@@ -245,11 +245,9 @@ def validate_without_key(storage: Storage, backup_id: str, report: ValidationRep
             check_segment_entry(name, segment, report)
             key = object_key(backup_id, segment.key)
             listed.add(key)
-            size = stored.get(key)
-            if size is None:
-                report.errors.append(f"segment {key} ({name}) is missing")
-            elif size != segment.size_bytes:
-                report.errors.append(f"segment {key} has {size} bytes, {name} says {segment.size_bytes}")
+            problem = size_problem(f"segment {key}", stored.get(key), manifest.increment, segment.size_bytes)
+            if problem is not None:
+                report.errors.append(problem)
             else:
                 problem = segment_checksum_problem(storage, key, segment)
                 if problem is not None:
@@ -382,17 +380,20 @@ def check_objects(storage: Storage, backup: Backup, report: ValidationReport) ->
         for segment in manifest.segments:
             key = object_key(backup.backup_id, segment.key)
             listed.add(key)
-            size = stored.get(key)
-            if size is None:
-                report.errors.append(f"segment {key} (increment {manifest.increment}) is missing")
-                unsound.add(key)
-            elif size != segment.size_bytes:
-                report.errors.append(
-                    f"segment {key} has {size} bytes, "
-                    f"increment {manifest.increment} says {segment.size_bytes}"
-                )
+            problem = size_problem(f"segment {key}", stored.get(key), manifest.increment, segment.size_bytes)
+            if problem is not None:
+                report.errors.append(problem)
                 unsound.add(key)
     return listed, unsound
+
+
+def size_problem(what: str, size: int | None, increment: int, expected: int) -> str | None:
+    """The line for an object missing (``size`` None) or of another size than its manifest says."""
+    if size is None:
+        return f"{what} (increment {increment}) is missing"
+    if size != expected:
+        return f"{what} has {size} bytes, increment {increment} says {expected}"
+    return None
 
 
 def check_metadata_objects(
@@ -407,19 +408,16 @@ def check_metadata_objects(
         ref = manifest.cluster_metadata
         if ref is None:
             continue
-        name = f"increment {manifest.increment}"
         if not ref.key.startswith(f"{METADATA_FOLDER}/{manifest.increment:08d}-{manifest.run_id}-"):
             report.errors.append(
-                f"{name}: cluster metadata key {ref.key} does not match its increment or run"
+                f"increment {manifest.increment}: cluster metadata key {ref.key} does not match its "
+                "increment or run"
             )
         key = object_key(backup_id, ref.key)
         named.add(key)
-        size = stored.get(key)
-        if size is None:
-            report.errors.append(f"cluster metadata {key} ({name}) is missing")
-            unsound.add(key)
-        elif size != ref.size_bytes:
-            report.errors.append(f"cluster metadata {key} has {size} bytes, {name} says {ref.size_bytes}")
+        problem = size_problem(f"cluster metadata {key}", stored.get(key), manifest.increment, ref.size_bytes)
+        if problem is not None:
+            report.errors.append(problem)
             unsound.add(key)
     return named
 
