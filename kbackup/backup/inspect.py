@@ -14,6 +14,7 @@ from typing import Any
 from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage
+from kbackup.format.cluster_metadata import METADATA_FOLDER, read_cluster_metadata
 from kbackup.format.encryption import is_encrypted
 from kbackup.format.layout import DATA_FOLDER, object_key
 from kbackup.format.manifest import ConsumerGroupsSnapshot, Manifest, PartitionEntry, SegmentEntry
@@ -149,6 +150,8 @@ class ValidationReport:
     warnings: list[str] = field(default_factory=list)
     increments: int = 0
     segments_checked: int = 0
+    #: Cluster-metadata files read in full and checked (``deep``).
+    cluster_metadata_checked: int = 0
     records: int = 0
     #: An encrypted backup (format version 2).
     encrypted: bool = False
@@ -166,6 +169,7 @@ class ValidationReport:
             "deep": self.deep,
             "increments": self.increments,
             "segments_checked": self.segments_checked,
+            "cluster_metadata_checked": self.cluster_metadata_checked,
             "records": self.records,
             "encrypted": self.encrypted,
             "contents_checked": self.contents_checked,
@@ -204,7 +208,9 @@ def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> 
     report.encrypted = backup.keys is not None
     check_manifests(backup, report)
     listed, unsound = check_objects(storage, backup, report)
-    find_orphans(storage, backup_id, listed, report)
+    metadata_listed = check_metadata_objects(storage, backup, report, unsound)
+    find_orphans(storage, backup_id, DATA_FOLDER, listed, report)
+    find_orphans(storage, backup_id, METADATA_FOLDER, metadata_listed, report)
     if deep:
         for manifest in backup.manifests:
             for segment in manifest.segments:
@@ -216,6 +222,7 @@ def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> 
                     )
                 )
                 report.segments_checked += 1
+        check_metadata_contents(storage, backup, report, unsound)
     return report
 
 
@@ -238,20 +245,19 @@ def validate_without_key(storage: Storage, backup_id: str, report: ValidationRep
             check_segment_entry(name, segment, report)
             key = object_key(backup_id, segment.key)
             listed.add(key)
-            size = stored.get(key)
-            if size is None:
-                report.errors.append(f"segment {key} ({name}) is missing")
-            elif size != segment.size_bytes:
-                report.errors.append(f"segment {key} has {size} bytes, {name} says {segment.size_bytes}")
+            problem = size_problem(f"segment {key}", stored.get(key), manifest.increment, segment.size_bytes)
+            if problem is not None:
+                report.errors.append(problem)
             else:
                 problem = segment_checksum_problem(storage, key, segment)
                 if problem is not None:
                     report.errors.append(problem)
                 report.segments_checked += 1
-    find_orphans(storage, backup_id, listed, report)
+    find_orphans(storage, backup_id, DATA_FOLDER, listed, report)
     report.warnings.append(
-        "encrypted backup checked without its key: presence, sizes and SHA-256 of the stored bytes only; "
-        "records, offsets and group snapshots need the key (validate --deep with storage.encryption)"
+        "encrypted backup checked without its key: presence, sizes and SHA-256 of the segments only; "
+        "records, offsets, group snapshots and the cluster-metadata files (which only the sealed "
+        "manifests name) need the key (validate --deep with storage.encryption)"
     )
     return report
 
@@ -374,26 +380,75 @@ def check_objects(storage: Storage, backup: Backup, report: ValidationReport) ->
         for segment in manifest.segments:
             key = object_key(backup.backup_id, segment.key)
             listed.add(key)
-            size = stored.get(key)
-            if size is None:
-                report.errors.append(f"segment {key} (increment {manifest.increment}) is missing")
-                unsound.add(key)
-            elif size != segment.size_bytes:
-                report.errors.append(
-                    f"segment {key} has {size} bytes, "
-                    f"increment {manifest.increment} says {segment.size_bytes}"
-                )
+            problem = size_problem(f"segment {key}", stored.get(key), manifest.increment, segment.size_bytes)
+            if problem is not None:
+                report.errors.append(problem)
                 unsound.add(key)
     return listed, unsound
 
 
-def find_orphans(storage: Storage, backup_id: str, listed: set[str], report: ValidationReport) -> None:
-    """Objects under data/ that no manifest lists: left by a run that did not commit. Harmless."""
-    orphans = [info for info in storage.list(f"{backup_id}/{DATA_FOLDER}/") if info.key not in listed]
+def size_problem(what: str, size: int | None, increment: int, expected: int) -> str | None:
+    """The line for an object missing (``size`` None) or of another size than its manifest says."""
+    if size is None:
+        return f"{what} (increment {increment}) is missing"
+    if size != expected:
+        return f"{what} has {size} bytes, increment {increment} says {expected}"
+    return None
+
+
+def check_metadata_objects(
+    storage: Storage, backup: Backup, report: ValidationReport, unsound: set[str]
+) -> set[str]:
+    """Every cluster-metadata file a manifest names is stored with its size, under the name of its
+    increment and run; returns the keys named (those missing or of the wrong size join ``unsound``)."""
+    backup_id = backup.backup_id
+    stored = {info.key: info.size for info in storage.list(f"{backup_id}/{METADATA_FOLDER}/")}
+    named = set()
+    for manifest in backup.manifests:
+        ref = manifest.cluster_metadata
+        if ref is None:
+            continue
+        if not ref.key.startswith(f"{METADATA_FOLDER}/{manifest.increment:08d}-{manifest.run_id}-"):
+            report.errors.append(
+                f"increment {manifest.increment}: cluster metadata key {ref.key} does not match its "
+                "increment or run"
+            )
+        key = object_key(backup_id, ref.key)
+        named.add(key)
+        problem = size_problem(f"cluster metadata {key}", stored.get(key), manifest.increment, ref.size_bytes)
+        if problem is not None:
+            report.errors.append(problem)
+            unsound.add(key)
+    return named
+
+
+def check_metadata_contents(
+    storage: Storage, backup: Backup, report: ValidationReport, unsound: set[str]
+) -> None:
+    """Each cluster-metadata file read in full: its SHA-256, its identity, and in an encrypted
+    backup its authentication (a file sealed under another key or increment fails)."""
+    for manifest in backup.manifests:
+        ref = manifest.cluster_metadata
+        if ref is None or object_key(backup.backup_id, ref.key) in unsound:
+            continue  # none, or already named as missing or of the wrong size
+        try:
+            read_cluster_metadata(storage, manifest, backup.keys)
+        except (BackupIntegrityError, EncryptionKeyError) as exc:
+            # EncryptionKeyError: a sealed file in a backup that is not encrypted (put there).
+            report.errors.append(exc.message)
+        report.cluster_metadata_checked += 1
+
+
+def find_orphans(
+    storage: Storage, backup_id: str, folder: str, listed: set[str], report: ValidationReport
+) -> None:
+    """Objects under ``folder`` (data/, metadata/) that no manifest names: left by a run that did
+    not commit. Harmless."""
+    orphans = [info for info in storage.list(f"{backup_id}/{folder}/") if info.key not in listed]
     if orphans:
         size = sum(info.size for info in orphans)
         shown = ", ".join(info.key for info in orphans[:3]) + (" ..." if len(orphans) > 3 else "")
         report.warnings.append(
-            f"{len(orphans)} object(s) ({size} bytes) under {backup_id}/{DATA_FOLDER}/ are in no manifest "
+            f"{len(orphans)} object(s) ({size} bytes) under {backup_id}/{folder}/ are in no manifest "
             f"(left by a run that did not commit; readers ignore them): {shown}"
         )

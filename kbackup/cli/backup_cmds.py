@@ -359,6 +359,8 @@ def validate(
             f"first: {report.errors[0]}"
         )
     checked = f", {report.segments_checked} segment(s) re-read and checksummed" if deep else ""
+    if report.cluster_metadata_checked:
+        checked += f", {report.cluster_metadata_checked} cluster-metadata file(s) read and checked"
     if not report.contents_checked:
         checked = f", {report.segments_checked} encrypted segment(s) checksummed without the key"
     warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""

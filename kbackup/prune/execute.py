@@ -2,9 +2,10 @@
 
 For each backup: first the new retention generation (create-if-absent: one atomic write makes the
 decision visible, and a second prune racing this one fails instead of overwriting it), then the
-objects no manifest read through it lists: segments below the new windows, manifests below its
-first increment, older generations, garbage. A kill at any point leaves a backup every reader
-accepts; at worst objects no manifest lists remain, and the next prune removes them.
+objects no manifest read through it lists: segments below the new windows, the cluster-metadata
+files and the manifests below its first increment, older generations, garbage. A kill at any point
+leaves a backup every reader accepts; at worst objects no manifest lists remain, and the next prune
+removes them.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def _execute_backup(
     # backup last (until then its newest generation says the backup is removed).
     for keys in (
         item.segments,
+        item.metadata_files,
         item.manifests,
         item.generations,
         item.orphans,

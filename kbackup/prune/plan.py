@@ -16,6 +16,7 @@ from kbackup.core.errors import BackupIntegrityError, NotFoundError, StorageErro
 from kbackup.core.logs import get_logger
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog
+from kbackup.format.cluster_metadata import METADATA_FOLDER
 from kbackup.format.generations import (
     Lease,
     PartitionWindow,
@@ -79,8 +80,12 @@ class BackupPlan:
     #: Full keys (below the storage root) to delete, in the order they go.
     segments: list[str] = field(default_factory=list)
     segment_bytes: int = 0
+    #: The cluster-metadata files the manifests that go name (none a kept manifest names).
+    metadata_files: list[str] = field(default_factory=list)
+    metadata_bytes: int = 0
     manifests: list[str] = field(default_factory=list)
     generations: list[str] = field(default_factory=list)
+    #: Garbage under data/ and metadata/: objects no manifest read through the new generation names.
     orphans: list[str] = field(default_factory=list)
     orphan_bytes: int = 0
     #: Unreferenced objects kept for now: younger than the grace period, or a live run's.
@@ -99,6 +104,7 @@ class BackupPlan:
             len(keys)
             for keys in (
                 self.segments,
+                self.metadata_files,
                 self.manifests,
                 self.generations,
                 self.orphans,
@@ -110,7 +116,7 @@ class BackupPlan:
 
     @property
     def bytes_removed(self) -> int:
-        return self.segment_bytes + self.orphan_bytes + self.object_bytes
+        return self.segment_bytes + self.metadata_bytes + self.orphan_bytes + self.object_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +134,7 @@ class BackupPlan:
             "windows": [vars(window) for window in self.windows],
             "group_gaps": [vars(gap) for gap in self.group_gaps],
             "segments_removed": len(self.segments),
+            "metadata_files_removed": len(self.metadata_files),
             "manifests_removed": len(self.manifests),
             "generations_removed": len(self.generations),
             "orphans_removed": len(self.orphans),
@@ -384,6 +391,9 @@ def _inside(
     plan.bytes_after = plan.bytes_before - plan.segment_bytes
     _group_gaps(plan, backup, starts)
     _orphans(plan, storage, backup, removed, policy.orphan_grace_secs, now, live=bool(leases))
+    metadata_objects = list(storage.list(f"{backup_id}/{METADATA_FOLDER}/"))
+    named = _dropped_metadata(plan, backup, first_after, metadata_objects)
+    _metadata_orphans(plan, backup, named, metadata_objects, policy.orphan_grace_secs, now, live=bool(leases))
     return plan
 
 
@@ -429,6 +439,59 @@ def _orphans(
             plan.orphan_bytes += info.size
         else:
             plan.orphans_kept += 1
+
+
+def _dropped_metadata(
+    plan: BackupPlan, backup: Backup, first_after: int, stored: list[ObjectInfo]
+) -> set[str]:
+    """The cluster-metadata files of the increments below ``first_after`` go with their manifests;
+    returns the keys the manifests read now name (none of which is an orphan)."""
+    kept: dict[str, bool] = {}
+    for manifest in backup.manifests:
+        if manifest.cluster_metadata is not None:
+            key = object_key(backup.backup_id, manifest.cluster_metadata.key)
+            # Kept if any manifest that stays names it (two never should; a kept one's never goes).
+            kept[key] = kept.get(key, False) or manifest.increment >= first_after
+    for info in stored:
+        if kept.get(info.key) is False:
+            plan.metadata_files.append(info.key)
+            plan.metadata_bytes += info.size
+    return set(kept)
+
+
+def _metadata_orphans(
+    plan: BackupPlan,
+    backup: Backup,
+    named: set[str],
+    stored: list[ObjectInfo],
+    grace_secs: float,
+    now: datetime,
+    *,
+    live: bool,
+) -> None:
+    """Files under metadata/ that no manifest read now names.
+
+    A run writes the file of the increment it commits before that increment's manifest (each
+    create-if-absent): a file of an increment at or below the newest committed one can never be
+    named by a manifest to come, and goes now. One of a later increment could be a running
+    backup's: it goes only when no lease is live and it is older than the grace period.
+    """
+    latest = backup.latest.increment
+    for info in stored:
+        if info.key in named:
+            continue
+        increment = _metadata_increment(info.key)
+        if (increment is not None and increment <= latest) or (not live and _older(info, grace_secs, now)):
+            plan.orphans.append(info.key)
+            plan.orphan_bytes += info.size
+        else:
+            plan.orphans_kept += 1
+
+
+def _metadata_increment(key: str) -> int | None:
+    """The increment a cluster-metadata file's name carries (``<8 digits>-<run id>-<token>.json``)."""
+    number = key.rsplit("/", 1)[-1].split("-", 1)[0]
+    return int(number) if len(number) == 8 and number.isdigit() else None
 
 
 def _below_committed_end(relative: str, ends: dict[TopicPartitionKey, int]) -> bool:
