@@ -428,7 +428,19 @@ def three_phase_dry_run(config: KBackupConfig) -> ThreePhaseDryRun:
         ["would read back every moved group's committed offset and the record at it"],
         {"done": None},
     )
-    return ThreePhaseDryRun(files.run_key, str(files.state), [restore, mapping, reset, verify])
+    phases = [restore, mapping, reset, verify]
+    if config.restore_metadata.enabled:
+        phases.insert(0, earlier("metadata") or preview_metadata(config))
+    return ThreePhaseDryRun(files.run_key, str(files.state), phases)
+
+
+def preview_metadata(config: KBackupConfig) -> PhasePreview:
+    """The metadata phase's plan as it would be made now (planning changes nothing)."""
+    from kbackup.app.metadata_request import plan_metadata
+    from kbackup.format.metadata_plan import render_metadata_plan
+
+    plan = plan_metadata(config)
+    return PhasePreview("metadata", render_metadata_plan(plan).splitlines(), plan.model_dump(mode="json"))
 
 
 def preview_mapping(

@@ -324,7 +324,10 @@ def validate(
     path: PathOption = None,
     backup_id: BackupIdOption = None,
     deep: Annotated[
-        bool, typer.Option("--deep", help="Re-read every segment and check its checksum.")
+        bool,
+        typer.Option(
+            "--deep", help="Re-read every segment and cluster-metadata file and check its checksum."
+        ),
     ] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,

@@ -145,6 +145,9 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     storage = open_storage(StorageSettings.model_validate(encrypted))
     manifests = BackupCatalog(storage).load("daily").manifests
     old_segments = {f"daily/{s.key}" for m in manifests[:3] for s in m.segments}
+    # Each dropped increment's cluster-metadata file goes with it.
+    old_metadata = {f"daily/{m.cluster_metadata.key}" for m in manifests[:3] if m.cluster_metadata}
+    assert len(old_metadata) == 3
     assert old_segments
     assert all(s.max_timestamp < BASE_TIME + 3 * DAY_MS for m in manifests[:3] for s in m.segments)
     before = files(root)
@@ -165,7 +168,7 @@ def test_status_and_prune_of_an_encrypted_backup_with_and_without_the_key(
     assert code == 0, err
     after = files(root)
     gone = set(before) - set(after)
-    assert gone == old_segments | {f"daily/manifests/{n:08d}.json" for n in range(3)}
+    assert gone == old_segments | old_metadata | {f"daily/manifests/{n:08d}.json" for n in range(3)}
     assert set(after) - set(before) == {"daily/retention/00000001.json"}
     assert all(after[name] == before[name] for name in after if name in before)
     assert {name for name in after if name.startswith("daily/keys/")}  # the keyring stays

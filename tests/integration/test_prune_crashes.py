@@ -82,6 +82,7 @@ def planned_steps(config: Path, cut: str, capsys: pytest.CaptureFixture[str], s3
             "generations_removed",
             "orphans_removed",
             "leases_removed",
+            "metadata_files_removed",
         )
     ]
     deletes = sum(1 for count in counts if count) if s3 else sum(counts)

@@ -88,10 +88,11 @@ EXPECTED = {
 }
 
 
+Pair = tuple[LocalKafkaCluster, LocalKafkaCluster]
+
+
 @pytest.fixture(scope="module")
-def clusters(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[LocalKafkaCluster, LocalKafkaCluster]]:
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(secured_cluster(tmp_path_factory.mktemp("source"), USERS))
         target = stack.enter_context(secured_cluster(tmp_path_factory.mktemp("target")))
@@ -113,9 +114,7 @@ def _security(user: str, password: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def backed_up(
-    clusters: tuple[LocalKafkaCluster, LocalKafkaCluster], tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def backed_up(clusters: Pair, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A backup of the source's topics and metadata; the store's folder."""
     from kbackup.cli.main import run
 
@@ -172,7 +171,7 @@ def _as(cluster: LocalKafkaCluster, user: str) -> Any:
 
 
 def test_bad_inputs_are_one_line_and_change_nothing(
-    clusters: tuple[LocalKafkaCluster, LocalKafkaCluster], backed_up: Path, tmp_path: Path, cli: RunCli
+    clusters: Pair, backed_up: Path, tmp_path: Path, cli: RunCli
 ) -> None:
     source, target = clusters
     before = (acl_tuples(target), scram_credentials(target))
@@ -218,7 +217,7 @@ def test_bad_inputs_are_one_line_and_change_nothing(
 
 
 def test_acls_and_users_come_back_and_each_principal_may_do_exactly_what_it_could(
-    clusters: tuple[LocalKafkaCluster, LocalKafkaCluster], backed_up: Path, tmp_path: Path, cli: RunCli
+    clusters: Pair, backed_up: Path, tmp_path: Path, cli: RunCli
 ) -> None:
     source, target = clusters
     config = _restore_config(tmp_path / "dr.yaml", target, backed_up)
@@ -260,3 +259,19 @@ def test_acls_and_users_come_back_and_each_principal_may_do_exactly_what_it_coul
     code, out, err = cli("restore-metadata", "execute", "-c", str(config), "--plan", str(plan_file), "--json")
     assert code == 0, err
     assert acl_tuples(target) == ACLS
+
+
+def test_three_phase_dry_run_previews_the_metadata_phase_first(
+    clusters: Pair, backed_up: Path, tmp_path: Path, cli: RunCli
+) -> None:
+    """With ``restore_metadata.enabled``, the three-phase restore's preview starts with the metadata
+    plan (after the test above, every item is on the target already: ``exists``)."""
+    _, target = clusters
+    config = _restore_config(tmp_path / "dr.yaml", target, backed_up, enabled=True)
+    code, out, err = cli("three-phase-restore", "-c", str(config), "--dry-run", "--json")
+    assert code == 0, err
+    phases = json.loads(out)["phases"]
+    assert next(iter(phases)) == "metadata"
+    actions = {item["action"] for item in phases["metadata"]["items"]}
+    assert "exists" in actions
+    assert not actions & {"create", "alter", "delete"}
