@@ -75,8 +75,15 @@ def compared_configs(target: LocalKafkaCluster, topic: str) -> dict[str, str]:
 
 
 def restore(
-    cli: RunCli, tmp_path: Path, store: Path, target: LocalKafkaCluster, names: dict[str, str], **restore: Any
+    cli: RunCli,
+    tmp_path: Path,
+    store: Path,
+    target: LocalKafkaCluster,
+    names: dict[str, str],
+    *flags: str,
+    **restore: Any,
 ) -> tuple[int, str, str]:
+    """``kafka-backup restore --json`` of the backup into ``names`` with ``restore`` settings."""
     config = config_file(
         tmp_path / "restore.yaml",
         restore={"topic_mapping": names, "progress_topic": f"{names['more']}-progress", **restore},
@@ -92,6 +99,7 @@ def restore(
         "-b",
         target.bootstrap_servers,
         "--json",
+        *flags,
     )
 
 
@@ -137,6 +145,17 @@ def test_apply_sets_the_backups_configs_and_adds_partitions_first(
     target_cluster: LocalKafkaCluster, store: Path, unique_name: str, tmp_path: Path, cli: RunCli
 ) -> None:
     names = existing_targets(target_cluster, unique_name)
+    # The dry run plans the changes and makes none.
+    code, out, err = restore(
+        cli, tmp_path, store, target_cluster, names, "--dry-run", existing_topics="apply"
+    )
+    assert code == 0, err
+    planned = {topic["source_topic"]: topic for topic in json.loads(out)["plan"]["topics"]}
+    assert (planned["fewer"]["partitions_added"], planned["fewer"]["target_partitions"]) == (1, 3)
+    assert planned["more"]["config_changes"] == BACKUP_CONFIGS
+    assert partition_count(target_cluster, names["fewer"]) == 2
+    assert compared_configs(target_cluster, names["more"]) == TARGET_CONFIGS
+
     code, out, err = restore(cli, tmp_path, store, target_cluster, names, existing_topics="apply")
     assert code == 0, err
     summary = json.loads(out)
