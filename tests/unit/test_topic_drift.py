@@ -15,6 +15,7 @@ from kbackup.format.manifest import TopicEntry
 from kbackup.restore.plan import RestorePlan, TargetState, build_plan
 from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.summary import RestoreSummary
 from kbackup.restore.topic_drift import TopicDifference, topic_differences
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
@@ -261,3 +262,25 @@ def test_too_few_partitions_under_validate_points_at_apply(backup: Backup) -> No
         plan_for(backup, existing(2, dict(BACKUP_CONFIGS)))
     assert refused.value.hint is not None
     assert "restore.existing_topics: apply adds them" in refused.value.hint
+
+
+def test_the_summary_says_what_apply_changed() -> None:
+    summary = RestoreSummary(
+        restore_id="r",
+        backup_id="nightly",
+        mode="exactly-once",
+        target="127.0.0.1:9093 (PLAINTEXT)",
+        topics=[],
+        created_topics=[],
+        transactions=1,
+        seconds=1.0,
+        resumed=False,
+        already_landed=0,
+        timestamps_not_kept=0,
+        existing_topics_changed=["orders: cleanup.policy=compact, partitions 2 -> 3"],
+    )
+    assert (
+        "  changed to the backup's (restore.existing_topics: apply): orders: cleanup.policy=compact, "
+        "partitions 2 -> 3"
+    ) in summary.lines()
+    assert summary.to_dict()["existing_topics_changed"] == summary.existing_topics_changed
