@@ -48,8 +48,9 @@ class TopicDifference:
     fixable: bool
     #: Why apply leaves it, or what applying it means besides the new value.
     note: str = ""
-    #: Another setting decides this one (``message.timestamp.type``: restore.log_append_time): apply
-    #: leaves it and ``fail`` does not stop for it.
+    #: What decides this value instead of the backup, as for a topic the restore creates
+    #: (``message.timestamp.type``: restore.log_append_time; a ``min.insync.replicas`` above the
+    #: topic's replicas: its replication factor): apply leaves it and ``fail`` does not stop for it.
     left_to: str | None = None
 
     def describe(self) -> str:
@@ -152,6 +153,7 @@ def _config_difference(
             fixable=False,
             note=f"the target topic has {replicas} replica(s) per partition, so no write with acks=all "
             "could succeed: apply leaves it",
+            left_to="the target topic's replication factor",
         )
     return TopicDifference(name, backup_value, target_value, fixable=True)
 

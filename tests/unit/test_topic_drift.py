@@ -104,7 +104,8 @@ def test_the_timestamp_type_is_left_to_its_own_policy() -> None:
 def test_min_insync_replicas_above_the_topics_replicas_is_not_applied() -> None:
     backup = entry(configs={"min.insync.replicas": "2"})
     [difference] = topic_differences(backup, {}, 3, replicas=1)
-    assert not difference.fixable
+    # As for a created topic (the restore drops it there): not set, and no reason for fail to stop.
+    assert (difference.fixable, difference.left_to) == (False, "the target topic's replication factor")
     assert "no write with acks=all could succeed" in difference.note
     assert topic_differences(backup, {}, 3, replicas=3)[0].fixable
 
@@ -233,21 +234,36 @@ def test_fail_names_every_topic_and_difference_in_one_line(backup: Backup) -> No
     assert plan.topic("orders").differences == []
 
 
-def test_fail_does_not_stop_for_the_timestamp_type_restore_log_append_time_decides(tmp_path: Path) -> None:
-    """A restore of a LogAppendTime topic creates it as CreateTime (keep-original): its next run
-    finds that topic existing, and must not refuse its own work."""
+@pytest.mark.parametrize(
+    ("backup_configs", "target_configs", "left_to", "said"),
+    [
+        (
+            {"message.timestamp.type": "LogAppendTime"},
+            {"message.timestamp.type": "CreateTime"},
+            "restore.log_append_time",
+            "restore.log_append_time decides",
+        ),
+        ({"min.insync.replicas": "2"}, {}, "the target topic's replication factor", "no write with acks=all"),
+    ],
+)
+def test_fail_does_not_stop_for_what_the_restore_would_not_copy_either(
+    tmp_path: Path, backup_configs: dict[str, str], target_configs: dict[str, str], left_to: str, said: str
+) -> None:
+    """A restore creates a LogAppendTime topic as CreateTime (keep-original) and drops a
+    min.insync.replicas its replicas cannot meet: its next run finds that topic existing, and must
+    not refuse its own work."""
     storage = LocalStorage(tmp_path / "store")
-    builder = BackupBuilder(storage, "lat", source_cluster="prod", scratch_dir=tmp_path)
-    builder.topic("orders", 1, {"message.timestamp.type": "LogAppendTime"})
+    builder = BackupBuilder(storage, "own", source_cluster="prod", scratch_dir=tmp_path)
+    builder.topic("orders", 1, backup_configs)
     builder.partition("orders", 0, [BackupRecord(offset=0, key=b"k", value=b"v", timestamp=NOW)])
     builder.commit()
-    lat = BackupCatalog(storage).load("lat")
-    state = existing(1, {"message.timestamp.type": "CreateTime"}, timestamp_types={"orders": "CreateTime"})
-    plan = plan_for(lat, state, existing_topics="fail")
+    own = BackupCatalog(storage).load("own")
+    state = existing(1, target_configs, timestamp_types={"orders": "CreateTime"})
+    plan = plan_for(own, state, existing_topics="fail")
     [difference] = plan.topic("orders").differences
-    assert difference.left_to == "restore.log_append_time"
-    assert any("restore.log_append_time decides" in w for w in drift_warnings(plan))
-    assert plan_for(lat, state, existing_topics="apply").topic("orders").config_changes == {}
+    assert difference.left_to == left_to
+    assert any(said in w for w in drift_warnings(plan))
+    assert plan_for(own, state, existing_topics="apply").topic("orders").config_changes == {}
 
 
 def test_unreadable_configs_are_said_and_partitions_still_compared(backup: Backup) -> None:
