@@ -88,19 +88,8 @@ def restore(
         tmp_path / "restore.yaml",
         restore={"topic_mapping": names, "progress_topic": f"{names['more']}-progress", **restore},
     )
-    return cli(
-        "restore",
-        "-c",
-        str(config),
-        "-p",
-        str(store),
-        "--backup-id",
-        "nightly",
-        "-b",
-        target.bootstrap_servers,
-        "--json",
-        *flags,
-    )
+    backup = ["-p", str(store), "--backup-id", "nightly", "-b", target.bootstrap_servers]
+    return cli("restore", "-c", str(config), *backup, "--json", *flags)
 
 
 def restored_per_partition(target: LocalKafkaCluster, topic: str, partitions: int) -> dict[int, set[int]]:
