@@ -22,24 +22,21 @@ from kbackup.core.times import iso_of_ms
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import SegmentEntry, TopicEntry
 from kbackup.restore.record_filters import RecordFilter
-from kbackup.restore.settings import LogAppendTimePolicy, RestoreSettings
+from kbackup.restore.settings import ExistingTopicsPolicy, LogAppendTimePolicy, RestoreSettings
+from kbackup.restore.topic_drift import (
+    PARTITIONS,
+    TIMESTAMP_POLICY,
+    TIMESTAMP_TYPE,
+    TopicDifference,
+    copied_configs,
+    topic_differences,
+)
 
 Mode = Literal["exactly-once", "idempotent"]
 Routing = Literal["identity", "mapped", "repartition"]
 
-#: Topic configs never copied to a created topic: removed in Kafka 4, or naming the source's brokers.
-NEVER_COPIED_CONFIGS = frozenset(
-    {
-        "message.format.version",
-        "message.timestamp.difference.max.ms",
-        "message.downconversion.enable",
-        "leader.replication.throttled.replicas",
-        "follower.replication.throttled.replicas",
-    }
-)
 LOG_APPEND_TIME = "LogAppendTime"
 CREATE_TIME = "CreateTime"
-TIMESTAMP_TYPE = "message.timestamp.type"
 
 
 @dataclass(frozen=True)
@@ -67,6 +64,11 @@ class TargetState:
     #: Whether the target can run transactions, and if not why.
     transactions_possible: bool = True
     transactions_note: str | None = None
+    #: The configs set on each existing topic the restore writes to (not its broker defaults);
+    #: a topic whose configs could not be read is missing.
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Replicas per partition of every topic on the target.
+    replication_factors: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -161,6 +163,13 @@ class TopicPlan:
     cleanup_policy: str = "delete"
     #: Set to LogAppendTime once its records are restored (``restore.log_append_time: switch-after``).
     switch_to_log_append_time: bool = False
+    #: An existing target topic: how it differs from the backup's topic (``restore.existing_topics``).
+    differences: list[TopicDifference] = field(default_factory=list)
+    #: An existing target topic: configs set on it before the first record (``existing_topics: apply``).
+    config_changes: dict[str, str] = field(default_factory=dict)
+    #: An existing target topic: partitions added to it before the first record, up to
+    #: ``target_partitions`` (``existing_topics: apply``).
+    partitions_added: int = 0
 
     @property
     def compacted(self) -> bool:
@@ -179,6 +188,9 @@ class TopicPlan:
             "switch_to_log_append_time": self.switch_to_log_append_time,
             "cleanup_policy": self.cleanup_policy,
             "partition_map": {str(k): v for k, v in self.partition_map.items()},
+            "differences": [difference.to_dict() for difference in self.differences],
+            "config_changes": self.config_changes,
+            "partitions_added": self.partitions_added,
         }
 
 
@@ -208,6 +220,8 @@ class RestorePlan:
     warnings: list[str] = field(default_factory=list)
     #: ``restore.log_append_time``: what happens to target topics that use LogAppendTime.
     log_append_time: LogAppendTimePolicy = "keep-original"
+    #: ``restore.existing_topics``: what happens to existing target topics that differ from the backup's.
+    existing_topics: ExistingTopicsPolicy = "validate"
     #: ``engine: spark``: the plan is one unit of the restore (one source partition, in its own task).
     unit: str | None = None
 
@@ -254,6 +268,7 @@ class RestorePlan:
             "create_progress_topic": self.create_progress_topic and self.mode == "exactly-once",
             "time_window": {"start": self.time_start, "end": self.time_end},
             "log_append_time": self.log_append_time,
+            "existing_topics": self.existing_topics,
             "topics": [topic.to_dict() for topic in self.topics],
             "partitions": [partition.to_dict() for partition in self.partitions],
             "expected_records": self.expected_records,
@@ -453,7 +468,8 @@ def _routing(
             f"the {selected.entry.partitions} of source topic {name!r} in the backup "
             f"(source partition {too_high[0]} has no partition {too_high[0]} to go to)",
             hint="set restore.repartition (by key, like Kafka's default partitioner), a "
-            "restore.partition_mapping, or add partitions to the target topic",
+            "restore.partition_mapping, or add partitions to the target topic (restore.existing_topics: "
+            "apply adds them up to the source's count)",
         )
     return "identity", {p: p for p in selected.partitions}
 
@@ -461,10 +477,9 @@ def _routing(
 def _created_configs(
     entry: TopicEntry, settings: RestoreSettings, target: TargetState, warnings: list[str]
 ) -> dict[str, str]:
-    if not settings.copy_topic_configs:
-        return {}
-    excluded = NEVER_COPIED_CONFIGS | set(settings.exclude_topic_configs)
-    configs = {key: value for key, value in entry.configs.items() if key not in excluded}
+    configs = copied_configs(
+        entry.configs, copy=settings.copy_topic_configs, excluded=settings.exclude_topic_configs
+    )
     replicas = settings.replication_factor or target.broker_count
     min_isr = configs.get("min.insync.replicas")
     if min_isr is not None and min_isr.isdigit() and replicas and int(min_isr) > replicas:
@@ -492,33 +507,23 @@ def build_plan(
     target_id = target.cluster_id or target.description
     restore_id = restore_identity(backup, settings, target_id)
 
+    drift = existing_topic_drift(selected, settings, target, warnings)
     topics: list[TopicPlan] = []
     partitions: list[PartitionPlan] = []
     for item in selected:
         name, target_topic = item.entry.name, item.target_topic
         exists = target_topic in target.topics
-        if exists:
-            count = target.topics[target_topic]
-            if name in settings.target_partitions and settings.target_partitions[name] != count:
-                warnings.append(
-                    f"topic {target_topic} exists with {count} partition(s); "
-                    f"restore.target_partitions ({settings.target_partitions[name]}) applies only to "
-                    "topics the restore creates"
-                )
-        elif settings.create_topics:
-            count = settings.target_partitions.get(name, item.entry.partitions)
-        else:
-            raise NotFoundError(
-                f"target topic {target_topic!r} does not exist on {target.description} and "
-                "restore.create_topics is false",
-                hint="create it, or set restore.create_topics: true",
-            )
+        differences = drift.get(target_topic, [])
+        changes, added = _applied(differences) if settings.existing_topics == "apply" else ({}, 0)
+        count = _partition_count(item, settings, target, warnings, added=added)
         routing, routes = _routing(item, settings, count, exists)
         configs = {} if exists else _created_configs(item.entry, settings, target, warnings)
         made_create_time = False
         if exists:
             timestamp_type = target.timestamp_types.get(target_topic, target.default_timestamp_type)
-            cleanup_policy = target.cleanup_policies.get(target_topic, target.default_cleanup_policy)
+            cleanup_policy = changes.get(
+                "cleanup.policy", target.cleanup_policies.get(target_topic, target.default_cleanup_policy)
+            )
         else:
             timestamp_type = configs.get(TIMESTAMP_TYPE, target.default_timestamp_type)
             cleanup_policy = configs.get("cleanup.policy", target.default_cleanup_policy)
@@ -544,6 +549,9 @@ def build_plan(
                 partition_map=routes if routing == "mapped" else {},
                 cleanup_policy=cleanup_policy,
                 switch_to_log_append_time=switch,
+                differences=differences,
+                config_changes=changes,
+                partitions_added=added,
             )
         )
         _timestamp_warning(topics[-1], settings, warnings, made_create_time=made_create_time)
@@ -581,6 +589,7 @@ def build_plan(
         )
     return RestorePlan(
         log_append_time=settings.log_append_time,
+        existing_topics=settings.existing_topics,
         restore_id=restore_id,
         backup_id=backup.backup_id,
         storage_url=storage_url,
@@ -600,6 +609,107 @@ def build_plan(
         partitions=partitions,
         warnings=warnings,
     )
+
+
+def _partition_count(
+    item: RestoredTopic, settings: RestoreSettings, target: TargetState, warnings: list[str], *, added: int
+) -> int:
+    """The partition count of the target topic while records are restored (``added``: the
+    partitions ``existing_topics: apply`` adds to an existing one first)."""
+    name, target_topic = item.entry.name, item.target_topic
+    wanted = settings.target_partitions.get(name)
+    if target_topic in target.topics:
+        count = target.topics[target_topic] + added
+        if wanted is not None and wanted != count and settings.existing_topics != "apply":
+            warnings.append(
+                f"topic {target_topic} exists with {count} partition(s); restore.target_partitions "
+                f"({wanted}) applies only to topics the restore creates and to restore.existing_topics: apply"
+            )
+        return count
+    if not settings.create_topics:
+        raise NotFoundError(
+            f"target topic {target_topic!r} does not exist on {target.description} and "
+            "restore.create_topics is false",
+            hint="create it, or set restore.create_topics: true",
+        )
+    return wanted if wanted is not None else item.entry.partitions
+
+
+def existing_topic_drift(
+    selected: list[RestoredTopic], settings: RestoreSettings, target: TargetState, warnings: list[str]
+) -> dict[str, list[TopicDifference]]:
+    """How each existing target topic differs from the backup's, by target topic; what
+    ``restore.existing_topics`` says about it added to ``warnings``, or, with ``fail``, a
+    PreconditionError naming every topic that differs (before anything is written)."""
+    drift: dict[str, list[TopicDifference]] = {}
+    for item in selected:
+        topic = item.target_topic
+        if topic not in target.topics:
+            continue
+        configs = target.topic_configs.get(topic)
+        if configs is None and settings.copy_topic_configs:
+            warnings.append(
+                f"the configs of target topic {topic} could not be read: only its partition count is "
+                "compared with the backup's"
+            )
+        drift[topic] = topic_differences(
+            item.entry,
+            configs or {},
+            target.topics[topic],
+            copy=settings.copy_topic_configs and configs is not None,
+            excluded=settings.exclude_topic_configs,
+            wanted_partitions=settings.target_partitions.get(item.entry.name),
+            replicas=target.replication_factors.get(topic),
+            timestamp_type_left_to=TIMESTAMP_POLICY,
+        )
+    refused: dict[str, list[TopicDifference]] = {}
+    for topic, differences in drift.items():
+        for difference in differences:
+            if settings.existing_topics == "fail" and difference.left_to is None:
+                refused.setdefault(topic, []).append(difference)
+            else:
+                warnings.extend(_difference_warning(topic, difference, settings.existing_topics))
+    if refused:
+        named = "; ".join(
+            f"{topic} ({', '.join(d.describe() for d in differences)})"
+            for topic, differences in refused.items()
+        )
+        raise PreconditionError(
+            f"restore.existing_topics is fail and {len(refused)} existing target topic(s) differ from the "
+            f"backup: {named}",
+            hint="restore.existing_topics: apply sets the backup's configs and adds partitions before the "
+            "first record; validate restores into the topics as they are; or change the topics yourself",
+        )
+    return drift
+
+
+def _difference_warning(topic: str, difference: TopicDifference, policy: ExistingTopicsPolicy) -> list[str]:
+    """The warning of one difference under ``policy`` (none for a config apply sets: the plan
+    shows it)."""
+    said = f"target topic {topic} differs from the backup, {difference.describe()}"
+    if policy == "apply" and difference.fixable:
+        if difference.name != PARTITIONS:
+            return []
+        return [f"{said}: restore.existing_topics: {difference.note}"]
+    if difference.fixable:
+        return [f"{said}: restored into as it is (restore.existing_topics: validate; apply would change it)"]
+    if policy == "validate":
+        return [f"{said}: restored into as it is ({difference.note})"]
+    return [f"{said}: {difference.note}"]
+
+
+def _applied(differences: list[TopicDifference]) -> tuple[dict[str, str], int]:
+    """What ``existing_topics: apply`` changes: the configs it sets, the partitions it adds."""
+    changes: dict[str, str] = {}
+    added = 0
+    for difference in differences:
+        if not difference.fixable or difference.backup_value is None:
+            continue
+        if difference.name == PARTITIONS:
+            added = int(difference.backup_value) - int(difference.target_value or 0)
+        else:
+            changes[difference.name] = difference.backup_value
+    return changes, added
 
 
 def _copied_timestamp_type(entry: TopicEntry, settings: RestoreSettings, target: TargetState) -> str:
@@ -672,6 +782,10 @@ def _retention_warning(
             return
         raw = topic.configs.get("retention.ms")
         retention = int(raw) if raw is not None and raw.lstrip("-").isdigit() else target.default_retention_ms
+    elif "retention.ms" in topic.config_changes and "delete" in topic.cleanup_policy:
+        # existing_topics: apply sets the backup's retention before the first record.
+        raw = topic.config_changes["retention.ms"]
+        retention = int(raw) if raw.lstrip("-").isdigit() else target.default_retention_ms
     else:
         if topic.target_topic not in target.retention_ms:
             return

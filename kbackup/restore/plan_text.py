@@ -7,7 +7,7 @@ application layer may not import the CLI.
 
 from __future__ import annotations
 
-from kbackup.restore.plan import RestorePlan, format_time
+from kbackup.restore.plan import RestorePlan, TopicPlan, format_time
 
 
 def plan_lines(plan: RestorePlan) -> list[str]:
@@ -41,7 +41,7 @@ def plan_lines(plan: RestorePlan) -> list[str]:
             f"create with {topic.target_partitions} partition(s)"
             + (f", configs {topic.configs}" if topic.configs else "")
             if topic.create
-            else f"exists with {topic.target_partitions} partition(s)"
+            else _existing_action(topic)
         )
         routing = {
             "identity": "partition p -> p",
@@ -53,6 +53,21 @@ def plan_lines(plan: RestorePlan) -> list[str]:
             f"  topic {topic.source_topic} -> {topic.target_topic}: {action}; {routing}; "
             f"{count} record(s) from {len(parts)} partition(s){after}"
         )
+        if topic.differences:
+            lines.append(
+                f"    differs from the backup (restore.existing_topics: {plan.existing_topics}): "
+                + "; ".join(difference.describe() for difference in topic.differences)
+            )
     for warning in plan.warnings:
         lines.append(f"  warning: {warning}")
     return lines
+
+
+def _existing_action(topic: TopicPlan) -> str:
+    """An existing target topic, and what ``restore.existing_topics: apply`` does to it first."""
+    action = f"exists with {topic.target_partitions - topic.partitions_added} partition(s)"
+    if topic.partitions_added:
+        action += f", {topic.partitions_added} added before the first record"
+    if topic.config_changes:
+        action += f", configs {topic.config_changes} set before the first record"
+    return action

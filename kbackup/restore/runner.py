@@ -38,7 +38,7 @@ from kbackup.restore.run_plan import RunPlan, plan_run, plan_run_after_fence
 from kbackup.restore.segment_reader import READ_BATCH_RECORDS, PrefetchingReader, SegmentEnd
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary, TopicTotals
-from kbackup.restore.target import create_topics, switch_to_log_append_time
+from kbackup.restore.target import change_existing_topics, create_topics, switch_to_log_append_time
 from kbackup.restore.writer import TargetWriter
 from kbackup.storage import Storage
 
@@ -87,6 +87,9 @@ class Restorer:
     def run(self) -> RestoreSummary:
         started = time.monotonic()
         checked = self.check(started)
+        # Before the first write of any kind (the fence registers the transactional id): a refused
+        # check leaves an existing topic as it was.
+        changed = change_existing_topics(self.clients, self.plan)
         run = self.fenced(checked, started)
         created = create_topics(self.clients, self.plan, progress_topic=run.creates_progress_topic)
         self._phase("topics created", started)
@@ -98,6 +101,7 @@ class Restorer:
             [produced],
             created=created,
             seconds_since=started,
+            changed=changed,
         )
 
     def check(self, started: float) -> RunPlan:
@@ -373,10 +377,12 @@ def conclude(
     *,
     created: list[str],
     seconds_since: float,
+    changed: list[str] | None = None,
 ) -> RestoreSummary:
     """After every record is produced: wait until read_committed consumers see them (every run
     waits, also one with nothing left to write: the run that wrote the records may have stopped
-    at this check), switch topics to LogAppendTime if asked, and check the counts."""
+    at this check), switch topics to LogAppendTime if asked, and check the counts. ``changed``: what
+    ``restore.existing_topics: apply`` changed on existing topics before the first record."""
     # A unit that fell back to the idempotent mode (``exactly_once: auto``) makes the restore so.
     mode: Mode = "idempotent" if any(part.mode == "idempotent" for part in parts) else plan.mode
     if mode == "exactly-once":
@@ -402,6 +408,7 @@ def conclude(
         warnings=list(dict.fromkeys(warning for part in parts for warning in part.warnings)),
         compaction=merged_compaction(parts),
         switched_to_log_append_time=switched,
+        existing_topics_changed=list(changed or []),
     )
     check_counts(summary, landed)
     return summary

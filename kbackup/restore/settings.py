@@ -16,6 +16,9 @@ DEFAULT_PROGRESS_TOPIC = "kafka-backup.restore-progress"
 #: What a restore does with target topics that use LogAppendTime (``restore.log_append_time``).
 LogAppendTimePolicy = Literal["keep-original", "switch-after", "rewrite"]
 
+#: Existing target topics that differ from the backup's topics (``restore.existing_topics``).
+ExistingTopicsPolicy = Literal["validate", "apply", "fail"]
+
 #: Producer properties the restore sets itself: its transactions and delivery guarantees need them.
 RESTORE_PRODUCER_KEYS = frozenset({"transactional.id", "enable.idempotence", "acks"})
 
@@ -96,6 +99,18 @@ class RestoreSettings(StrictModel):
             "then switch them to LogAppendTime once their records are restored (records produced later "
             "get the broker's time). `rewrite`: keep LogAppendTime and let the broker rewrite the "
             "timestamps (the original stays in `x-kafka-backup-timestamp`)."
+        ),
+    )
+    existing_topics: ExistingTopicsPolicy = Field(
+        default="validate",
+        description=(
+            "Target topics that already exist and whose configs (those set on the topic, compared "
+            "with the backup's after `exclude_topic_configs`) or partition count differ from the "
+            "backup's. `validate`: warn about each difference and restore into the topic as it is. "
+            "`apply`: before the first record, set the backup's configs on it and add partitions up "
+            "to the backup's count (a count above it cannot be lowered, and `message.timestamp.type` "
+            "stays with `log_append_time`). `fail`: stop before anything is written, naming the "
+            "topics and their differences."
         ),
     )
 

@@ -11,7 +11,8 @@ The run keeps the local engine's order of steps:
 
 1. job one: every unit checks what it will read (sizes, SHA-256, counts) and what it will
    write, with nothing written to the target;
-2. the driver creates the missing topics (and the progress topic);
+2. the driver changes existing topics to the backup's (``restore.existing_topics: apply``) and
+   creates the missing topics (and the progress topic);
 3. job two: every unit fences its own earlier attempts (the exactly-once mode: a transactional
    id of the restore id and the unit, so a retried task aborts its zombie's open transaction and
    no other unit's), reads its resume point again and produces, its progress committed in the
@@ -44,7 +45,7 @@ from kbackup.restore.run_plan import RunPlan
 from kbackup.restore.runner import ProducedPart, Restorer, conclude, report_planned, run_totals
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary
-from kbackup.restore.target import create_topics
+from kbackup.restore.target import change_existing_topics, create_topics
 from kbackup.storage import open_storage
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ def run_on_spark(
     exactly_once = any(
         result.checked is not None and result.checked.mode == "exactly-once" for result in checks
     )
+    changed = change_existing_topics(clients, plan)
     created = create_topics(clients, plan, progress_topic=exactly_once and plan.create_progress_topic)
     units = []
     for partition, result in zip(partitions, checks, strict=True):
@@ -201,7 +203,7 @@ def run_on_spark(
         for part in parts:
             for totals in part.totals:
                 metrics.records_produced(totals.target_topic, totals.records, totals.bytes)
-    return conclude(plan, clients, settings, parts, created=created, seconds_since=started)
+    return conclude(plan, clients, settings, parts, created=created, seconds_since=started, changed=changed)
 
 
 def _run(

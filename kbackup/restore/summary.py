@@ -44,6 +44,8 @@ class RestoreSummary:
     compaction: list[CompactionFacts] = field(default_factory=list)
     #: Topics set to LogAppendTime once their records were restored (``log_append_time: switch-after``).
     switched_to_log_append_time: list[str] = field(default_factory=list)
+    #: What ``restore.existing_topics: apply`` changed on existing topics, a line per topic.
+    existing_topics_changed: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -86,6 +88,7 @@ class RestoreSummary:
             ],
             "compaction": [facts.to_dict() for facts in self.compaction],
             "switched_to_log_append_time": self.switched_to_log_append_time,
+            "existing_topics_changed": self.existing_topics_changed,
             "warnings": self.warnings,
         }
 
@@ -111,6 +114,8 @@ class RestoreSummary:
             )
         if self.created_topics:
             lines.append(f"  created topics: {', '.join(self.created_topics)}")
+        for change in self.existing_topics_changed:
+            lines.append(f"  changed to the backup's (restore.existing_topics: apply): {change}")
         if self.switched_to_log_append_time:
             lines.append(
                 "  switched to LogAppendTime after the restore: "

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, PreconditionError
 from kbackup.core.kafka import Admin, ClusterMetadata, ConfigValue, KafkaClients, TopicSpec
 from kbackup.core.logs import get_logger
-from kbackup.restore.plan import LOG_APPEND_TIME, TIMESTAMP_TYPE, RestorePlan, TargetState
+from kbackup.restore.plan import LOG_APPEND_TIME, RestorePlan, TargetState
+from kbackup.restore.topic_drift import TIMESTAMP_TYPE
 
 log = get_logger("restore.target")
 
@@ -38,8 +39,8 @@ def _int_config(configs: dict[str, ConfigValue], name: str) -> int | None:
 
 
 def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
-    """Metadata of the target, the timestamp type and cleanup policy of the given existing topics,
-    transaction support."""
+    """Metadata of the target, the configs of the given existing topics (those set on each topic,
+    and the timestamp type, cleanup policy and retention in force), transaction support."""
     connection = clients.connection
     admin = Admin(clients)
     metadata = admin.metadata()
@@ -52,12 +53,19 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
     timestamp_types: dict[str, str] = {}
     cleanup_policies: dict[str, str] = {}
     retention: dict[str, int] = {}
+    set_on_topics: dict[str, dict[str, str]] = {}
     for name in sorted(set(topics)):
         if name in counts:
             found = _configs_or_none(lambda name=name: admin.topic_configs([name])[name], f"topic {name}")  # type: ignore[misc]
             if found is None:
                 continue
             configs = found
+            set_on_topics[name] = {
+                key: entry.value
+                for key, entry in configs.items()
+                # As the backup reads the source's (kbackup.backup.source): what the topic sets itself.
+                if entry.set_on_topic and not entry.sensitive and entry.value is not None
+            }
             if TIMESTAMP_TYPE in configs:
                 timestamp_types[name] = str(configs[TIMESTAMP_TYPE].value)
             cleanup = configs.get("cleanup.policy")
@@ -92,6 +100,8 @@ def inspect_target(clients: KafkaClients, topics: Iterable[str]) -> TargetState:
         default_retention_ms=default_retention,
         transactions_possible=possible,
         transactions_note=note,
+        topic_configs=set_on_topics,
+        replication_factors={name: topic.replication_factor for name, topic in metadata.topics.items()},
     )
 
 
@@ -195,3 +205,28 @@ def switch_to_log_append_time(clients: KafkaClients, plan: RestorePlan) -> list[
     for topic in topics:
         admin.set_topic_configs(topic, {TIMESTAMP_TYPE: LOG_APPEND_TIME})
     return topics
+
+
+def change_existing_topics(clients: KafkaClients, plan: RestorePlan) -> list[str]:
+    """``restore.existing_topics: apply``, before the first record: set the backup's configs on the
+    existing target topics that differ and add the partitions they lack; what was changed, a line
+    per topic. A topic that has the partitions already (a re-run, someone else) is left as it is."""
+    admin = Admin(clients)
+    changed: list[str] = []
+    for topic in plan.topics:
+        if topic.create or not (topic.config_changes or topic.partitions_added):
+            continue
+        done: list[str] = []
+        if topic.config_changes:
+            admin.set_topic_configs(topic.target_topic, topic.config_changes)
+            done.extend(f"{key}={value}" for key, value in sorted(topic.config_changes.items()))
+        if topic.partitions_added:
+            before = topic.target_partitions - topic.partitions_added
+            if admin.create_partitions(topic.target_topic, topic.target_partitions):
+                done.append(f"partitions {before} -> {topic.target_partitions}")
+        if done:
+            changed.append(f"{topic.target_topic}: {', '.join(done)}")
+            log.info(
+                "existing target topic %s changed to the backup's: %s", topic.target_topic, ", ".join(done)
+            )
+    return changed

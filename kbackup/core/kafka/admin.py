@@ -32,6 +32,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewPartitions,
     NewTopic,
     OffsetSpec,
     ResourcePatternType,
@@ -709,6 +710,23 @@ class Admin:
                     ),
                 )
         return outcome
+
+    def create_partitions(self, topic: str, total: int) -> bool:
+        """Add partitions to ``topic`` until it has ``total``: True when some were added, False when
+        it has ``total`` or more already (Kafka cannot remove partitions; INVALID_PARTITIONS then)."""
+        action = f"add partitions to topic {topic} (up to {total})"
+        try:
+            self._wait(
+                lambda: self.client.create_partitions(
+                    [NewPartitions(topic, total)], request_timeout=self.timeout
+                )[topic],
+                action,
+            )
+        except KafkaOperationError as exc:
+            if exc.code_name != "INVALID_PARTITIONS" or self.partition_counts([topic])[topic] < total:
+                raise
+            return False
+        return True
 
     # -- consumer groups --------------------------------------------------------------------------
 
