@@ -37,7 +37,7 @@ def plan_metadata(
         storage=storage,
         target=target,
         settings=config.restore_metadata,
-        topic_mapping=dict(config.restore.topic_mapping),
+        restore=config.restore,
     )
 
 

@@ -12,9 +12,17 @@ from dataclasses import dataclass, field
 
 from kbackup.core.errors import ConfigError
 from kbackup.format.cluster_metadata import AclBinding, BrokerConfig, BrokerConfigsSection, ScramUser
-from kbackup.format.metadata_plan import AclItem, BrokerConfigItem, MetadataItem, ScramUserItem
+from kbackup.format.metadata_plan import (
+    AclItem,
+    BrokerConfigItem,
+    MetadataItem,
+    ScramUserItem,
+    TopicConfigItem,
+)
 from kbackup.restore.metadata_settings import MetadataRestoreSettings, map_principal, map_user
 from kbackup.restore.metadata_target import TargetSecurity
+from kbackup.restore.plan import RestoredTopic
+from kbackup.restore.topic_drift import PARTITIONS, TIMESTAMP_POLICY, TopicDifference, topic_differences
 
 
 @dataclass
@@ -203,3 +211,75 @@ def _broker_item(broker_id: int, config: BrokerConfig, target: TargetSecurity) -
     if current == config.value:
         return item.model_copy(update={"action": "exists"})
     return item.model_copy(update={"action": "alter" if current is not None else "create"})
+
+
+@dataclass
+class TopicPolicy:
+    """How the data restore would treat topics that exist on the target: the same rules here."""
+
+    existing_topics: str
+    copy_topic_configs: bool
+    exclude_topic_configs: list[str]
+    #: Per source topic, the partition count a restore creates it with (else the backup's).
+    target_partitions: dict[str, int]
+
+
+def topic_items(
+    topics: list[RestoredTopic], target: TargetSecurity, policy: TopicPolicy
+) -> tuple[list[MetadataItem], list[str]]:
+    """Each restored topic's configs against the target's (``restore.existing_topics``): the items,
+    and the differences ``fail`` stops for (one phrase each)."""
+    items: list[MetadataItem] = []
+    stopping: list[str] = []
+    for topic in topics:
+        name, entry = topic.target_topic, topic.entry
+        source = entry.name if entry.name != name else None
+        found = target.partitions.get(name)
+        if found is None:
+            items.append(
+                TopicConfigItem(
+                    action="skip",
+                    topic=name,
+                    source_topic=source,
+                    name=PARTITIONS,
+                    value=str(entry.partitions),
+                    reason="not on the target: the data restore creates it with the backup's configs",
+                )
+            )
+            continue
+        differences = topic_differences(
+            entry,
+            target.topic_configs.get(name, {}),
+            found,
+            copy=policy.copy_topic_configs,
+            excluded=policy.exclude_topic_configs,
+            wanted_partitions=policy.target_partitions.get(entry.name),
+            timestamp_type_left_to=TIMESTAMP_POLICY,
+        )
+        if not differences:
+            items.append(
+                TopicConfigItem(
+                    action="exists", topic=name, source_topic=source, name=PARTITIONS, value=str(found)
+                )
+            )
+        for difference in differences:
+            items.append(_topic_item(name, source, difference, policy.existing_topics))
+            if difference.left_to is None and policy.existing_topics == "fail":
+                stopping.append(f"{name} {difference.describe()}")
+    return items, stopping
+
+
+def _topic_item(topic: str, source: str | None, difference: TopicDifference, mode: str) -> MetadataItem:
+    applies = mode == "apply" and difference.fixable
+    reason = difference.note or None
+    if not applies:
+        reason = f"restore.existing_topics: {mode}" + (f"; {difference.note}" if difference.note else "")
+    return TopicConfigItem(
+        action="alter" if applies else "differs",
+        topic=topic,
+        source_topic=source,
+        name=difference.name,
+        value=difference.backup_value,
+        target_value=difference.target_value,
+        reason=reason,
+    )

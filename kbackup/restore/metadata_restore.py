@@ -36,14 +36,19 @@ from kbackup.format.reset_plan import TargetInfo
 from kbackup.restore.metadata_plan import (
     BackupMetadata,
     PlanInputs,
+    TopicPolicy,
     acl_items,
     broker_items,
     check_principal_map,
     default_items,
+    topic_items,
     user_items,
 )
 from kbackup.restore.metadata_settings import PLAN_KIND, MetadataRestoreSettings
 from kbackup.restore.metadata_target import read_target_security
+from kbackup.restore.plan import restored_topics
+from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.topic_drift import PARTITIONS
 from kbackup.storage import Storage
 
 log = get_logger("restore.metadata")
@@ -90,6 +95,15 @@ def _take(found: BackupMetadata, metadata: ClusterMetadata, section: str) -> boo
     return True
 
 
+def _topic_policy(restore: RestoreSettings) -> TopicPolicy:
+    return TopicPolicy(
+        existing_topics=restore.existing_topics,
+        copy_topic_configs=restore.copy_topic_configs,
+        exclude_topic_configs=list(restore.exclude_topic_configs),
+        target_partitions=dict(restore.target_partitions),
+    )
+
+
 def _sections_of(kinds: Iterable[str]) -> set[str]:
     return {PLAN_KIND[kind] for kind in kinds}
 
@@ -100,22 +114,34 @@ def plan_metadata_restore(
     storage: Storage,
     target: KafkaConnection,
     settings: MetadataRestoreSettings,
-    topic_mapping: dict[str, str],
+    restore: RestoreSettings,
 ) -> MetadataPlan:
-    """Work out what restoring the backup's metadata changes on the target; changes nothing."""
+    """Work out what restoring the backup's metadata changes on the target; changes nothing.
+
+    ``restore``: its ``topic_mapping`` renames the topics ACLs name, and its topic selection and
+    ``existing_topics`` say which topics' configs are compared, and what becomes of a difference.
+    """
     sections = _sections_of(settings.kinds)
     found = backup_metadata(storage, backup, sections)
     check_principal_map(found, settings.principal_map)
     passwords = settings.load_passwords() if "scram_users" in sections else {}
+    topics = restored_topics(backup, restore) if "topic_configs" in sections else []
     admin = Admin(KafkaClients(target, client_id=CLIENT_ID))
-    state = read_target_security(admin, sections, [])
+    state = read_target_security(admin, sections, [topic.target_topic for topic in topics])
+    topic_mapping = dict(restore.topic_mapping)
     inputs = PlanInputs(
         settings=settings,
         topic_mapping=topic_mapping,
         servers=",".join(target.bootstrap_servers),
         users_with_password=set(passwords),
     )
-    items: list[MetadataItem] = []
+    items, stopping = topic_items(topics, state, _topic_policy(restore))
+    if stopping:
+        raise PreconditionError(
+            f"restore.existing_topics is fail and topics on the target differ from the backup: "
+            f"{'; '.join(stopping)}; nothing was changed",
+            hint="make them match, or set restore.existing_topics to validate (report) or apply (alter)",
+        )
     warnings = [
         f"the backup holds no {section.replace('_', ' ')} to restore ({why})"
         for section, why in sorted(found.unread.items())
@@ -256,8 +282,11 @@ class _Applier:
             assert item.value is not None
             self.admin.set_broker_configs(item.broker_id, {item.name: item.value})
         elif isinstance(item, TopicConfigItem):
-            assert item.value is not None
-            self.admin.set_topic_configs(item.topic, {item.name: item.value})
+            assert item.value is not None  # the planner alters only to a backup's value
+            if item.name == PARTITIONS:
+                self.admin.create_partitions(item.topic, int(item.value))
+            else:
+                self.admin.set_topic_configs(item.topic, {item.name: item.value})
 
     def _acls(self, batch: list[AclItem]) -> None:
         entries = {AclEntry(**item.binding.model_dump()): item for item in batch}

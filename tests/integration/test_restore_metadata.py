@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka.admin import ScramMechanism  # type: ignore[attr-defined]
 
 from kbackup.core.kafka import KafkaClients
@@ -34,6 +35,8 @@ from tests.support.secured_cluster import (
     create_topic_with_values,
     scram_credentials,
     secured_cluster,
+    set_topic_config,
+    topic_config,
     upsert_scram_credential,
 )
 
@@ -41,6 +44,7 @@ pytestmark = pytest.mark.integration
 
 USERS = {"svc_a": "svc_a-Pa55-word", "svc_b": "svc_b-Pa55-word", "reader": "reader-Pa55-word"}
 TOPICS = ("orders", "logs-app")
+TOPIC_CONFIGS = {"logs-app": {"retention.ms": "86400000"}}
 ACLS = {
     ("TOPIC", "orders", "LITERAL", "User:svc_a", "*", "READ", "ALLOW"),
     ("TOPIC", "orders", "LITERAL", "User:svc_b", "*", "READ", "DENY"),
@@ -100,7 +104,7 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         # svc_a's SHA-256 credential with other iterations (same password): the restore keeps both.
         upsert_scram_credential(source, "svc_a", ScramMechanism.SCRAM_SHA_256, 8192, USERS["svc_a"])
         for topic in TOPICS:
-            create_topic_with_values(source, topic, [b"v0", b"v1"])
+            create_topic_with_values(source, topic, [b"v0", b"v1"], configs=TOPIC_CONFIGS.get(topic))
         yield source, target
 
 
@@ -251,6 +255,23 @@ def test_acls_and_users_come_back_and_each_principal_may_do_exactly_what_it_coul
         assert on_source == EXPECTED[user]  # the checks tell allowed from denied on the source
         assert _access(target, user) == on_source, user
 
+    # A topic config changed on the target since: existing_topics apply sets it back.
+    set_topic_config(target, "logs-app", "retention.ms", "1000")
+    topics = _restore_config(tmp_path / "topics.yaml", target, backed_up, kinds=["topic_configs"])
+    with_apply = yaml.safe_load(topics.read_text())
+    topics.write_text(yaml.safe_dump({**with_apply, "restore": {"existing_topics": "apply"}}))
+    code, out, err = cli(
+        "restore-metadata", "plan", "-c", str(topics), "-o", str(tmp_path / "t.json"), "--json"
+    )
+    assert code == 0, err
+    altered = [item for item in json.loads(out)["items"] if item["action"] == "alter"]
+    assert [(i["topic"], i["name"], i["value"], i["target_value"]) for i in altered] == [
+        ("logs-app", "retention.ms", "86400000", "1000")
+    ]
+    code, _, err = cli("restore-metadata", "execute", "-c", str(topics), "--plan", str(tmp_path / "t.json"))
+    assert code == 0, err
+    assert topic_config(target, "logs-app", "retention.ms") == "86400000"
+
     # Again: every item is there, nothing changes.
     code, out, err = cli("restore-metadata", "plan", "-c", str(config), "--json")
     assert code == 0, err
@@ -275,3 +296,38 @@ def test_three_phase_dry_run_previews_the_metadata_phase_first(
     actions = {item["action"] for item in phases["metadata"]["items"]}
     assert "exists" in actions
     assert not actions & {"create", "alter", "delete"}
+
+
+def test_an_acl_the_authorizer_refuses_stops_execute_saying_what_was_applied(
+    clusters: Pair, backed_up: Path, tmp_path: Path, cli: RunCli
+) -> None:
+    """A plan (edited by hand) with one binding the broker accepts and one it refuses (a principal
+    without a type): the first is created, the second named in one line with the count applied."""
+    _, target = clusters
+    config = _restore_config(tmp_path / "dr.yaml", target, backed_up, kinds=["acls"])
+    plan_file = tmp_path / "plan.json"
+    code, _, err = cli("restore-metadata", "plan", "-c", str(config), "-o", str(plan_file))
+    assert code == 0, err
+    plan = json.loads(plan_file.read_text())
+    accepted = ("TOPIC", "extra", "LITERAL", "User:svc_c", "*", "READ", "ALLOW")
+    refused = ("TOPIC", "extra", "LITERAL", "svc_d", "*", "READ", "ALLOW")
+    fields = (
+        "resource_type",
+        "resource_name",
+        "pattern_type",
+        "principal",
+        "host",
+        "operation",
+        "permission",
+    )
+    plan["items"] = [
+        {"kind": "acls", "action": "create", "binding": dict(zip(fields, acl, strict=True))}
+        for acl in (accepted, refused)
+    ]
+    plan_file.write_text(json.dumps(plan))
+    code, _, err = cli("restore-metadata", "execute", "-c", str(config), "--plan", str(plan_file))
+    assert code == 6, err
+    assert "the target refused to create ACL ALLOW svc_d READ" in err
+    assert "1 change(s) applied before it" in err
+    assert accepted in acl_tuples(target)
+    assert not any(acl[3] == "svc_d" for acl in acl_tuples(target))

@@ -176,13 +176,29 @@ def upsert_scram_credential(
     _wait_all(admin_client(cluster), lambda client: client.alter_user_scram_credentials([upsertion]))
 
 
-def create_topic_with_values(cluster: LocalKafkaCluster, topic: str, values: list[bytes]) -> None:
-    """One partition holding ``values``, written as the super user."""
-    _wait_all(admin_client(cluster), lambda client: client.create_topics([NewTopic(topic, 1, 1)]))
+def create_topic_with_values(
+    cluster: LocalKafkaCluster, topic: str, values: list[bytes], configs: Mapping[str, str] | None = None
+) -> None:
+    """One partition holding ``values`` (and ``configs`` set on it), written as the super user."""
+    new = NewTopic(topic, 1, 1, config=dict(configs or {}))
+    _wait_all(admin_client(cluster), lambda client: client.create_topics([new]))
     producer = Producer(client_config(cluster))
     for value in values:
         producer.produce(topic, value=value)
     assert producer.flush(30) == 0
+
+
+def set_topic_config(cluster: LocalKafkaCluster, topic: str, name: str, value: str) -> None:
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    _wait_all(admin_client(cluster), lambda client: client.incremental_alter_configs([resource]))
+
+
+def topic_config(cluster: LocalKafkaCluster, topic: str, name: str) -> str:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    client = admin_client(cluster)  # kept alive until the answer came (see _wait_all)
+    entries = client.describe_configs([resource])[resource].result(30)
+    return str(entries[name].value)
 
 
 def set_broker_config(cluster: LocalKafkaCluster, broker_id: int, name: str, value: str) -> None:

@@ -20,26 +20,32 @@ from kbackup.format.cluster_metadata import (
     ScramCredentialInfo,
     ScramUser,
 )
+from kbackup.format.manifest import TopicEntry
 from kbackup.format.metadata_plan import (
     AclItem,
     BrokerConfigItem,
+    MetadataItem,
     MetadataPlan,
     MetadataSource,
     ScramUserItem,
+    TopicConfigItem,
     read_metadata_plan,
 )
 from kbackup.format.reset_plan import TargetInfo
 from kbackup.restore.metadata_plan import (
     BackupMetadata,
     PlanInputs,
+    TopicPolicy,
     acl_items,
     broker_items,
     check_principal_map,
     default_items,
+    topic_items,
     user_items,
 )
 from kbackup.restore.metadata_settings import MetadataRestoreSettings
 from kbackup.restore.metadata_target import TargetSecurity
+from kbackup.restore.plan import RestoredTopic
 
 
 def acl(
@@ -231,3 +237,61 @@ def test_a_plan_file_round_trips_and_its_changes_come_in_apply_order(tmp_path: P
     path.write_text('{"format": "kafka-backup-reset-plan"}')
     with pytest.raises(ConfigError, match="is not a kafka-backup metadata plan"):
         read_metadata_plan(path)
+
+
+def restored(name: str, partitions: int, configs: dict[str, str], target: str | None = None) -> RestoredTopic:
+    entry = TopicEntry(name=name, partitions=partitions, configs=configs)
+    return RestoredTopic(entry=entry, target_topic=target or name, partitions=list(range(partitions)))
+
+
+def policy(mode: str) -> TopicPolicy:
+    return TopicPolicy(
+        existing_topics=mode, copy_topic_configs=True, exclude_topic_configs=[], target_partitions={}
+    )
+
+
+TOPICS = [
+    restored("orders", 3, {"cleanup.policy": "compact"}),
+    restored("audit", 1, {}, target="dr.audit"),
+    restored("same", 2, {"retention.ms": "1000"}),
+]
+STATE = target(
+    partitions={"orders": 2, "same": 2},
+    topic_configs={"orders": {"cleanup.policy": "delete"}, "same": {"retention.ms": "1000"}},
+)
+
+
+def by_topic(items: list[MetadataItem]) -> dict[tuple[str, str], str]:
+    return {(item.topic, item.name): item.action for item in items if isinstance(item, TopicConfigItem)}
+
+
+def test_existing_topics_validate_reports_apply_alters_and_missing_ones_are_left_to_the_data_restore() -> (
+    None
+):
+    validated, stopping = topic_items(TOPICS, STATE, policy("validate"))
+    assert stopping == []
+    assert by_topic(validated) == {
+        ("orders", "cleanup.policy"): "differs",
+        ("orders", "partitions"): "differs",
+        ("dr.audit", "partitions"): "skip",
+        ("same", "partitions"): "exists",
+    }
+    applied, _ = topic_items(TOPICS, STATE, policy("apply"))
+    assert by_topic(applied)[("orders", "cleanup.policy")] == "alter"
+    assert by_topic(applied)[("orders", "partitions")] == "alter"
+    [raise_to] = [
+        i
+        for i in applied
+        if isinstance(i, TopicConfigItem) and i.name == "partitions" and i.action == "alter"
+    ]
+    assert (raise_to.value, raise_to.target_value) == ("3", "2")
+
+
+def test_existing_topics_fail_names_each_difference() -> None:
+    _, stopping = topic_items(TOPICS, STATE, policy("fail"))
+    assert len(stopping) == 2
+    assert any("orders cleanup.policy: backup compact, target delete" in line for line in stopping)
+    # More partitions on the target than in the backup cannot be fixed, and apply says so.
+    more = target(partitions={"orders": 5}, topic_configs={"orders": {"cleanup.policy": "compact"}})
+    items, _ = topic_items(TOPICS[:1], more, policy("apply"))
+    assert by_topic(items) == {("orders", "partitions"): "differs"}
