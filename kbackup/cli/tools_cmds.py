@@ -91,29 +91,48 @@ def sandbox(
     clusters: Annotated[
         int, typer.Option("--clusters", "-n", min=1, max=4, metavar="N", help="How many clusters.")
     ] = 2,
+    nodes: Annotated[
+        int,
+        typer.Option(
+            "--nodes",
+            min=1,
+            max=5,
+            metavar="N",
+            help="Broker+controller nodes per cluster. 3: a three-voter quorum, replication factor 3, "
+            "min.insync.replicas=2, the internal topics replicated too.",
+        ),
+    ] = 1,
     hold: Annotated[
         bool, typer.Option("--hold", help="Keep the clusters running until Ctrl-C (else stop at once).")
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Start throwaway single-node Apache Kafka clusters on loopback (real brokers, KRaft mode).
+    """Start throwaway Apache Kafka clusters on loopback (real brokers, KRaft mode).
 
-    The broker jars come from Maven Central the first time (cached in
-    ~/.cache/kafka-backup). Used by the local drill, the tests and the benchmarks.
+    Each cluster has one node, or with --nodes 3 three nodes replicated like a production
+    cluster; the bootstrap servers printed list every node. The broker jars come from Maven
+    Central the first time (cached in ~/.cache/kafka-backup). Used by the local drill, the tests
+    and the benchmarks.
 
     \b
     Example:
       kafka-backup sandbox -n 2
+      kafka-backup sandbox -n 1 --nodes 3 --hold
     """
     json_mode(as_json)
     from kbackup.sandbox.kafka import local_clusters
 
     names = ["source", "target", "cluster-3", "cluster-4"][:clusters]
     started = time.monotonic()
-    with local_clusters(names) as running:
+    with local_clusters(names, nodes=nodes) as running:
         elapsed = time.monotonic() - started
         rows = [
-            {"name": c.name, "bootstrap_servers": c.bootstrap_servers, "cluster_id": c.cluster_id}
+            {
+                "name": c.name,
+                "bootstrap_servers": c.bootstrap_servers,
+                "cluster_id": c.cluster_id,
+                "nodes": c.nodes,
+            }
             for c in running
         ]
         if as_json:

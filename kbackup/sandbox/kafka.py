@@ -1,9 +1,12 @@
-"""Throwaway single-node Apache Kafka clusters (KRaft) on loopback, for tests, the demo and benchmarks.
+"""Throwaway Apache Kafka clusters (KRaft) on loopback, for tests, the demo and benchmarks.
 
-Each cluster is a real broker+controller JVM started from the jars that
-:mod:`kbackup.sandbox.jars` resolves, with its own ports, data folder and
-cluster id. Nothing here is a mock: the tests and the disaster-recovery drill
-talk to these brokers exactly as they would to a production cluster.
+Each cluster is one or more real broker+controller JVMs (nodes) started from the jars that
+:mod:`kbackup.sandbox.jars` resolves, with their own ports and data folders and the cluster's id.
+Nothing here is a mock: the tests and the disaster-recovery drill talk to these brokers exactly as
+they would to a production cluster. A cluster of three nodes is replicated like a production one
+(a three-voter quorum, replication factor 3, ``min.insync.replicas=2``), and each node can be
+killed, stopped and started again; finders name the node leading a partition or coordinating a
+group or transactional id.
 """
 
 from __future__ import annotations
@@ -17,15 +20,21 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import KBackupError
-from kbackup.core.kafka import wait_until_answering
+from kbackup.core.kafka import Admin, KafkaClients, open_admin, wait_until_answering
+from kbackup.core.kafka.admin import PartitionReplicas
+from kbackup.core.retry import call_with_retries
 from kbackup.sandbox.jars import classpath, kafka_libs
+
+Answer = TypeVar("Answer")
 
 
 class SandboxError(KBackupError):
@@ -114,6 +123,23 @@ SASL_MECHANISMS = (*SCRAM_MECHANISMS, "PLAIN")
 #: Password of the TLS listener's generated key store (a throwaway certificate on loopback).
 _KEYSTORE_PASSWORD = "sandbox-keystore"  # noqa: S105  (not a secret: a test certificate's store)
 
+#: What a cluster of more than one node sets over BASE_PROPERTIES (``_replication_properties``).
+REPLICATION_FACTOR = 3
+MIN_IN_SYNC_REPLICAS = 2
+#: How soon the controller fences a node that stopped heartbeating, and so moves its leaderships
+#: and drops it from every ISR (Kafka's default is 9 s; fault tests kill nodes and wait for this).
+BROKER_SESSION_TIMEOUT_MS = 3000
+#: How long a finder's request may wait for one answer before it is sent again: a request that
+#: librdkafka routed to a node just killed (not yet fenced) would otherwise wait out 15 s.
+FINDER_REQUEST_SECS = 3.0
+#: How long a finder asks again (a new client each time) while no live node answers it.
+FINDER_RETRY_SECS = 30.0
+#: Largest cluster the sandbox starts (each node is a JVM of ``heap``).
+MAX_NODES = 5
+#: Topics the brokers hold for coordinators: the group and the transaction coordinators.
+GROUP_OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
 LOG4J2_PROPERTIES = """status = error
 appender.file.type = File
 appender.file.name = FILE
@@ -127,9 +153,43 @@ logger.cleaner.level = INFO
 """
 
 
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` of ``text``: over its UTF-16 code units, as a signed 32-bit int."""
+    value = 0
+    units = text.encode("utf-16-be")
+    for index in range(0, len(units), 2):
+        value = (value * 31 + int.from_bytes(units[index : index + 2], "big")) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """The partition of ``__consumer_offsets`` or ``__transaction_state`` that holds a group or a
+    transactional id: Kafka's ``Utils.abs(key.hashCode()) % partitions`` (``Utils.abs`` maps
+    Integer.MIN_VALUE to 0)."""
+    code = java_string_hash(key)
+    return (0 if code == -(1 << 31) else abs(code)) % partitions
+
+
+@dataclass
+class NodePorts:
+    """The ports of one node of a cluster (0: not chosen yet; SASL and TLS only when enabled)."""
+
+    port: int = 0
+    controller_port: int = 0
+    sasl_port: int = 0
+    ssl_port: int = 0
+
+
 @dataclass
 class LocalKafkaCluster:
-    """One single-node KRaft cluster: a broker and controller in one JVM."""
+    """One KRaft cluster of ``nodes`` JVMs, each a broker and a controller (node ids 1..nodes).
+
+    With one node (the default, which every test and benchmark uses) it is one JVM in ``work_dir``
+    with replication factor 1. With more, each node has its own ports, folder (``node-<id>`` under
+    ``work_dir``) and log, every node is a voter of the quorum, and topics and the internal topics
+    are replicated (see :meth:`_replication_properties`). ``port``, ``controller_port``,
+    ``sasl_port`` and ``ssl_port`` are node 1's; :meth:`node_ports` gives any node's.
+    """
 
     name: str
     work_dir: Path
@@ -153,23 +213,53 @@ class LocalKafkaCluster:
     #: user as its one super user, and every listener but PLAINTEXT authenticates: see
     #: :meth:`_authorizer_properties`. :meth:`connection` is then this user's, on the SASL listener.
     super_user: str | None = None
-    process: subprocess.Popen[bytes] | None = None
+    #: How many broker+controller JVMs (1 to MAX_NODES).
+    nodes: int = 1
+    #: The running JVM of each node started, by node id.
+    processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, init=False, repr=False)
+    #: Ports of nodes 2 and up (node 1's are the fields above), chosen by :meth:`launch`.
+    _other_ports: dict[int, NodePorts] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise SandboxError(f"local cluster {self.name}: nodes must be 1 to {MAX_NODES}, not {self.nodes}")
+
+    @property
+    def node_ids(self) -> range:
+        return range(1, self.nodes + 1)
+
+    def node_ports(self, node_id: int) -> NodePorts:
+        self._check_node(node_id)
+        if node_id == 1:
+            return NodePorts(self.port, self.controller_port, self.sasl_port, self.ssl_port)
+        return self._other_ports.setdefault(node_id, NodePorts())
+
+    def _check_node(self, node_id: int) -> None:
+        if node_id not in self.node_ids:
+            raise SandboxError(
+                f"local cluster {self.name} has no node {node_id}: its node ids are 1 to {self.nodes}"
+            )
+
+    def _addresses(self, listener: str) -> list[str]:
+        """``127.0.0.1:<port>`` of ``listener`` (a :class:`NodePorts` field) on every node."""
+        return [f"127.0.0.1:{getattr(self.node_ports(node), listener)}" for node in self.node_ids]
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        """The PLAINTEXT listener of every node, comma-separated."""
+        return ",".join(self._addresses("port"))
 
     @property
     def sasl_bootstrap_servers(self) -> str:
         if not self.scram_users:
             raise SandboxError(f"local cluster {self.name} has no SASL listener (no scram_users)")
-        return f"127.0.0.1:{self.sasl_port}"
+        return ",".join(self._addresses("sasl_port"))
 
     @property
     def ssl_bootstrap_servers(self) -> str:
         if not self.tls:
             raise SandboxError(f"local cluster {self.name} has no TLS listener (tls is off)")
-        return f"127.0.0.1:{self.ssl_port}"
+        return ",".join(self._addresses("ssl_port"))
 
     @property
     def tls_ca_file(self) -> Path:
@@ -180,21 +270,29 @@ class LocalKafkaCluster:
     def _keystore(self) -> Path:
         return self.work_dir / "tls" / "broker.p12"
 
+    def node_dir(self, node_id: int) -> Path:
+        """The folder of one node: ``work_dir`` itself for a single node, else ``node-<id>`` in it."""
+        self._check_node(node_id)
+        return self.work_dir if self.nodes == 1 else self.work_dir / f"node-{node_id}"
+
+    def node_data_dir(self, node_id: int) -> Path:
+        return self.node_dir(node_id) / "data"
+
     @property
     def data_dir(self) -> Path:
-        return self.work_dir / "data"
+        """Node 1's data folder (the only one of a single-node cluster)."""
+        return self.node_data_dir(1)
 
     @property
     def server_log(self) -> Path:
-        return self.work_dir / "server.log"
+        """Node 1's broker log."""
+        return self.node_dir(1) / "server.log"
 
     def connection(self, **overrides: object) -> KafkaConnection:
         """How the tests and the sandbox itself reach the cluster: PLAINTEXT, or with an authorizer
         the super user over SCRAM (PLAINTEXT answers as ``User:ANONYMOUS``, which may do nothing)."""
         if self.super_user is None:
-            return KafkaConnection.model_validate(
-                {"bootstrap_servers": [self.bootstrap_servers], **overrides}
-            )
+            return KafkaConnection.model_validate({"bootstrap_servers": self._addresses("port"), **overrides})
         return self.user_connection(self.super_user, **overrides)
 
     def user_connection(self, user: str, **overrides: object) -> KafkaConnection:
@@ -208,37 +306,88 @@ class LocalKafkaCluster:
             "sasl_password": self.scram_users[user],
         }
         return KafkaConnection.model_validate(
-            {"bootstrap_servers": [self.sasl_bootstrap_servers], "security": security, **overrides}
+            {"bootstrap_servers": self.sasl_bootstrap_servers.split(","), "security": security, **overrides}
         )
 
-    def _properties(self) -> dict[str, str]:
+    def node_connection(self, *node_ids: int) -> KafkaConnection:
+        """:meth:`connection` with only ``node_ids`` to bootstrap from (is that node answering?)."""
+        listener = "port" if self.super_user is None else "sasl_port"
+        addresses = self._addresses(listener)
+        return self.connection().model_copy(
+            update={"bootstrap_servers": [addresses[node_id - 1] for node_id in node_ids]}
+        )
+
+    def _ask(self, question: Callable[[Admin], Answer]) -> Answer:
+        """``question`` asked of the nodes running now, by a new admin client each try.
+
+        A client whose first metadata named a node just killed (and not yet fenced) as the
+        controller keeps sending it requests; a new client a moment later learns a live one.
+        """
+        live = [node_id for node_id in self.node_ids if self.node_alive(node_id)]
+        if not live:
+            raise SandboxError(f"no node of local cluster {self.name} is running: start one first")
+
+        def once() -> Answer:
+            clients = KafkaClients(self.node_connection(*live))
+            return question(Admin(clients, request_timeout=FINDER_REQUEST_SECS, retry_secs=0))
+
+        return call_with_retries(once, within_secs=FINDER_RETRY_SECS, delay_secs=0.2, max_delay_secs=1.0)
+
+    def _properties(self, node_id: int = 1) -> dict[str, str]:
+        node = self.node_ports(node_id)
         # Client listeners by protocol (each listener is named after its protocol).
-        ports = {"PLAINTEXT": self.port}
+        ports = {"PLAINTEXT": node.port}
         props = dict(BASE_PROPERTIES)
+        if self.nodes > 1:
+            props.update(self._replication_properties(node_id))
         # First: it checks the super user is a SCRAM user, which the SASL listener's login needs.
         authorizer = self._authorizer_properties() if self.super_user is not None else {}
         controller_protocol = "SASL_PLAINTEXT" if authorizer else "PLAINTEXT"
         if self.scram_users:
-            ports["SASL_PLAINTEXT"] = self.sasl_port
+            ports["SASL_PLAINTEXT"] = node.sasl_port
             props.update(self._sasl_properties())
         props.update(authorizer)
         if self.tls:
-            ports["SSL"] = self.ssl_port
+            ports["SSL"] = node.ssl_port
             props.update(self._tls_properties())
         client_listeners = [f"{name}://127.0.0.1:{port}" for name, port in ports.items()]
+        voters = (f"{voter}@127.0.0.1:{self.node_ports(voter).controller_port}" for voter in self.node_ids)
         props.update(
             {
-                "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-                "listeners": ",".join([*client_listeners, f"CONTROLLER://127.0.0.1:{self.controller_port}"]),
+                "controller.quorum.voters": ",".join(voters),
+                "listeners": ",".join([*client_listeners, f"CONTROLLER://127.0.0.1:{node.controller_port}"]),
                 "advertised.listeners": ",".join(client_listeners),
                 "listener.security.protocol.map": ",".join(
                     [f"CONTROLLER:{controller_protocol}", *(f"{name}:{name}" for name in ports)]
                 ),
-                "log.dirs": str(self.data_dir),
+                "log.dirs": str(self.node_data_dir(node_id)),
             }
         )
         props.update(self.extra_properties)
         return props
+
+    def _replication_properties(self, node_id: int) -> dict[str, str]:
+        """A cluster of several nodes replicated as in production: every topic (and the group,
+        transaction and share coordinators' own topics) on up to three nodes, writes with acks=all
+        needing two in sync, no unclean leader; one coordinator partition per node, so groups and
+        transactional ids spread over the nodes."""
+        replicas = str(min(REPLICATION_FACTOR, self.nodes))
+        in_sync = str(min(MIN_IN_SYNC_REPLICAS, self.nodes))
+        return {
+            "node.id": str(node_id),
+            "default.replication.factor": replicas,
+            "min.insync.replicas": in_sync,
+            "offsets.topic.replication.factor": replicas,
+            "offsets.topic.num.partitions": str(self.nodes),
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": in_sync,
+            "transaction.state.log.num.partitions": str(self.nodes),
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": in_sync,
+            "unclean.leader.election.enable": "false",
+            "broker.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
+            "broker.heartbeat.interval.ms": str(BROKER_SESSION_TIMEOUT_MS // 6),
+        }
 
     def _sasl_properties(self) -> dict[str, str]:
         """The SASL_PLAINTEXT listener: SCRAM-SHA-256/512 and PLAIN, the same users for each."""
@@ -326,32 +475,35 @@ class LocalKafkaCluster:
                 arguments += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
         return arguments
 
-    def _write_config(self) -> Path:
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        config = self.work_dir / "server.properties"
-        config.write_text("".join(f"{key}={value}\n" for key, value in self._properties().items()))
-        (self.work_dir / "log4j2.properties").write_text(
-            LOG4J2_PROPERTIES.format(log_file=self.server_log, level="INFO")
+    def _write_config(self, node_id: int = 1) -> Path:
+        folder = self.node_dir(node_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = folder / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in self._properties(node_id).items()))
+        (folder / "log4j2.properties").write_text(
+            LOG4J2_PROPERTIES.format(log_file=folder / "server.log", level="INFO")
         )
         return config
 
-    def _java(self, *args: str) -> list[str]:
+    def _java(self, *args: str, node_id: int = 1) -> list[str]:
+        folder = self.node_dir(node_id)
         return [
             "java",
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
-            f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
-            f"-Dkafka.logs.dir={self.work_dir}",
+            f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={folder}",
             "-cp",
             classpath(self.libs),
             *args,
         ]
 
-    def format_storage(self) -> None:
-        """Format the data folder once (KRaft needs it before the first start)."""
-        if (self.data_dir / "meta.properties").exists():
+    def format_storage(self, node_id: int = 1) -> None:
+        """Format a node's data folder once (KRaft needs it before the first start); every node of a
+        cluster is formatted with the cluster's id (and its SCRAM users)."""
+        if (self.node_data_dir(node_id) / "meta.properties").exists():
             return
-        config = self._write_config()
+        config = self._write_config(node_id)
         result = subprocess.run(
             self._java(
                 "kafka.tools.StorageTool",
@@ -361,6 +513,7 @@ class LocalKafkaCluster:
                 "-c",
                 str(config),
                 *self._scram_format_arguments(),
+                node_id=node_id,
             ),
             capture_output=True,
             text=True,
@@ -368,46 +521,96 @@ class LocalKafkaCluster:
         )
         if result.returncode != 0:
             raise SandboxError(
-                f"formatting the storage of local cluster {self.name} failed:\n{result.stderr[-2000:]}"
+                f"formatting the storage of local cluster {self.name} (node {node_id}) failed:\n"
+                f"{result.stderr[-2000:]}"
             )
 
+    def _choose_ports(self) -> None:
+        """Free ports for every node not given any (all chosen before the first node starts: each
+        node's properties name every voter)."""
+        for node_id in self.node_ids:
+            ports = self.node_ports(node_id)
+            if not ports.port:
+                ports.port, ports.controller_port = free_port(), free_port()
+            if self.scram_users and not ports.sasl_port:
+                ports.sasl_port = free_port()
+            if self.tls and not ports.ssl_port:
+                ports.ssl_port = free_port()
+            if node_id == 1:
+                self.port, self.controller_port = ports.port, ports.controller_port
+                self.sasl_port, self.ssl_port = ports.sasl_port, ports.ssl_port
+
     def launch(self) -> None:
-        """Start the JVM without waiting for it to be ready (see :meth:`wait_ready`)."""
-        if self.process is not None and self.process.poll() is None:
-            return
-        if not self.port:
-            self.port, self.controller_port = free_port(), free_port()
-        if self.scram_users and not self.sasl_port:
-            self.sasl_port = free_port()
+        """Start every node's JVM without waiting for it to be ready (see :meth:`wait_ready`)."""
+        self._choose_ports()
         if self.tls:
-            self.ssl_port = self.ssl_port or free_port()
-            self.make_certificate()
-        self._write_config()
-        self.format_storage()
-        stdout = (self.work_dir / "stdout.log").open("ab")
-        self.process = subprocess.Popen(
-            self._java("kafka.Kafka", str(self.work_dir / "server.properties")),
+            self.make_certificate()  # one certificate for 127.0.0.1, shared by every node
+        for node_id in self.node_ids:
+            self.launch_node(node_id)
+
+    def launch_node(self, node_id: int) -> None:
+        """Start one node's JVM (same ports, properties and data as before) without waiting."""
+        if self.node_alive(node_id):
+            return
+        self._write_config(node_id)
+        self.format_storage(node_id)
+        folder = self.node_dir(node_id)
+        stdout = (folder / "stdout.log").open("ab")
+        self.processes[node_id] = subprocess.Popen(
+            self._java("kafka.Kafka", str(folder / "server.properties"), node_id=node_id),
             stdout=stdout,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
-            cwd=self.work_dir,
+            cwd=folder,
         )
         stdout.close()
 
+    def node_alive(self, node_id: int) -> bool:
+        """Whether the node's JVM runs (started and not exited, killed or stopped)."""
+        self._check_node(node_id)
+        process = self.processes.get(node_id)
+        return process is not None and process.poll() is None
+
     def wait_ready(self, timeout: float = 90.0) -> None:
-        """Wait until a metadata request answers with a broker; raise with the log tail if the JVM died."""
+        """Wait until every node answers a metadata request and, with several nodes, the metadata
+        lists them all as brokers (so topics replicated on every node can be created); raise with
+        the log tail if a JVM died."""
+        deadline = time.monotonic() + timeout
+        for node_id in self.node_ids:
+            self._wait_node_answers(node_id, deadline, timeout)
+        if self.nodes > 1:
+            self._wait_brokers(set(self.node_ids), deadline, timeout)
 
-        def alive() -> bool:
-            return self.process is not None and self.process.poll() is None
+    def _wait_node_answers(self, node_id: int, deadline: float, timeout: float) -> None:
+        connection = self.connection() if self.nodes == 1 else self.node_connection(node_id)
+        what = f"local Kafka cluster {self.name}" + (f" (node {node_id})" if self.nodes > 1 else "")
+        answered = wait_until_answering(
+            connection,
+            timeout_secs=max(deadline - time.monotonic(), 0.1),
+            alive=lambda: self.node_alive(node_id),
+        )
+        if answered:
+            return
+        if not self.node_alive(node_id):
+            raise SandboxError(f"{what} exited during start-up:\n{self.log_tail(node_id=node_id)}")
+        raise SandboxError(f"{what} did not answer within {timeout:g}s:\n{self.log_tail(node_id=node_id)}")
 
-        if not wait_until_answering(self.connection(), timeout_secs=timeout, alive=alive):
-            if not alive():
-                raise SandboxError(
-                    f"local Kafka cluster {self.name} exited during start-up:\n{self.log_tail()}",
-                )
+    def _wait_brokers(self, wanted: set[int], deadline: float, timeout: float) -> None:
+        """Until the metadata lists every node in ``wanted`` as a broker (registered and unfenced)."""
+        admin = open_admin(self.connection())
+        listed = call_with_retries(
+            lambda: set(admin.metadata().brokers),
+            within_secs=max(deadline - time.monotonic(), 0.1),
+            delay_secs=0.2,
+            max_delay_secs=1.0,
+            until=lambda brokers: wanted <= brokers,
+        )
+        if not wanted <= listed:
+            missing = ", ".join(map(str, sorted(wanted - listed)))
             raise SandboxError(
-                f"local Kafka cluster {self.name} did not answer within {timeout:g}s:\n{self.log_tail()}"
+                f"local Kafka cluster {self.name}: node(s) {missing} not listed as brokers within "
+                f"{timeout:g}s (listed: {sorted(listed)}); see their server.log under {self.work_dir}"
             )
 
     def start(self, timeout: float = 90.0) -> LocalKafkaCluster:
@@ -416,24 +619,112 @@ class LocalKafkaCluster:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (a clean shutdown), then SIGKILL if it does not exit in time."""
-        process, self.process = self.process, None
-        stop_process(process, timeout)
+        """SIGTERM to every node at once (a clean shutdown), then SIGKILL to any not exited in time."""
+        processes = [self.processes.pop(node_id) for node_id in sorted(self.processes)]
+        running = [process for process in processes if process.poll() is None]
+        # All at once: nodes stopped one after another would each wait for a shrinking quorum.
+        for process in running:
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for process in running:
+            try:
+                process.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
 
     def kill(self) -> None:
-        """SIGKILL: a crash, for fault tests."""
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait(10)
+        """SIGKILL every node: a crash, for fault tests."""
+        for node_id in list(self.processes):
+            self.kill_node(node_id)
 
     def restart(self, timeout: float = 90.0) -> None:
         """Stop and start again on the same ports and data (the cluster keeps its id and records)."""
         self.stop()
         self.start(timeout)
 
-    def log_tail(self, lines: int = 25) -> str:
-        return log_tails([self.work_dir / "stdout.log", self.server_log], lines)
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node: a crash. The controller fences it after BROKER_SESSION_TIMEOUT_MS."""
+        self._check_node(node_id)
+        process = self.processes.pop(node_id, None)
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+    def stop_node(self, node_id: int, timeout: float = 30.0) -> None:
+        """SIGTERM one node: a controlled shutdown (its leaderships move, it leaves every ISR)."""
+        self._check_node(node_id)
+        stop_process(self.processes.pop(node_id, None), timeout)
+
+    def start_node(self, node_id: int, timeout: float = 90.0) -> None:
+        """Start one node again on its ports and data, and wait until it answers and the metadata
+        lists it as a broker. Its replicas then catch up: see :meth:`in_sync_replicas`."""
+        self.launch_node(node_id)
+        deadline = time.monotonic() + timeout
+        self._wait_node_answers(node_id, deadline, timeout)
+        if self.nodes > 1:
+            self._wait_brokers({node_id}, deadline, timeout)
+
+    def restart_node(self, node_id: int, timeout: float = 90.0) -> None:
+        """Stop one node cleanly and start it again on the same ports and data."""
+        self.stop_node(node_id)
+        self.start_node(node_id, timeout)
+
+    # -- where things live ------------------------------------------------------------------------
+
+    def partitions_of(self, topic: str) -> dict[int, PartitionReplicas]:
+        """Each partition of ``topic``: leader, replicas and in-sync replicas by node id, now."""
+        return self._ask(lambda admin: admin.partition_replicas(topic))
+
+    def _partition(self, topic: str, partition: int) -> PartitionReplicas:
+        found = self.partitions_of(topic)
+        if partition not in found:
+            raise SandboxError(
+                f"topic {topic} of local cluster {self.name} has no partition {partition} "
+                f"(it has {len(found)}); name one of 0 to {len(found) - 1}"
+            )
+        return found[partition]
+
+    def partition_leader(self, topic: str, partition: int) -> int:
+        """The node id leading ``topic``/``partition`` now; SandboxError when it has no leader."""
+        leader = self._partition(topic, partition).leader
+        if leader is None:
+            raise SandboxError(
+                f"{topic}/{partition} on local cluster {self.name} has no leader now: start one of "
+                "its replicas again"
+            )
+        return leader
+
+    def in_sync_replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        """The node ids in the ISR of ``topic``/``partition`` now, sorted."""
+        return self._partition(topic, partition).in_sync
+
+    def group_coordinator(self, group_id: str) -> int:
+        """The node id coordinating the consumer group ``group_id`` now (Kafka's FindCoordinator)."""
+        return self._ask(lambda admin: admin.group_coordinator(group_id))
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node id coordinating ``transactional_id`` now.
+
+        confluent-kafka has no request that names a transaction coordinator, so this is where Kafka
+        puts it: the leader of the ``__transaction_state`` partition that holds the id
+        (:func:`coordinator_partition`). That topic exists once a transactional producer has
+        initialised on the cluster.
+        """
+        counts = self._ask(lambda admin: admin.metadata().partition_counts())
+        partitions = counts.get(TRANSACTION_STATE_TOPIC)
+        if partitions is None:
+            raise SandboxError(
+                f"local cluster {self.name} has no {TRANSACTION_STATE_TOPIC} topic yet: initialise a "
+                "transactional producer on it first"
+            )
+        return self.partition_leader(
+            TRANSACTION_STATE_TOPIC, coordinator_partition(transactional_id, partitions)
+        )
+
+    def log_tail(self, lines: int = 25, *, node_id: int = 1) -> str:
+        folder = self.node_dir(node_id)
+        return log_tails([folder / "stdout.log", folder / "server.log"], lines)
 
 
 @contextlib.contextmanager
@@ -444,14 +735,20 @@ def local_clusters(
     extra_properties: dict[str, str] | None = None,
     keep_data: bool = False,
     timeout: float = 90.0,
+    nodes: int = 1,
 ) -> Iterator[list[LocalKafkaCluster]]:
-    """Start one cluster per name (all JVMs launched first, then awaited) and stop them all on exit."""
+    """Start one cluster of ``nodes`` nodes per name (all JVMs launched first, then awaited) and
+    stop them all on exit."""
     libs = kafka_libs()
     owned_dir = base_dir is None
     root = Path(tempfile.mkdtemp(prefix="kbackup-sandbox-")) if base_dir is None else base_dir
     clusters = [
         LocalKafkaCluster(
-            name=name, work_dir=root / name, libs=libs, extra_properties=dict(extra_properties or {})
+            name=name,
+            work_dir=root / name,
+            libs=libs,
+            extra_properties=dict(extra_properties or {}),
+            nodes=nodes,
         )
         for name in names
     ]

@@ -843,6 +843,34 @@ class Admin:
             if "GROUP_ID_NOT_FOUND" not in exc.message:
                 raise
 
+    # -- where things live (the sandbox's node finders, fault tests) -----------------------------
+
+    def partition_replicas(self, topic: str) -> dict[int, PartitionReplicas]:
+        """Each partition of ``topic``: its leader, replicas and in-sync replicas, by node id, as the
+        broker that answers knows them now (a DescribeTopics request, not librdkafka's cache)."""
+        action = f"describe topic {topic}"
+        wanted = TopicCollection([topic])
+        answer = self._wait(
+            lambda: self.client.describe_topics(wanted, request_timeout=self.timeout)[topic], action
+        )
+        return {
+            partition.id: PartitionReplicas(
+                leader=partition.leader.id if partition.leader is not None else None,
+                replicas=tuple(node.id for node in partition.replicas),
+                in_sync=tuple(sorted(node.id for node in partition.isr)),
+            )
+            for partition in answer.partitions
+        }
+
+    def group_coordinator(self, group_id: str) -> int:
+        """The node id of the broker coordinating ``group_id`` (FindCoordinator, through
+        DescribeConsumerGroups; a group that does not exist has a coordinator too)."""
+        description = self._wait(
+            lambda: self.client.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id],
+            f"describe consumer group {group_id}",
+        )
+        return int(description.coordinator.id)
+
 
 #: librdkafka's name of the resource type that Kafka calls CLUSTER.
 _CLUSTER_IN_LIBRDKAFKA = {"BROKER": "CLUSTER"}
@@ -934,3 +962,13 @@ def wait_until_answering(
         delay_secs=0.2,
         until=lambda answered: answered or not alive(),
     )
+
+
+@dataclass(frozen=True)
+class PartitionReplicas:
+    """Where one partition lives, by node id."""
+
+    #: None while the partition has no leader (every replica in its ISR is down).
+    leader: int | None
+    replicas: tuple[int, ...]
+    in_sync: tuple[int, ...]

@@ -1,0 +1,68 @@
+"""Helpers for tests on clusters of several nodes: replicated topics, the quorum as Kafka's own
+tool describes it, and writes with acks=all that report Kafka's answer instead of retrying it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from kbackup.core.errors import KBackupError
+from kbackup.sandbox.jars import classpath
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.cli_process import wait_for
+
+
+def create_replicated_topic(cluster: LocalKafkaCluster, name: str, partitions: int = 1) -> None:
+    """A topic with the cluster's default replication factor, once every broker describes it."""
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in client.create_topics([NewTopic(name, partitions)]).values():
+        future.result(30)
+
+    def described() -> bool:
+        try:
+            return len(cluster.partitions_of(name)) == partitions
+        except KBackupError:  # UNKNOWN_TOPIC_OR_PART until the metadata spreads
+            return False
+
+    wait_for(described, f"topic {name} to be described", timeout=30)
+
+
+def quorum_voters(cluster: LocalKafkaCluster) -> list[int]:
+    """The voters of the metadata quorum as Kafka's ``kafka-metadata-quorum describe --status``
+    prints them (a JVM of Kafka's own tools, independent of the sandbox's finders)."""
+    command = [
+        "java",
+        "-cp",
+        classpath(cluster.libs),
+        "org.apache.kafka.tools.MetadataQuorumCommand",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "describe",
+        "--status",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
+    line = next(line for line in result.stdout.splitlines() if line.startswith("CurrentVoters:"))
+    return sorted(voter["id"] for voter in json.loads(line.partition(":")[2]))
+
+
+def produce_one(cluster: LocalKafkaCluster, topic: str, value: bytes) -> KafkaError | None:
+    """One record with acks=all and no retry: None when written, else what the leader answered
+    (NOT_ENOUGH_REPLICAS when fewer than min.insync.replicas are in sync)."""
+    outcome: list[KafkaError | None] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": False,
+            "retries": 0,
+            "message.timeout.ms": 15000,
+        }
+    )
+    producer.produce(topic, value=value, on_delivery=lambda error, _message: outcome.append(error))
+    producer.flush(30)
+    assert outcome, f"no delivery report for the record to {topic}"
+    return outcome[0]
