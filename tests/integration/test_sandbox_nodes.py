@@ -22,7 +22,12 @@ from kbackup.sandbox.kafka import (
     local_clusters,
 )
 from tests.support.cli_process import wait_for
-from tests.support.cluster_nodes import create_replicated_topic, produce_one, quorum_voters
+from tests.support.cluster_nodes import (
+    create_replicated_topic,
+    offsets_topic_leaders,
+    produce_one,
+    quorum_voters,
+)
 from tests.support.kafka_io import Record, commit_group, consume_all, group_position, produce
 
 ALL_NODES = (1, 2, 3)
@@ -32,6 +37,15 @@ ALL_NODES = (1, 2, 3)
 def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaCluster]:
     with local_clusters(["three"], tmp_path_factory.mktemp("kafka-nodes"), nodes=3) as (cluster,):
         yield cluster
+
+
+@pytest.fixture(autouse=True)
+def every_node_back(three_nodes: LocalKafkaCluster) -> Iterator[None]:
+    """A test that failed with a node down leaves the next one three nodes, not two."""
+    yield
+    for node in ALL_NODES:
+        if not three_nodes.node_alive(node):
+            three_nodes.start_node(node)
 
 
 def records(first: int, count: int) -> list[Record]:
@@ -88,7 +102,7 @@ def test_three_voters_three_brokers_and_replicated_topics(
 def test_group_coordinator_is_where_kafka_hashes_the_group(three_nodes: LocalKafkaCluster) -> None:
     """The finder (Kafka's FindCoordinator) and the partition Kafka's hash puts each group in agree:
     the same hash places transactional ids, for which no request names the coordinator."""
-    leaders = {p: r.leader for p, r in three_nodes.partitions_of(GROUP_OFFSETS_TOPIC).items()}
+    leaders = offsets_topic_leaders(three_nodes)
     assert len(set(leaders.values())) > 1  # the groups below spread over more than one node
     for group in [f"hash-{i}" for i in range(12)] + ["Aa", "BB", "polygenelubricants", "ünïcode-😀"]:
         assert three_nodes.group_coordinator(group) == leaders[coordinator_partition(group, 3)], group
@@ -99,6 +113,7 @@ def test_finders_follow_a_killed_node_and_restart_brings_it_back_in_sync(
 ) -> None:
     create_replicated_topic(three_nodes, unique_name)
     leader = three_nodes.partition_leader(unique_name, 0)
+    offsets_topic_leaders(three_nodes)
     group = named_led_by(three_nodes, f"{unique_name}-group", GROUP_OFFSETS_TOPIC, leader)
     commit_group(three_nodes, group, {(unique_name, 0): 5})
     assert three_nodes.group_coordinator(group) == leader

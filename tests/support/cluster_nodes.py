@@ -12,7 +12,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from kbackup.core.errors import KBackupError
 from kbackup.sandbox.jars import classpath
-from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.kafka import GROUP_OFFSETS_TOPIC, LocalKafkaCluster
 from tests.support.cli_process import wait_for
 
 
@@ -21,14 +21,30 @@ def create_replicated_topic(cluster: LocalKafkaCluster, name: str, partitions: i
     client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     for future in client.create_topics([NewTopic(name, partitions)]).values():
         future.result(30)
+    wait_described(cluster, name, partitions)
+
+
+def wait_described(cluster: LocalKafkaCluster, topic: str, partitions: int) -> None:
+    """Until the cluster describes ``topic`` with ``partitions`` partitions."""
 
     def described() -> bool:
         try:
-            return len(cluster.partitions_of(name)) == partitions
+            return len(cluster.partitions_of(topic)) == partitions
         except KBackupError:  # UNKNOWN_TOPIC_OR_PART until the metadata spreads
             return False
 
-    wait_for(described, f"topic {name} to be described", timeout=30)
+    wait_for(described, f"topic {topic} to be described", timeout=30)
+
+
+def offsets_topic_leaders(cluster: LocalKafkaCluster) -> dict[int, int | None]:
+    """The leader of each partition of ``__consumer_offsets``, which the first FindCoordinator
+    creates (one partition per node)."""
+    cluster.group_coordinator("make-the-offsets-topic")
+    wait_described(cluster, GROUP_OFFSETS_TOPIC, cluster.nodes)
+    return {
+        partition: replicas.leader
+        for partition, replicas in cluster.partitions_of(GROUP_OFFSETS_TOPIC).items()
+    }
 
 
 def quorum_voters(cluster: LocalKafkaCluster) -> list[int]:

@@ -54,16 +54,19 @@ def test_three_nodes_are_three_voters_replicated_like_production(tmp_path: Path)
     assert every[1]["listeners"] == "PLAINTEXT://127.0.0.1:9002,CONTROLLER://127.0.0.1:9102"
     assert every[1]["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9002"
     assert [props["log.dirs"] for props in every] == [str(tmp_path / f"node-{n}" / "data") for n in (1, 2, 3)]
+    replicated = {
+        "default.replication.factor": "3",
+        "min.insync.replicas": "2",
+        "offsets.topic.replication.factor": "3",
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        "share.coordinator.state.topic.replication.factor": "3",
+        "share.coordinator.state.topic.min.isr": "2",
+        "unclean.leader.election.enable": "false",
+        "num.partitions": "1",
+    }
     for props in every:
-        assert props["default.replication.factor"] == "3"
-        assert props["min.insync.replicas"] == "2"
-        assert props["offsets.topic.replication.factor"] == "3"
-        assert props["transaction.state.log.replication.factor"] == "3"
-        assert props["transaction.state.log.min.isr"] == "2"
-        assert props["share.coordinator.state.topic.replication.factor"] == "3"
-        assert props["share.coordinator.state.topic.min.isr"] == "2"
-        assert props["unclean.leader.election.enable"] == "false"
-        assert props["num.partitions"] == "1"
+        assert {key: props[key] for key in replicated} == replicated
     assert cluster.bootstrap_servers == "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"
     assert cluster.connection().bootstrap_servers == ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003"]
     assert cluster.node_connection(2).bootstrap_servers == ["127.0.0.1:9002"]
