@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -721,6 +722,28 @@ class LocalKafkaCluster:
         return self.partition_leader(
             TRANSACTION_STATE_TOPIC, coordinator_partition(transactional_id, partitions)
         )
+
+    def active_controller(self) -> int:
+        """The node id of the active controller (the quorum's leader) now.
+
+        Read from each running node's ``quorum-state`` file, which a voter rewrites whenever it
+        learns of a new leader: the leader of the highest epoch any of them knows. SandboxError
+        while that leader is down and no new one is elected yet: ask again.
+        """
+        known: list[tuple[int, int]] = []
+        for node_id in self.node_ids:
+            state = self.node_data_dir(node_id) / "__cluster_metadata-0" / "quorum-state"
+            with contextlib.suppress(OSError, ValueError):
+                if self.node_alive(node_id):
+                    found = json.loads(state.read_text())
+                    known.append((int(found["leaderEpoch"]), int(found["leaderId"])))
+        epoch, leader = max(known, default=(-1, -1))
+        if leader not in self.node_ids or not self.node_alive(leader):
+            raise SandboxError(
+                f"local cluster {self.name} has no active controller now (last known: node {leader}, "
+                f"epoch {epoch}): ask again once the quorum has elected one"
+            )
+        return leader
 
     def log_tail(self, lines: int = 25, *, node_id: int = 1) -> str:
         folder = self.node_dir(node_id)

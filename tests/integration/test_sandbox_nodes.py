@@ -18,6 +18,7 @@ from kbackup.sandbox.kafka import (
     GROUP_OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
     LocalKafkaCluster,
+    SandboxError,
     coordinator_partition,
     local_clusters,
 )
@@ -26,7 +27,7 @@ from tests.support.cluster_nodes import (
     create_replicated_topic,
     offsets_topic_leaders,
     produce_one,
-    quorum_voters,
+    quorum_status,
 )
 from tests.support.kafka_io import Record, commit_group, consume_all, group_position, produce
 
@@ -72,6 +73,13 @@ def named_led_by(cluster: LocalKafkaCluster, prefix: str, internal_topic: str, n
     )
 
 
+def controller_among(cluster: LocalKafkaCluster, nodes: tuple[int, ...]) -> bool:
+    try:
+        return cluster.active_controller() in nodes
+    except SandboxError:  # between a leader's death and the next election
+        return False
+
+
 def transaction(cluster: LocalKafkaCluster, transactional_id: str, topic: str, value: bytes) -> None:
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": transactional_id}
@@ -85,7 +93,9 @@ def transaction(cluster: LocalKafkaCluster, transactional_id: str, topic: str, v
 def test_three_voters_three_brokers_and_replicated_topics(
     three_nodes: LocalKafkaCluster, unique_name: str
 ) -> None:
-    assert quorum_voters(three_nodes) == [1, 2, 3]
+    voters, active_controller = quorum_status(three_nodes)
+    assert voters == [1, 2, 3]
+    assert three_nodes.active_controller() == active_controller
     assert open_admin(three_nodes.connection()).metadata().brokers == ALL_NODES
     assert len(three_nodes.bootstrap_servers.split(",")) == 3
     create_replicated_topic(three_nodes, unique_name, partitions=2)
@@ -131,6 +141,7 @@ def test_finders_follow_a_killed_node_and_restart_brings_it_back_in_sync(
     assert group_position(three_nodes, group, unique_name, 0) == 5  # the moved coordinator has it
     transaction(three_nodes, transactional_id, unique_name, b"t1")  # its coordinator moved too
     assert three_nodes.transaction_coordinator(transactional_id) in survivors
+    wait_for(lambda: controller_among(three_nodes, survivors), "an active controller among the survivors", 30)
 
     three_nodes.restart_node(leader)  # stop (already down) and start on the same ports and data
     assert three_nodes.node_alive(leader)

@@ -47,9 +47,10 @@ def offsets_topic_leaders(cluster: LocalKafkaCluster) -> dict[int, int | None]:
     }
 
 
-def quorum_voters(cluster: LocalKafkaCluster) -> list[int]:
-    """The voters of the metadata quorum as Kafka's ``kafka-metadata-quorum describe --status``
-    prints them (a JVM of Kafka's own tools, independent of the sandbox's finders)."""
+def quorum_status(cluster: LocalKafkaCluster) -> tuple[list[int], int]:
+    """The voters and the leader (the active controller) of the metadata quorum as Kafka's
+    ``kafka-metadata-quorum describe --status`` prints them (a JVM of Kafka's own tools,
+    independent of the sandbox's finders)."""
     command = [
         "java",
         "-cp",
@@ -61,8 +62,9 @@ def quorum_voters(cluster: LocalKafkaCluster) -> list[int]:
         "--status",
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
-    line = next(line for line in result.stdout.splitlines() if line.startswith("CurrentVoters:"))
-    return sorted(voter["id"] for voter in json.loads(line.partition(":")[2]))
+    fields = dict(line.partition(":")[::2] for line in result.stdout.splitlines())
+    voters = sorted(voter["id"] for voter in json.loads(fields["CurrentVoters"]))
+    return voters, int(fields["LeaderId"])
 
 
 def produce_one(cluster: LocalKafkaCluster, topic: str, value: bytes) -> KafkaError | None:

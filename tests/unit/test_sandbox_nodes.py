@@ -4,6 +4,7 @@ addresses clients get, Kafka's hash of group and transactional ids, and ``sandbo
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +141,27 @@ def test_sandbox_prints_every_node_of_each_cluster(
     assert code == 0
     assert asked == [3]
     assert "up at 127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003  cluster id" in out
+
+
+class Running:
+    """Stands for a node's JVM that has not exited."""
+
+    def poll(self) -> None:
+        return None
+
+
+def test_the_active_controller_is_the_leader_of_the_highest_epoch_a_running_node_knows(
+    tmp_path: Path,
+) -> None:
+    cluster = three_nodes(tmp_path)
+    for node, (leader, epoch) in {1: (2, 4), 2: (2, 3), 3: (1, 5)}.items():
+        state = cluster.node_data_dir(node) / "__cluster_metadata-0" / "quorum-state"
+        state.parent.mkdir(parents=True)
+        state.write_text(json.dumps({"leaderId": leader, "leaderEpoch": epoch, "votedId": -1}))
+    cluster.processes.update({1: Running(), 2: Running()})  # type: ignore[dict-item]
+    assert cluster.active_controller() == 2  # node 3's file (epoch 5) is not read: node 3 is down
+    cluster.processes[3] = Running()  # type: ignore[assignment]
+    assert cluster.active_controller() == 1
+    del cluster.processes[1]
+    with pytest.raises(SandboxError, match=r"no active controller now \(last known: node 1, epoch 5\)"):
+        cluster.active_controller()
