@@ -329,6 +329,8 @@ def secure_drill(
     in a file in the drill's scratch folder, never in the report); the access proof to run after."""
     grant_source_rights(source.connection())
     passwords = users.write_passwords_file(work_dir / "scram-passwords.yaml")
+    # ACLs and users only: the local clusters set no dynamic broker config, and every topic the
+    # restore writes is new on the target (no existing topic's configs to compare).
     config = config.model_copy(
         update={
             "restore_metadata": MetadataRestoreSettings(

@@ -279,7 +279,7 @@ class DrillReport:
             wrong = [outcome for outcome in outcomes if outcome.verdict != "agrees"]
             line = (
                 f"access {principal}: {len(outcomes) - len(wrong)} of {len(outcomes)} check(s) the same "
-                f"on the target as on the source ({allowed} allowed, {denied} denied there)"
+                f"on the target as on the source (on the source: {allowed} allowed, {denied} denied)"
             )
             lines.append(line + "".join(f"; {outcome.verdict}: {outcome}" for outcome in wrong))
         return lines

@@ -54,9 +54,9 @@ def test_every_check_the_same_on_both_clusters_passes() -> None:
     lines = [line for line in report.summary_lines() if line.startswith("access ")]
     assert lines == [
         "access User:drill_reader: 2 of 2 check(s) the same on the target as on the source "
-        "(1 allowed, 1 denied there)",
+        "(on the source: 1 allowed, 1 denied)",
         "access User:drill_writer: 2 of 2 check(s) the same on the target as on the source "
-        "(1 allowed, 1 denied there)",
+        "(on the source: 1 allowed, 1 denied)",
     ]
 
 
