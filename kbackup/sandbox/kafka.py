@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -444,14 +444,25 @@ def local_clusters(
     extra_properties: dict[str, str] | None = None,
     keep_data: bool = False,
     timeout: float = 90.0,
+    scram_users: Mapping[str, Mapping[str, str]] | None = None,
+    super_user: str | None = None,
 ) -> Iterator[list[LocalKafkaCluster]]:
-    """Start one cluster per name (all JVMs launched first, then awaited) and stop them all on exit."""
+    """Start one cluster per name (all JVMs launched first, then awaited) and stop them all on exit.
+
+    ``scram_users`` gives a cluster, by its name, its SCRAM users (name -> password; see
+    :attr:`LocalKafkaCluster.scram_users`); ``super_user``, one of every cluster's users, starts each
+    with the authorizer (:attr:`LocalKafkaCluster.super_user`)."""
     libs = kafka_libs()
     owned_dir = base_dir is None
     root = Path(tempfile.mkdtemp(prefix="kbackup-sandbox-")) if base_dir is None else base_dir
     clusters = [
         LocalKafkaCluster(
-            name=name, work_dir=root / name, libs=libs, extra_properties=dict(extra_properties or {})
+            name=name,
+            work_dir=root / name,
+            libs=libs,
+            extra_properties=dict(extra_properties or {}),
+            scram_users=dict((scram_users or {}).get(name, {})),
+            super_user=super_user,
         )
         for name in names
     ]
