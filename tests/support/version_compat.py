@@ -149,6 +149,8 @@ def _produce_payments(source: LocalKafkaCluster, topic: ProducedTopic) -> None:
             if commit:
                 topic.add(record)
             index += 1
+        # Sent before the abort: an abort purges what the producer still queues, which never lands.
+        assert producer.flush(30) == 0
         if commit:
             producer.commit_transaction(30)
         else:
