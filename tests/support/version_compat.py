@@ -84,35 +84,29 @@ def _headers(index: int) -> tuple[Header, ...]:
     return (("trace", f"t{index}".encode()), ("dup", b"1"), ("dup", b"2"), ("null", None), ("empty", b""))
 
 
-def _produce_orders(source: LocalKafkaCluster, topic: ProducedTopic) -> None:
-    """40 records over two partitions, half of them with headers, each with its own timestamp."""
-    create_topic(source, topic.name, partitions=topic.partitions)
-    for i in range(40):
+def _produce_plain(
+    source: LocalKafkaCluster,
+    topic: ProducedTopic,
+    count: int,
+    *,
+    distinct_keys: int | None = None,
+    with_headers: bool = False,
+    config: dict[str, str] | None = None,
+) -> None:
+    """``count`` records spread over the topic's partitions, each with its own timestamp; keys repeat
+    when ``distinct_keys`` is given, every other record has headers ``with_headers``."""
+    create_topic(source, topic.name, partitions=topic.partitions, config=config)
+    for i in range(count):
         topic.add(
             Record(
-                key=f"k{i}".encode(),
+                key=f"k{i if distinct_keys is None else i % distinct_keys}".encode(),
                 value=f"{topic.name}-v{i}".encode(),
-                headers=_headers(i),
+                headers=_headers(i) if with_headers else (),
                 timestamp=_stamp(i),
                 partition=i % topic.partitions,
             )
         )
     produce(source, topic.name, [r for records in topic.records.values() for r in records])
-
-
-def _produce_changelog(source: LocalKafkaCluster, topic: ProducedTopic) -> None:
-    """A compacted topic: 30 records over 5 keys (the active segment is never cleaned, so all stay)."""
-    create_topic(source, topic.name, partitions=1, config={"cleanup.policy": "compact"})
-    for i in range(30):
-        topic.add(
-            Record(
-                key=f"key{i % 5}".encode(),
-                value=f"{topic.name}-v{i}".encode(),
-                timestamp=_stamp(i),
-                partition=0,
-            )
-        )
-    produce(source, topic.name, topic.records[0])
 
 
 #: The payments' transactions: how many records each writes, and whether it commits.
@@ -166,8 +160,11 @@ def fill_source(source: LocalKafkaCluster, prefix: str) -> CompatDataSet:
             "payments": ProducedTopic(f"{prefix}-payments", 2),
         }
     )
-    _produce_orders(source, data.topics["orders"])
-    _produce_changelog(source, data.topics["changelog"])
+    _produce_plain(source, data.topics["orders"], 40, with_headers=True)
+    # Compacted, 5 keys: the active segment is never cleaned, so every record stays for the backup.
+    _produce_plain(
+        source, data.topics["changelog"], 30, distinct_keys=5, config={"cleanup.policy": "compact"}
+    )
     _produce_payments(source, data.topics["payments"])
     return data
 
