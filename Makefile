@@ -90,7 +90,7 @@ $(INSTALLED): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-jars: install ## Resolve Apache Kafka's jars from Maven Central into ~/.cache/kafka-backup (once)
+jars: install ## Resolve the Apache Kafka versions the suite runs (kbackup.sandbox.jars.SUITE_KAFKA_VERSIONS) from Maven Central into ~/.cache/kafka-backup (once)
 	$(BIN)/python -m kbackup.sandbox.jars
 
 bench: install jars azurite fake-gcs ## Run every benchmark (backup, restore, mapping, reset, accuracy) and write docs/benchmarks.md

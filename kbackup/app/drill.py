@@ -11,14 +11,17 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kbackup import __version__
 from kbackup.app.config import KBackupConfig
+from kbackup.app.drill_access import APP_USERS, SUPER_USER, DrillUsers, grant_source_rights, prove_access
 from kbackup.app.drill_proof import Verification, verify_positions
 from kbackup.app.drill_report import (
+    AccessOutcome,
     ClusterInfo,
     DrillReport,
     check_report_writable,
@@ -42,6 +45,13 @@ from kbackup.core.progress import Progress
 from kbackup.format.manifest import utc_now_iso
 from kbackup.mapping.settings import MappingSettings
 from kbackup.reset.settings import OffsetResetSettings
+from kbackup.restore.metadata_settings import MetadataRestoreSettings
+
+if TYPE_CHECKING:
+    from kbackup.sandbox.kafka import LocalKafkaCluster
+
+#: The access proof a drill runs after its position proof, given the drill's topic renames.
+AccessProof = Callable[[Mapping[str, str]], list[AccessOutcome]]
 
 
 def drill_config(config: KBackupConfig, backup_id: str, topics: list[str], work_dir: Path) -> KBackupConfig:
@@ -100,10 +110,13 @@ def run_drill(
     stop: threading.Event | None = None,
     notes: list[str] | None = None,
     metrics: RecoveryMetrics | None = None,
+    access_proof: AccessProof | None = None,
 ) -> DrillReport:
     """The drill on the config's clusters; ``backup_id`` is the backup to take when the config names
     none (else one is named after the time now); ``notes`` go into the report as they are; ``metrics``
-    hears each phase start and what the three-phase restore reports (the caller says ``done``)."""
+    hears each phase start and what the three-phase restore reports (the caller says ``done``);
+    ``access_proof``, given the drill's topic renames, checks the restored principals' rights after
+    the position proof (its outcomes are the report's ``access``, part of its verdict)."""
     # Refused before the backup: the drill restores the backup it takes, with this config's
     # backup.include_offset_headers.
     backed_up_with_headers = config.backup.include_offset_headers
@@ -168,6 +181,10 @@ def run_drill(
     if metrics is not None:
         metrics.drill_proved(report.skipped)
     report.unproven = unproven_reason(restore_config, verification)
+    if access_proof is not None:
+        started = time.monotonic()  # within the metrics' proof phase: it is the proof's second half
+        report.access = access_proof(restore_config.restore.topic_mapping)
+        report.phase_seconds["access"] = time.monotonic() - started
     report.finished_at = utc_now_iso()
     write_report(report, report_path)
     return report
@@ -230,23 +247,36 @@ def run_local_drill(
     engine: Literal["local", "spark"] = "local",
     mapping: MappingSettings | None = None,
     encryption: EncryptionSettings | None = None,
+    secured: bool = False,
 ) -> DrillReport:
     """Two throwaway local clusters, realistic data, the full drill on local-folder storage;
-    ``engine`` and ``mapping`` (its Spark master and settings) as a config file says them."""
+    ``engine`` and ``mapping`` (its Spark master and settings) as a config file says them.
+
+    ``secured``: both clusters run the authorizer with a super user, as whom the drill backs up and
+    restores; the source's app users and their ACLs (:mod:`kbackup.app.drill_access`) come back
+    through the metadata phase, and the access proof checks each app user's rights on both."""
     from kbackup.app.drill_data import fill_source
     from kbackup.sandbox.kafka import local_clusters
 
     check_report_writable(report_path)  # before two clusters are started and filled
+    users = DrillUsers.generate() if secured else None
     with (
         tempfile.TemporaryDirectory(prefix="kbackup-drill-") as scratch,
-        local_clusters(["source", "target"], Path(scratch) / "clusters") as (source, target),
+        local_clusters(
+            ["source", "target"],
+            Path(scratch) / "clusters",
+            scram_users=None if users is None else {"source": users.of_source(), "target": users.of_target()},
+            super_user=None if users is None else SUPER_USER,
+        ) as (source, target),
     ):
+        # With the authorizer, connection() is the super user's over SCRAM.
         data = fill_source(source.connection(), records_per_partition=records_per_partition)
         work_dir = Path(scratch)
         config = KBackupConfig(
             backup_id=LOCAL_DRILL_BACKUP_ID,
             source=SourceSettings(
-                bootstrap_servers=[source.bootstrap_servers],
+                bootstrap_servers=source.connection().bootstrap_servers,
+                security=source.connection().security,
                 topics=TopicSelection(include=sorted(data.topics)),
             ),
             target=target.connection(),
@@ -261,6 +291,12 @@ def run_local_drill(
             if data.compaction_holes
             else ["the local data set has no compaction holes: the log cleaner did not compact in time"]
         )
+        access_proof = None
+        if users is not None:
+            config, access_proof = secure_drill(
+                config, users, source=source, target=target, work_dir=work_dir
+            )
+            notes.append(SECURED_NOTE)
         return run_drill(
             config,
             work_dir=work_dir,
@@ -269,4 +305,47 @@ def run_local_drill(
             stop=stop,
             notes=notes,
             metrics=metrics,
+            access_proof=access_proof,
         )
+
+
+#: What the report of ``drill --local --secured`` says it drilled besides the data.
+SECURED_NOTE = (
+    f"secured: both clusters run StandardAuthorizer with the super user {SUPER_USER}; the metadata "
+    f"phase restored the source's ACLs and SCRAM users ({', '.join(APP_USERS)}), whose rights the "
+    "access section compares"
+)
+
+
+def secure_drill(
+    config: KBackupConfig,
+    users: DrillUsers,
+    *,
+    source: LocalKafkaCluster,
+    target: LocalKafkaCluster,
+    work_dir: Path,
+) -> tuple[KBackupConfig, AccessProof]:
+    """The source's app rights granted, and the config's metadata restore (the app users' passwords
+    in a file in the drill's scratch folder, never in the report); the access proof to run after."""
+    grant_source_rights(source.connection())
+    passwords = users.write_passwords_file(work_dir / "scram-passwords.yaml")
+    # ACLs and users only: the local clusters set no dynamic broker config, and every topic the
+    # restore writes is new on the target (no existing topic's configs to compare).
+    config = config.model_copy(
+        update={
+            "restore_metadata": MetadataRestoreSettings(
+                enabled=True, kinds=["acls", "users"], scram_passwords_file=str(passwords)
+            )
+        }
+    )
+
+    def access_proof(topic_mapping: Mapping[str, str]) -> list[AccessOutcome]:
+        return prove_access(
+            users,
+            source_servers=source.sasl_bootstrap_servers,
+            target=target.connection(),
+            target_servers=target.sasl_bootstrap_servers,
+            topic_mapping=topic_mapping,
+        )
+
+    return config, access_proof

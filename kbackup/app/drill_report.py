@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from kbackup import __version__
+from kbackup.core.errors import VerificationError
 from kbackup.core.files import cannot_write, check_writable, write_file
 
 #: The version of the JSON report's layout (docs/runbook.md, "The drill report").
@@ -72,6 +73,38 @@ class ClusterInfo:
     kafka_cluster_id: str | None
     #: Servers and protocol (``KafkaConnection.describe()``).
     servers: str
+
+
+#: What an access check answers when it can tell (kbackup.core.kafka.access); anything else is the
+#: name of the error that kept it from telling.
+TOLD = frozenset({"allowed", "denied"})
+
+
+@dataclass(frozen=True)
+class AccessOutcome:
+    """One check of one principal (``drill --local --secured``), made on the source and on the
+    target (its topic under the name it was restored as)."""
+
+    principal: str
+    #: The check as asked on the source (``read-topic orders``) and on the target.
+    check: str
+    target_check: str
+    #: ``allowed``, ``denied``, or the error that kept the check from telling.
+    source: str
+    target: str
+
+    @property
+    def verdict(self) -> str:
+        """``agrees``; ``differs``; ``unknown`` when either side could not tell (that proves nothing)."""
+        if self.source not in TOLD or self.target not in TOLD:
+            return "unknown"
+        return "agrees" if self.source == self.target else "differs"
+
+    def __str__(self) -> str:
+        return (
+            f"{self.principal} {self.check}: {self.source} on the source, "
+            f"{self.target} on the target ({self.target_check})"
+        )
 
 
 def without_userinfo(text: str) -> str:
@@ -142,6 +175,8 @@ class DrillReport:
     unproven: str | None = None
     #: What the report's reader must know about the data (a local data set without compaction holes).
     notes: list[str] = field(default_factory=list)
+    #: The access proof of a secured drill, per principal and check; None: the drill made none.
+    access: list[AccessOutcome] | None = None
 
     @property
     def recovery_seconds(self) -> float | None:
@@ -169,14 +204,85 @@ class DrillReport:
         return without_userinfo(self.storage)
 
     @property
+    def access_differences(self) -> list[AccessOutcome]:
+        """The access checks whose outcome on the target is not the source's (or not known)."""
+        return [outcome for outcome in self.access or [] if outcome.verdict != "agrees"]
+
+    @property
     def passed(self) -> bool:
-        return self.skipped == 0 and self.unproven is None
+        return self.skipped == 0 and self.unproven is None and not self.access_differences
 
     @property
     def verdict(self) -> str:
         if self.unproven is not None:
             return f"FAILED: nothing was proven ({self.unproven})"
-        return "PASSED" if self.passed else "FAILED: records would be skipped"
+        if self.skipped:
+            return "FAILED: records would be skipped"
+        if self.access_differences:
+            return "FAILED: a principal may not do on the target what it could on the source"
+        return "PASSED"
+
+    def failure(self, report_path: Path) -> VerificationError | None:
+        """Why the drill failed, as the error its command exits with (11); None when it passed."""
+        if self.unproven is not None:
+            return VerificationError(
+                f"the drill proved nothing: {self.unproven}",
+                hint="drill a backup of topics that consumer groups read (drill.groups / "
+                f"offset_reset.groups name them); the report is {report_path}",
+            )
+        if self.skipped:
+            return VerificationError(
+                f"the drill found {self.skipped} record(s) that groups would skip after a restore",
+                hint=f"see {report_path} for the groups and partitions",
+            )
+        if self.access_differences:
+            first = self.access_differences[0]
+            return VerificationError(
+                f"the drill found {len(self.access_differences)} access check(s) whose outcome on the "
+                f"target is not the source's; the first: {first}",
+                hint=f"see the access section of {report_path}: each principal's checks on both clusters",
+            )
+        return None
+
+    def access_by_principal(self) -> dict[str, list[AccessOutcome]]:
+        grouped: dict[str, list[AccessOutcome]] = {}
+        for outcome in self.access or []:
+            grouped.setdefault(outcome.principal, []).append(outcome)
+        return grouped
+
+    def access_dict(self) -> dict[str, Any] | None:
+        if self.access is None:
+            return None
+        return {
+            "passed": not self.access_differences,
+            "principals": {
+                principal: [
+                    {
+                        "check": outcome.check,
+                        "target_check": outcome.target_check,
+                        "source": outcome.source,
+                        "target": outcome.target,
+                        "verdict": outcome.verdict,
+                    }
+                    for outcome in outcomes
+                ]
+                for principal, outcomes in self.access_by_principal().items()
+            },
+        }
+
+    def access_lines(self) -> list[str]:
+        """One line per principal: how many checks agree, and each that does not."""
+        lines = []
+        for principal, outcomes in self.access_by_principal().items():
+            allowed = sum(outcome.source == "allowed" for outcome in outcomes)
+            denied = sum(outcome.source == "denied" for outcome in outcomes)
+            wrong = [outcome for outcome in outcomes if outcome.verdict != "agrees"]
+            line = (
+                f"access {principal}: {len(outcomes) - len(wrong)} of {len(outcomes)} check(s) the same "
+                f"on the target as on the source (on the source: {allowed} allowed, {denied} denied)"
+            )
+            lines.append(line + "".join(f"; {outcome.verdict}: {outcome}" for outcome in wrong))
+        return lines
 
     @property
     def seconds(self) -> float | None:
@@ -237,6 +343,7 @@ class DrillReport:
             "after_recovery_seconds": round(self.after_recovery_seconds, 2),
             "groups": self.groups,
             "partitions": self.partitions,
+            "access": self.access_dict(),
             "backup": self.backup,
             "three_phase": self.three_phase,
         }
@@ -263,6 +370,7 @@ class DrillReport:
             ),
             f"kafka-backup {self.kafka_backup_version}, config sha256 {self.config_sha256 or 'unknown'}",
             *(f"note: {note}" for note in self.notes),
+            *self.access_lines(),
         ]
         for group, totals in sorted(self.groups.items()):
             lines.append(
@@ -347,6 +455,19 @@ def _table(headings: list[str], rows: list[list[Any]]) -> str:
         for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _access_html(outcomes: list[AccessOutcome]) -> str:
+    """The access proof's table: per principal and check, both outcomes and the verdict."""
+    if not outcomes:
+        return ""
+    return "<h2>Access of the restored principals</h2>" + _table(
+        ["principal", "check on the source", "outcome", "check on the target", "outcome", "verdict"],
+        [
+            [item.principal, item.check, item.source, item.target_check, item.target, item.verdict]
+            for item in outcomes
+        ],
+    )
 
 
 def _cluster(info: ClusterInfo | None) -> str:
@@ -462,6 +583,7 @@ def render_html(report: DrillReport) -> str:
         f"<h2>Topics</h2>{topics}"
         f"<h2>Consumer groups</h2>{groups}"
         f"<h2>Phases</h2>{phases}"
+        f"{_access_html(report.access or [])}"
         f"{compaction_html}"
         + bar_chart("Records skipped per group (must be 0)", skips, "records")
         + bar_chart("Records re-read per group", rereads, "records")

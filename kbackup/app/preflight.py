@@ -284,6 +284,13 @@ def cross_section_problems(config: KBackupConfig) -> list[tuple[str, ConfigError
         except ConfigError as error:
             problems.append(("restore", error))
     problems += [(section, error) for section, error in _mode_problems(config)]
+    if "users" in config.restore_metadata.kinds and config.restore_metadata.password_source():
+        try:
+            # Read and parsed (never printed): a missing file or a broken one is found before a
+            # recovery reaches its metadata phase.
+            config.restore_metadata.load_passwords()
+        except ConfigError as error:
+            problems.append(("restore_metadata", error))
     metrics_file = config.metrics.textfile
     if metrics_file and not Path(metrics_file).parent.is_dir():
         problems.append(

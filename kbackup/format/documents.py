@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from kbackup.core.errors import BackupIntegrityError
+from kbackup.core.errors import BackupIntegrityError, ConfigError
 
 #: Turns a problem ("Expecting value at line 1, column 2") into the exception a reader raises.
 Fail = Callable[[str], Exception]
@@ -110,3 +111,44 @@ def versioned_object(
             hint="upgrade kafka-backup to read this backup",
         )
     return raw
+
+
+def parse_plan_document(
+    data: bytes,
+    source: str,
+    model: type[Model],
+    *,
+    expected_format: str,
+    version: int,
+    kind: str,
+    command: str,
+) -> Model:
+    """A plan a user hands back for execute (``kind``: "reset plan", ...; ``command``: the one that
+    writes it), from its bytes: of that format and version, fitting ``model``; every problem is a
+    ConfigError naming ``source``."""
+    raw = parse_json(data, lambda problem: unreadable_plan(source, problem, command))
+    if not isinstance(raw, dict) or raw.get("format") != expected_format:
+        raise ConfigError(
+            f"{source} is not a kafka-backup {kind}",
+            hint=f"make one with 'kafka-backup {command} --output FILE'",
+        )
+    if raw.get("format_version") != version:
+        raise ConfigError(f"plan file {source} has version {raw.get('format_version')!r}, expected {version}")
+    return validate(model, raw, lambda problem: ConfigError(f"plan file {source} is malformed at {problem}"))
+
+
+def unreadable_plan(source: str, problem: str, command: str) -> ConfigError:
+    return ConfigError(
+        f"plan file {source} is not a readable JSON document: {problem}",
+        hint=f"re-create it with 'kafka-backup {command}'",
+    )
+
+
+def read_plan_bytes(path: str | Path, command: str) -> bytes:
+    """A plan file's bytes; a missing or unreadable file is a ConfigError naming it."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"plan file {path} not found") from None
+    except (OSError, ValueError) as exc:  # a folder, no permission, a NUL in the name
+        raise unreadable_plan(str(path), str(exc), command) from None

@@ -14,9 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kbackup.core.errors import ConfigError
 from kbackup.format.cluster_metadata import AclBinding
-from kbackup.format.documents import parse_json, validate
+from kbackup.format.documents import parse_plan_document, read_plan_bytes
 from kbackup.format.reset_plan import PlanModel, TargetInfo
 
 METADATA_PLAN_FORMAT = "kafka-backup-metadata-plan"
@@ -131,34 +130,24 @@ class MetadataPlan(PlanModel):
         return result
 
 
+_COMMAND = "restore-metadata plan"
+
+
 def read_metadata_plan(path: str | Path) -> MetadataPlan:
     """Load a plan file; every problem is a ConfigError naming the file."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"plan file {source} not found") from None
-    except (OSError, ValueError) as exc:
-        raise _unreadable(source, str(exc)) from None
-    raw = parse_json(data, lambda problem: _unreadable(source, problem))
-    if not isinstance(raw, dict) or raw.get("format") != METADATA_PLAN_FORMAT:
-        raise ConfigError(
-            f"{source} is not a kafka-backup metadata plan",
-            hint="make one with 'kafka-backup restore-metadata plan --output FILE'",
-        )
-    if raw.get("format_version") != METADATA_PLAN_VERSION:
-        raise ConfigError(
-            f"plan file {source} has version {raw.get('format_version')!r}, expected {METADATA_PLAN_VERSION}"
-        )
-    return validate(
-        MetadataPlan, raw, lambda problem: ConfigError(f"plan file {source} is malformed at {problem}")
-    )
+    return parse_metadata_plan(read_plan_bytes(path, _COMMAND), str(path))
 
 
-def _unreadable(source: str, problem: str) -> ConfigError:
-    return ConfigError(
-        f"plan file {source} is not a readable JSON document: {problem}",
-        hint="re-create it with 'kafka-backup restore-metadata plan'",
+def parse_metadata_plan(data: bytes, source: str) -> MetadataPlan:
+    """:func:`read_metadata_plan` of a file's bytes, ``source`` naming it in errors."""
+    return parse_plan_document(
+        data,
+        source,
+        MetadataPlan,
+        expected_format=METADATA_PLAN_FORMAT,
+        version=METADATA_PLAN_VERSION,
+        kind="metadata plan",
+        command=_COMMAND,
     )
 
 

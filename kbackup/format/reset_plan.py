@@ -16,8 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbackup.core.config import KAFKA_INT32_MAX, KAFKA_INT64_MAX
-from kbackup.core.errors import ConfigError
-from kbackup.format.documents import parse_json, validate
+from kbackup.format.documents import parse_plan_document, read_plan_bytes
 
 #: Offsets and partitions a plan may name: what Kafka can hold. A hand-edited -1 would otherwise
 #: reach the broker, which reads negative commits as "no offset".
@@ -142,36 +141,24 @@ class ResetPlan(PlanModel):
         }
 
 
+_COMMAND = "offset-reset plan"
+
+
 def read_plan(path: str | Path) -> ResetPlan:
     """Load a plan file; every problem is a ConfigError naming the file."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"plan file {source} not found") from None
-    except (OSError, ValueError) as exc:  # a folder, no permission, a NUL in the name
-        raise _unreadable(source, str(exc)) from None
-    return parse_plan(data, source)
-
-
-def _unreadable(source: str, problem: str) -> ConfigError:
-    return ConfigError(
-        f"plan file {source} is not a readable JSON document: {problem}",
-        hint="re-create it with 'kafka-backup offset-reset plan'",
-    )
+    return parse_plan(read_plan_bytes(path, _COMMAND), str(path))
 
 
 def parse_plan(data: bytes, source: str) -> ResetPlan:
     """:func:`read_plan` of a file's bytes, ``source`` naming it in errors."""
-    raw = parse_json(data, lambda problem: _unreadable(source, problem))
-    if not isinstance(raw, dict) or raw.get("format") != PLAN_FORMAT:
-        raise ConfigError(f"{source} is not a kafka-backup reset plan")
-    if raw.get("format_version") != PLAN_VERSION:
-        raise ConfigError(
-            f"plan file {source} has version {raw.get('format_version')!r}, expected {PLAN_VERSION}"
-        )
-    return validate(
-        ResetPlan, raw, lambda problem: ConfigError(f"plan file {source} is malformed at {problem}")
+    return parse_plan_document(
+        data,
+        source,
+        ResetPlan,
+        expected_format=PLAN_FORMAT,
+        version=PLAN_VERSION,
+        kind="reset plan",
+        command=_COMMAND,
     )
 
 

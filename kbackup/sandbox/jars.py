@@ -3,8 +3,12 @@
 There is no Kafka tarball: the runtime closure of ``org.apache.kafka:kafka_2.13``
 is enough to run a KRaft broker, and ``kafka-tools`` (without its transitive
 dependencies, which would pull Connect's runtime) adds Kafka's own perf tools
-for the benchmarks. The first call resolves them (about 50 MB); later calls
-find the finished cache and return at once.
+for the benchmarks. The first call resolves them (about 50 MB a version); later
+calls find the finished cache and return at once.
+
+Any released version resolves (``kafka_libs("3.9.2")``); the suite runs those of
+:data:`SUITE_KAFKA_VERSIONS` (what ``make jars`` fetches): the default for every
+cluster, and the compatibility set's newest 4.x and last 3.x (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -23,7 +27,16 @@ from kbackup.core.cache import cache_root
 from kbackup.core.errors import KBackupError
 from kbackup.core.logs import get_logger
 
+#: The version of every local cluster unless a caller names another.
 KAFKA_VERSION = "4.3.1"
+#: The newest 4.x release: the compatibility tests' target, and a source beside the 3.x line. Not yet
+#: the default: 4.4's ConfigCommand left the broker's jar, and Maven Central serves no connect-mirror
+#: 4.4.0 for the MirrorMaker 2 study (docs/compatibility.md, "What differed between versions").
+KAFKA_NEWEST_VERSION = "4.4.0"
+#: The last 3.x line (KRaft), the older source of the compatibility tests (docs/compatibility.md).
+KAFKA_3_VERSION = "3.9.2"
+#: The versions the test suite starts, each once, so ``make jars`` resolves them before the tests run.
+SUITE_KAFKA_VERSIONS = tuple(dict.fromkeys((KAFKA_VERSION, KAFKA_NEWEST_VERSION, KAFKA_3_VERSION)))
 #: Kafka 4.x logs through SLF4J 1.7; log4j-core is already in the broker's closure.
 LOG4J_VERSION = "2.25.4"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
@@ -155,6 +168,17 @@ def folder_size_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
+def main(versions: Sequence[str]) -> None:
+    """Resolve the jars of ``versions`` (none given: the suite's) and say where each went."""
+    for version in versions or SUITE_KAFKA_VERSIONS:
+        libs = kafka_libs(version)
+        print(f"Apache Kafka {version} jars: {libs} ({folder_size_bytes(libs) / 1e6:.0f} MB)")
+
+
 if __name__ == "__main__":
-    libs = kafka_libs()
-    print(f"Apache Kafka {KAFKA_VERSION} jars: {libs} ({folder_size_bytes(libs) / 1e6:.0f} MB)")
+    import sys
+
+    try:
+        main(sys.argv[1:])
+    except JarResolutionError as error:
+        sys.exit(f"{error.message}\n{error.hint}")

@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -758,10 +758,16 @@ def local_clusters(
     extra_properties: dict[str, str] | None = None,
     keep_data: bool = False,
     timeout: float = 90.0,
+    scram_users: Mapping[str, Mapping[str, str]] | None = None,
+    super_user: str | None = None,
     nodes: int = 1,
 ) -> Iterator[list[LocalKafkaCluster]]:
     """Start one cluster of ``nodes`` nodes per name (all JVMs launched first, then awaited) and
-    stop them all on exit."""
+    stop them all on exit.
+
+    ``scram_users`` gives a cluster, by its name, its SCRAM users (name -> password; see
+    :attr:`LocalKafkaCluster.scram_users`); ``super_user``, one of every cluster's users, starts each
+    with the authorizer (:attr:`LocalKafkaCluster.super_user`)."""
     libs = kafka_libs()
     owned_dir = base_dir is None
     root = Path(tempfile.mkdtemp(prefix="kbackup-sandbox-")) if base_dir is None else base_dir
@@ -771,6 +777,8 @@ def local_clusters(
             work_dir=root / name,
             libs=libs,
             extra_properties=dict(extra_properties or {}),
+            scram_users=dict((scram_users or {}).get(name, {})),
+            super_user=super_user,
             nodes=nodes,
         )
         for name in names

@@ -14,14 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    ResourcePatternType,
-    ResourceType,
-    ScramMechanism,
-)
+from confluent_kafka.admin import ScramMechanism  # type: ignore[attr-defined]
 
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.cluster_metadata import ClusterMetadata, read_cluster_metadata
@@ -31,6 +24,7 @@ from tests.support.cli_run import RunCli
 from tests.support.config_files import config_file
 from tests.support.secured_cluster import (
     SUPER_USER,
+    acl_binding,
     create_acls,
     create_topic_with_values,
     delete_acls,
@@ -83,28 +77,12 @@ SENSITIVE_CONFIG = ("listener.name.sasl_plaintext.ssl.key.password", "key-Pa55-n
 #: ``min.insync.replicas=1`` is Kafka's own: its storage format writes it as the cluster default.
 CLUSTER_DEFAULTS = {("log.cleaner.threads", "2"), ("min.insync.replicas", "1")}
 
-_KIND = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER}
-_KIND["TRANSACTIONAL_ID"] = ResourceType.TRANSACTIONAL_ID
-
-
-def _binding(acl: tuple[str, ...]) -> AclBinding:
-    kind, name, pattern, principal, host, operation, permission = acl
-    return AclBinding(
-        _KIND[kind],
-        name,
-        ResourcePatternType[pattern],
-        principal,
-        host,
-        AclOperation[operation],
-        AclPermissionType[permission],
-    )
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaCluster]:
     work_dir = tmp_path_factory.mktemp("secured-kafka")
     with secured_cluster(work_dir, USERS) as started:
-        create_acls(started, [_binding(acl) for acl in ACLS])
+        create_acls(started, [acl_binding(acl) for acl in ACLS])
         upsert_scram_credential(started, "svc_a", ScramMechanism.SCRAM_SHA_256, 8192, "svc_a-new")
         upsert_scram_credential(started, "svc_b", ScramMechanism.SCRAM_SHA_512, 10000, "svc_b-new")
         set_broker_config(started, 1, *BROKER_CONFIG)
@@ -205,11 +183,11 @@ def test_a_changed_acl_alone_is_an_increment_and_unchanged_metadata_is_none(
     assert code == 0, err
     assert json.loads(out)["nothing_new_since"] == 0
     added = ("TOPIC", "audit", "LITERAL", "User:svc_a", "*", "WRITE", "ALLOW")
-    create_acls(cluster, [_binding(added)])
+    create_acls(cluster, [acl_binding(added)])
     try:
         code, out, err = cli("backup", "-c", str(config), "--json")
     finally:
-        delete_acls(cluster, [_binding(added)])
+        delete_acls(cluster, [acl_binding(added)])
     assert code == 0, err
     [increment] = json.loads(out)["increments"]
     assert (increment["increment"], increment["records"]) == (1, 0)

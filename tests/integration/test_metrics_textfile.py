@@ -49,7 +49,10 @@ def test_a_failed_run_leaves_its_textfile_at_the_phase_that_failed(
     phases = {
         dict(labels)["phase"]: value for labels, value in series(found, "kafka_backup_restore_phase").items()
     }
-    assert phases == {**dict.fromkeys(("restore", "mapping", "reset", "audit", "done"), 0), "verify": 1}
+    assert phases == {
+        **dict.fromkeys(("metadata", "restore", "mapping", "reset", "audit", "done"), 0),
+        "verify": 1,
+    }
     durations = {
         dict(labels)["phase"] for labels in series(found, "kafka_backup_restore_phase_duration_seconds")
     }

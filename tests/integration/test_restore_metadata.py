@@ -31,10 +31,13 @@ from tests.support.secured_cluster import (
     SUPER_USER,
     acl_binding,
     acl_tuples,
+    broker_config,
     create_acls,
     create_topic_with_values,
     scram_credentials,
     secured_cluster,
+    set_broker_config,
+    set_cluster_default,
     set_topic_config,
     topic_config,
     upsert_scram_credential,
@@ -45,6 +48,10 @@ pytestmark = pytest.mark.integration
 USERS = {"svc_a": "svc_a-Pa55-word", "svc_b": "svc_b-Pa55-word", "reader": "reader-Pa55-word"}
 TOPICS = ("orders", "logs-app")
 TOPIC_CONFIGS = {"logs-app": {"retention.ms": "86400000"}}
+#: Set on the source's broker 1 (restored onto the target's broker 1), and as every broker's default
+#: (which confluent-kafka cannot set: the plan gives the operator's command).
+BROKER_CONFIG = ("log.cleaner.io.buffer.load.factor", "0.8")
+CLUSTER_DEFAULT = ("log.cleaner.threads", "2")
 ACLS = {
     ("TOPIC", "orders", "LITERAL", "User:svc_a", "*", "READ", "ALLOW"),
     ("TOPIC", "orders", "LITERAL", "User:svc_b", "*", "READ", "DENY"),
@@ -103,6 +110,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         create_acls(source, [acl_binding(acl) for acl in ACLS])
         # svc_a's SHA-256 credential with other iterations (same password): the restore keeps both.
         upsert_scram_credential(source, "svc_a", ScramMechanism.SCRAM_SHA_256, 8192, USERS["svc_a"])
+        set_broker_config(source, 1, *BROKER_CONFIG)
+        set_cluster_default(source, tmp_path_factory.mktemp("config-command"), *CLUSTER_DEFAULT)
         for topic in TOPICS:
             create_topic_with_values(source, topic, [b"v0", b"v1"], configs=TOPIC_CONFIGS.get(topic))
         yield source, target
@@ -238,6 +247,9 @@ def test_acls_and_users_come_back_and_each_principal_may_do_exactly_what_it_coul
     assert {item["user"] for item in skipped} == {"reader"}
     assert any("reader" in warning for warning in plan["warnings"])
     assert all(password not in plan_file.read_text() for password in USERS.values())
+    [manual] = [item for item in plan["items"] if item["action"] == "manual"]
+    assert (manual["name"], manual["value"]) == CLUSTER_DEFAULT
+    assert "--entity-default --alter --add-config log.cleaner.threads=2" in manual["reason"]
 
     code, out, err = cli("restore-metadata", "execute", "-c", str(config), "--plan", str(plan_file))
     assert code == 0, err
@@ -247,6 +259,7 @@ def test_acls_and_users_come_back_and_each_principal_may_do_exactly_what_it_coul
     restored_users = {row for row in scram_credentials(target) if row[0] in ("svc_a", "svc_b")}
     assert restored_users == {row for row in scram_credentials(source) if row[0] in ("svc_a", "svc_b")}
     assert ("svc_a", "SCRAM-SHA-256", 8192) in restored_users
+    assert broker_config(target, 1, BROKER_CONFIG[0]) == BROKER_CONFIG[1]
 
     code, _, err = cli("restore", "-c", str(config))
     assert code == 0, err

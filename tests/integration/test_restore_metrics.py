@@ -132,7 +132,10 @@ def test_a_three_phase_restore_ends_at_done_with_its_recovery_time(
     phases = {
         dict(labels)["phase"]: value for labels, value in series(found, "kafka_backup_restore_phase").items()
     }
-    assert phases == {**dict.fromkeys(("restore", "mapping", "reset", "verify", "audit"), 0), "done": 1}
+    assert phases == {
+        **dict.fromkeys(("metadata", "restore", "mapping", "reset", "verify", "audit"), 0),
+        "done": 1,
+    }
     [recovery] = series(found, "kafka_backup_recovery_seconds").values()
     # From the start of the run until every group was committed, on the test's clock: the run
     # started after three_phase_restore was called and before its restore began; the groups were

@@ -195,7 +195,14 @@ def set_topic_config(cluster: LocalKafkaCluster, topic: str, name: str, value: s
 
 
 def topic_config(cluster: LocalKafkaCluster, topic: str, name: str) -> str:
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return _config_value(cluster, ConfigResource(ConfigResource.Type.TOPIC, topic), name)
+
+
+def broker_config(cluster: LocalKafkaCluster, broker_id: int, name: str) -> str:
+    return _config_value(cluster, ConfigResource(ConfigResource.Type.BROKER, str(broker_id)), name)
+
+
+def _config_value(cluster: LocalKafkaCluster, resource: ConfigResource, name: str) -> str:
     client = admin_client(cluster)  # kept alive until the answer came (see _wait_all)
     entries = client.describe_configs([resource])[resource].result(30)
     return str(entries[name].value)

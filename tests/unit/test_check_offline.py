@@ -109,6 +109,8 @@ def _on_this_machine(text: str, root: Path) -> str:
             path.write_bytes(key)
         elif suffix == ".jar":
             path.write_bytes(b"")
+        elif suffix == ".yaml":  # restore_metadata.scram_passwords_file
+            path.write_text("order-app: order-app-Pa55word\n")
         elif not suffix:
             path.mkdir(exist_ok=True)  # a folder: scratch_dir, state_dir
         return str(path)
@@ -221,6 +223,10 @@ def test_an_offset_another_strategy_ignores_is_refused(
             "the environment variable KBACKUP_TEST_NO_SUCH_VARIABLE is not set "
             "(storage.encryption.key_env names it)",
         ),
+        (
+            "restore_metadata:\n  scram_passwords_file: missing.yaml\n",
+            "restore_metadata failed (exit 3): SCRAM passwords file {tmp}/missing.yaml not found",
+        ),
     ],
     ids=[
         "spark-follow",
@@ -232,6 +238,7 @@ def test_an_offset_another_strategy_ignores_is_refused(
         "spark-jaas",
         "spark-jar",
         "key-variable-unset",
+        "passwords-file-missing",
     ],
 )
 def test_each_rule_across_sections_is_one_line_with_its_role(

@@ -57,6 +57,7 @@ from kbackup.core.errors import (
     NotFoundError,
     PreconditionError,
 )
+from kbackup.format.cluster_metadata import AclBinding
 from kbackup.format.encryption import (
     BackupKeys,
     KeyEncryptionKeyRef,
@@ -88,6 +89,14 @@ from kbackup.format.mapping_file import (
     render_csv,
     render_json,
     write_mapping,
+)
+from kbackup.format.metadata_plan import (
+    AclItem,
+    MetadataPlan,
+    MetadataSource,
+    ScramUserItem,
+    parse_metadata_plan,
+    render_metadata_plan,
 )
 from kbackup.format.reset_plan import (
     GroupReset,
@@ -745,6 +754,45 @@ PLAN = document_reader(
 )
 
 
+def _sample_metadata_plan() -> MetadataPlan:
+    return MetadataPlan(
+        created_at="2026-11-26T03:00:00Z",
+        tool_version="0.1.0",
+        source=MetadataSource(backup_id="nightly", storage_url="file:///backups", increments={"acls": 4}),
+        target=TargetInfo(cluster_id="target-id", bootstrap_servers=["127.0.0.1:9093"]),
+        kinds=["acls", "users"],
+        items=[
+            AclItem(
+                action="create",
+                binding=AclBinding(
+                    resource_type="TOPIC",
+                    resource_name="orders",
+                    pattern_type="LITERAL",
+                    principal="User:app",
+                    host="*",
+                    operation="READ",
+                    permission="ALLOW",
+                ),
+            ),
+            ScramUserItem(action="create", user="app", mechanism="SCRAM-SHA-512", iterations=8192),
+        ],
+    )
+
+
+def _check_metadata_plan(plan: MetadataPlan) -> None:
+    _writes_back(plan, MetadataPlan.to_json_bytes, lambda raw: parse_metadata_plan(raw, "again"))
+    render_metadata_plan(plan)
+    plan.changes()
+
+
+METADATA_PLAN = document_reader(
+    lambda raw: parse_metadata_plan(raw, "metadata-plan.json"),
+    (MetadataPlan, ConfigError),
+    _sample_metadata_plan().to_json_bytes(),
+    _check_metadata_plan,
+)
+
+
 def test_the_sample_plan_reads_back() -> None:
     assert check_reader(PLAN, PLAN.valid) == _sample_plan()
 
@@ -1000,6 +1048,7 @@ READERS: dict[str, Reader] = {
     "mapping-csv": MAPPING_CSV,
     "mapping-parquet": MAPPING_PARQUET,
     "plan": PLAN,
+    "metadata-plan": METADATA_PLAN,
     "rollback-snapshot": SNAPSHOT,
     "three-phase-state": STATE,
     "manifest": MANIFEST,

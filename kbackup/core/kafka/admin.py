@@ -585,36 +585,29 @@ class Admin:
     def create_acls(self, entries: Iterable[AclEntry]) -> dict[AclEntry, KBackupError | None]:
         """Create ACL bindings in one request: None for each one the cluster holds now (creating a
         binding that exists changes nothing), else why it was refused (the authorizer's words)."""
-        wanted = {_binding_of(entry): entry for entry in entries}
-        if not wanted:
-            return {}
-        futures = self._wait_request(
-            lambda: self.client.create_acls(list(wanted), request_timeout=self.timeout), "create ACLs"
-        )
-        outcome: dict[AclEntry, KBackupError | None] = {}
-        for binding, future in futures.items():
-            entry = wanted[binding]
-            try:
-                self._result(future, f"create the ACL {describe_acl(entry)}")
-                outcome[entry] = None
-            except KBackupError as error:
-                outcome[entry] = error
-        return outcome
+        return self._acl_request(entries, _binding_of, "create")
 
     def delete_acls(self, entries: Iterable[AclEntry]) -> dict[AclEntry, KBackupError | None]:
         """Delete exactly these bindings (each as a filter matching only itself): None for each one
         deleted or already gone, else why not."""
-        wanted = {_filter_of(entry): entry for entry in entries}
+        return self._acl_request(entries, _filter_of, "delete")
+
+    def _acl_request(
+        self,
+        entries: Iterable[AclEntry],
+        as_request: Callable[[AclEntry], Any],
+        verb: Literal["create", "delete"],
+    ) -> dict[AclEntry, KBackupError | None]:
+        wanted = {as_request(entry): entry for entry in entries}
         if not wanted:
             return {}
-        futures = self._wait_request(
-            lambda: self.client.delete_acls(list(wanted), request_timeout=self.timeout), "delete ACLs"
-        )
+        send = self.client.create_acls if verb == "create" else self.client.delete_acls
+        futures = self._wait_request(lambda: send(list(wanted), request_timeout=self.timeout), f"{verb} ACLs")
         outcome: dict[AclEntry, KBackupError | None] = {}
-        for acl_filter, future in futures.items():
-            entry = wanted[acl_filter]
+        for request, future in futures.items():
+            entry = wanted[request]
             try:
-                self._result(future, f"delete the ACL {describe_acl(entry)}")
+                self._result(future, f"{verb} the ACL {describe_acl(entry)}")
                 outcome[entry] = None
             except KBackupError as error:
                 outcome[entry] = error
@@ -888,8 +881,9 @@ def _resource_type(name: str) -> Any:
     return ResourceType[{"CLUSTER": "BROKER"}.get(name, name)]
 
 
-def _binding_of(entry: AclEntry) -> Any:
-    return AclBinding(
+def _acl_parts(entry: AclEntry) -> tuple[Any, ...]:
+    """A binding's parts in the order confluent-kafka's AclBinding and AclBindingFilter take them."""
+    return (
         _resource_type(entry.resource_type),
         entry.resource_name,
         ResourcePatternType[entry.pattern_type],
@@ -898,18 +892,15 @@ def _binding_of(entry: AclEntry) -> Any:
         AclOperation[entry.operation],
         AclPermissionType[entry.permission],
     )
+
+
+def _binding_of(entry: AclEntry) -> Any:
+    return AclBinding(*_acl_parts(entry))
 
 
 def _filter_of(entry: AclEntry) -> Any:
-    return AclBindingFilter(
-        _resource_type(entry.resource_type),
-        entry.resource_name,
-        ResourcePatternType[entry.pattern_type],
-        entry.principal,
-        entry.host,
-        AclOperation[entry.operation],
-        AclPermissionType[entry.permission],
-    )
+    """A filter that matches exactly ``entry``."""
+    return AclBindingFilter(*_acl_parts(entry))
 
 
 def _acl_order(entry: AclEntry) -> tuple[str, ...]:
