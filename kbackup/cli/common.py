@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kbackup.app import config as config_module
+from kbackup.app.overrides import target_connection
 from kbackup.cli.signals import stop_on_signals
-from kbackup.core.errors import ConfigError
+from kbackup.core.config import KafkaConnection
+from kbackup.core.errors import ConfigError, UsageError
 from kbackup.core.progress import Progress, disable_progress
 from kbackup.core.secrets import redact
+from kbackup.format.reset_plan import TargetInfo
 
 if TYPE_CHECKING:
     from kbackup.core.metrics import MetricsSettings, RunMetrics
@@ -258,3 +261,24 @@ def duration_flag(flag: str, value: str) -> float:
         return parse_duration(value)
     except ValueError as exc:
         raise ConfigError(f"{flag} {value}: {exc}") from None
+
+
+def plan_target(
+    config: config_module.KBackupConfig,
+    bootstrap_servers: str | None,
+    *,
+    command: str,
+    plan_file: Path,
+    planned: TargetInfo,
+    hint: str,
+) -> KafkaConnection:
+    """The cluster an ``execute --plan`` applies a plan to: the config's target with ``-b`` over it;
+    without either, one line naming the cluster the plan was made for (a plan carries no secret,
+    so the connection's security settings come from the config)."""
+    if config.target is None and not bootstrap_servers:
+        raise UsageError(
+            f"{command} needs the target's connection: plan {plan_file} is for cluster "
+            f"{planned.cluster_id} at {','.join(planned.bootstrap_servers)}",
+            hint=hint,
+        )
+    return target_connection(config, bootstrap_servers)

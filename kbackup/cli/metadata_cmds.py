@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kbackup.app.overrides import storage_settings, target_connection, with_encryption_key
+from kbackup.app.overrides import storage_settings, with_encryption_key
 from kbackup.cli.backup_cmds import check_store_exists
 from kbackup.cli.common import (
     BootstrapOption,
@@ -20,9 +20,9 @@ from kbackup.cli.common import (
     RestorePathOption,
     json_mode,
     load_config,
+    plan_target,
     print_json,
 )
-from kbackup.core.errors import UsageError
 from kbackup.core.files import check_writable, write_file
 from kbackup.format.metadata_plan import read_metadata_plan, render_metadata_plan
 from kbackup.restore import MetadataResult
@@ -107,16 +107,16 @@ def execute(
     json_mode(as_json)
     cfg = load_config(config)
     reviewed = read_metadata_plan(plan_file)
-    if cfg.target is None and not bootstrap_servers:
-        raise UsageError(
-            f"restore-metadata execute needs the target's connection: plan {plan_file} is for cluster "
-            f"{reviewed.target.cluster_id} at {','.join(reviewed.target.bootstrap_servers)}",
-            hint="give -c with the config the plan was made from (its target section carries the "
-            "security settings and the password source)",
-        )
-    result = execute_metadata(
-        cfg, reviewed, target=target_connection(cfg, bootstrap_servers), dry_run=dry_run
+    target = plan_target(
+        cfg,
+        bootstrap_servers,
+        command="restore-metadata execute",
+        plan_file=plan_file,
+        planned=reviewed.target,
+        hint="give -c with the config the plan was made from (its target section carries the "
+        "security settings and the password source)",
     )
+    result = execute_metadata(cfg, reviewed, target=target, dry_run=dry_run)
     _emit_result(result, as_json)
 
 

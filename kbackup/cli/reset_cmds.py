@@ -19,6 +19,7 @@ from kbackup.cli.common import (
     PathOption,
     json_mode,
     load_config,
+    plan_target,
     print_json,
 )
 from kbackup.core.config import read_text_file
@@ -205,14 +206,15 @@ def execute(
     json_mode(as_json)
     cfg = load_config(config)
     reviewed = read_plan(plan_file)
-    if cfg.target is None and not bootstrap_servers:
-        raise UsageError(
-            f"offset-reset execute needs the target's connection: plan {plan_file} is for cluster "
-            f"{reviewed.target.cluster_id} at {','.join(reviewed.target.bootstrap_servers)}",
-            hint="give -c with the config the plan was made from (its target section carries the "
-            "security settings), or --bootstrap-servers for a plaintext cluster",
-        )
-    target = target_connection(cfg, bootstrap_servers)
+    target = plan_target(
+        cfg,
+        bootstrap_servers,
+        command="offset-reset execute",
+        plan_file=plan_file,
+        planned=reviewed.target,
+        hint="give -c with the config the plan was made from (its target section carries the "
+        "security settings), or --bootstrap-servers for a plaintext cluster",
+    )
     folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)
     result = execute_plan(
         reviewed,

@@ -9,8 +9,9 @@ saying what it applied before it. A second run of plan then execute changes noth
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
 
 from pydantic import SecretStr
 
@@ -248,25 +249,19 @@ class _Applier:
     result: MetadataResult
 
     def apply(self, changes: list[MetadataItem]) -> None:
-        index = 0
-        while index < len(changes):
-            item = changes[index]
-            if isinstance(item, AclItem):
-                # ACLs go in batches of one action: one request each for creations and deletions.
-                batch = [
-                    other
-                    for other in changes[index:]
-                    if isinstance(other, AclItem) and other.action == item.action
-                ]
-                self._acls(batch)
-                index += len(batch)
-                continue
-            self._one(item, lambda item=item: self._change(item))  # type: ignore[misc]
-            index += 1
+        """``changes`` in the plan's order (:meth:`MetadataPlan.changes`), where the ACLs of one
+        action stand together: each such run goes in one request."""
+        for (kind, _action), run in groupby(changes, key=lambda item: (item.kind, item.action)):
+            items = list(run)
+            if kind == "acls":
+                self._acls([item for item in items if isinstance(item, AclItem)])
+            else:
+                for item in items:
+                    self._one(item)
 
-    def _one(self, item: MetadataItem, change: Callable[[], None]) -> None:
+    def _one(self, item: MetadataItem) -> None:
         try:
-            change()
+            self._change(item)
         except KBackupError as error:
             raise self._stopped(item, error) from None
         self.result.applied.append(f"{item.action} {describe_item(item)}")

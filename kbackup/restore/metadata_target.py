@@ -75,9 +75,9 @@ def read_target_security(admin: Admin, plan_kinds: Iterable[str], topics: Iterab
             user: {item.mechanism: item.iterations for item in credentials}
             for user, credentials in admin.scram_users().items()
         }
-    wanted = sorted(set(topics) & set(metadata.partition_counts()))
+    counts = metadata.partition_counts()
+    wanted = sorted(set(topics) & set(counts))
     if "topic_configs" in kinds and wanted:
-        counts = metadata.partition_counts()
         state.partitions = {topic: counts[topic] for topic in wanted}
         for topic, configs in admin.topic_configs(wanted).items():
             state.topic_configs[topic] = {

@@ -52,7 +52,8 @@ def _outcome(error: KafkaError | None) -> str:
 
 
 def _raised(exc: BaseException) -> str:
-    return _outcome(kafka_error_of(exc)) if kafka_error_of(exc) is not None else type(exc).__name__
+    error = kafka_error_of(exc)
+    return _outcome(error) if error is not None else type(exc).__name__
 
 
 #: Answers of a cluster still settling (a group coordinator loading just after a restore): asked
