@@ -193,6 +193,12 @@ def cluster_words(nodes: int) -> str:
     )
 
 
+def cluster_heading(nodes: int) -> str:
+    """:func:`cluster_words` as a heading (capital first letter, the rest as written)."""
+    words = cluster_words(nodes)
+    return words[0].upper() + words[1:]
+
+
 def node_counts_of(text: str) -> list[int]:
     """``--nodes``: one count or several, comma-separated (``1,3``)."""
     try:

@@ -40,6 +40,7 @@ from pathlib import Path
 from bench._perf import (
     BackupRunResult,
     ConsumerPerfResult,
+    cluster_heading,
     cluster_words,
     consumer_perf,
     create_topic,
@@ -302,7 +303,7 @@ def nodes_report(
                 f"| {row.backup_records_per_sec / reference.backup_records_per_sec:.2f} |"
             )
     for nodes, rows in rows_of.items():
-        lines += ["", f"### {cluster_words(nodes).capitalize()}", "", table(rows)]
+        lines += ["", f"### {cluster_heading(nodes)}", "", table(rows)]
     return "\n".join(lines)
 
 

@@ -61,6 +61,7 @@ from functools import partial
 from pathlib import Path
 
 from bench._perf import (
+    cluster_heading,
     cluster_words,
     create_topic,
     node_counts_of,
@@ -240,7 +241,7 @@ def report(cases: list[Case], rounds: int, seconds: float, argv: str = "") -> st
         return header + "\n\n" + tables(cases)
     parts = [header, replication_cost(cases, node_counts)]
     for nodes in node_counts:
-        parts += [f"### {cluster_words(nodes).capitalize()}", tables([c for c in cases if c.nodes == nodes])]
+        parts += [f"### {cluster_heading(nodes)}", tables([c for c in cases if c.nodes == nodes])]
     return "\n\n".join(parts)
 
 
