@@ -42,11 +42,15 @@ def source_records(partition: int) -> Iterator[BackupRecord]:
         )
 
 
-def build_backup(root: Path, scratch: Path, topic: str) -> dict[int, list[BackupRecord]]:
+def build_backup(
+    root: Path, scratch: Path, topic: str, backup_id: str = "crash"
+) -> dict[int, list[BackupRecord]]:
+    """``backup_id``: restores of two backups of the same id into one cluster are the same restore
+    (one transactional id, one progress): tests sharing a cluster give each its own."""
     storage = LocalStorage(root)
     builder = BackupBuilder(
         storage,
-        "crash",
+        backup_id,
         source_cluster="crash-src",
         scratch_dir=scratch,
         limits=SegmentLimits(max_records=10_000),
