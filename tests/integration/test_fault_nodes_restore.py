@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
 
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
+from kbackup.sandbox.synthetic_backup import BackupRecord
 from tests.support.cli_process import wait_for
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import consume_all
@@ -35,6 +37,10 @@ pytestmark = pytest.mark.slow
 ALL_NODES = (1, 2, 3)
 #: How long a killed node stays down before it is started again.
 DOWNTIME_SECS = 4.0
+#: Records per source partition (three): at the slow settings below the restore takes several
+#: seconds, so a fault after LANDED_BEFORE_THE_FAULT of them lands mid-run.
+RECORDS_PER_PARTITION = 8_000
+LANDED_BEFORE_THE_FAULT = 3_000
 #: The restore's exit code when it ran out of time waiting for its committed records to be
 #: readable (docs/exit-codes.md, unverified): running it again checks again.
 UNVERIFIED = 13
@@ -84,6 +90,23 @@ def slow_restore_config(path: Path) -> Path:
     return path
 
 
+def fault_case(target: LocalKafkaCluster, tmp_path: Path, topic: str, mode: str) -> FaultCase:
+    """A backup of ``topic`` in files, and the slow restore of it into ``target`` in ``mode``."""
+    store, backup_id = tmp_path / "store", f"{topic}-b"
+    expected = build_backup(store, tmp_path, topic, backup_id, RECORDS_PER_PARTITION)
+    args = restore_args(target, store, backup_id, slow_restore_config(tmp_path / "r.yaml"), mode)
+    return FaultCase(store, backup_id, expected, args)
+
+
+@dataclass
+class FaultCase:
+    store: Path
+    backup_id: str
+    #: The records the backup holds, by source partition: the oracle.
+    expected: dict[int, list[BackupRecord]]
+    args: list[str]
+
+
 def wait_landed(cluster: LocalKafkaCluster, topic: str, records: int, run: BackgroundRestore) -> None:
     """Until ``records`` records of the restore are on the target (committed or not)."""
     probe = Consumer(
@@ -126,31 +149,29 @@ def finished_or_rerun(run: BackgroundRestore, folder: Path, args: list[str]) -> 
 def test_transaction_coordinator_killed_mid_exactly_once_restore(
     target: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
-    topic, backup_id, store = unique_name, f"{unique_name}-b", tmp_path / "store"
-    expected = build_backup(store, tmp_path, topic, backup_id)
-    coordinator = target.transaction_coordinator(restore_transactional_id(target, store, backup_id))
-    args = restore_args(target, store, backup_id, slow_restore_config(tmp_path / "r.yaml"), "--exactly-once")
-    run = BackgroundRestore.start(tmp_path / "run", *args)
+    topic = unique_name
+    case = fault_case(target, tmp_path, topic, "--exactly-once")
+    coordinator = target.transaction_coordinator(restore_transactional_id(target, case.store, case.backup_id))
+    run = BackgroundRestore.start(tmp_path / "run", *case.args)
     try:
-        wait_landed(target, topic, 10_000, run)
+        wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)
         kill_and_restart(target, coordinator, run)
-        codes = finished_or_rerun(run, tmp_path, args)
+        codes = finished_or_rerun(run, tmp_path, case.args)
     finally:
         run.stop()
     print(f"coordinator node {coordinator} killed: exit codes {codes}")
-    check_exactly_once(target, topic, SOURCE_PARTITIONS, expected, seed=0)
+    check_exactly_once(target, topic, SOURCE_PARTITIONS, case.expected, seed=0)
 
 
 def test_partition_leader_killed_mid_idempotent_restore(
     target: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
     """Idempotent mode: the exactly-once mode under a node's death is the test above."""
-    topic, backup_id, store = unique_name, f"{unique_name}-b", tmp_path / "store"
-    expected = build_backup(store, tmp_path, topic, backup_id)
-    args = restore_args(target, store, backup_id, slow_restore_config(tmp_path / "r.yaml"), "--idempotent")
-    run = BackgroundRestore.start(tmp_path / "run", *args)
+    topic = unique_name
+    case = fault_case(target, tmp_path, topic, "--idempotent")
+    run = BackgroundRestore.start(tmp_path / "run", *case.args)
     try:
-        wait_landed(target, topic, 10_000, run)
+        wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)
         leader = target.partition_leader(topic, 0)
         kill_and_restart(target, leader, run)
         code = run.finish()
@@ -158,7 +179,7 @@ def test_partition_leader_killed_mid_idempotent_restore(
     finally:
         run.stop()
     print(f"leader node {leader} of {topic}/0 killed")
-    check_exactly_once(target, topic, SOURCE_PARTITIONS, expected, seed=0)
+    check_exactly_once(target, topic, SOURCE_PARTITIONS, case.expected, seed=0)
 
 
 def test_not_enough_replicas_waits_says_so_and_finishes_when_the_node_returns(
@@ -167,13 +188,12 @@ def test_not_enough_replicas_waits_says_so_and_finishes_when_the_node_returns(
     """The target topic exists with min.insync.replicas=3 (restore.existing_topics: validate writes
     into it as it is); one node stopped cleanly leaves every partition two in-sync replicas, and
     each acks=all write is refused with NOT_ENOUGH_REPLICAS, which the producer retries silently."""
-    topic, backup_id, store = unique_name, f"{unique_name}-b", tmp_path / "store"
-    expected = build_backup(store, tmp_path, topic, backup_id)
+    topic = unique_name
+    case = fault_case(target, tmp_path, topic, "--idempotent")
     create_topic_with_configs(target, topic, SOURCE_PARTITIONS, {"min.insync.replicas": "3"})
-    args = restore_args(target, store, backup_id, slow_restore_config(tmp_path / "r.yaml"), "--idempotent")
-    run = BackgroundRestore.start(tmp_path / "run", *args)
+    run = BackgroundRestore.start(tmp_path / "run", *case.args)
     try:
-        wait_landed(target, topic, 5_000, run)
+        wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)
         stopped = next(node for node in ALL_NODES if node != target.active_controller())
         target.stop_node(stopped)
         said = f"NOT_ENOUGH_REPLICAS: {topic}/0 has in-sync replicas"
@@ -186,7 +206,7 @@ def test_not_enough_replicas_waits_says_so_and_finishes_when_the_node_returns(
         print(run.stderr())
     finally:
         run.stop()
-    check_exactly_once(target, topic, SOURCE_PARTITIONS, expected, seed=0)
+    check_exactly_once(target, topic, SOURCE_PARTITIONS, case.expected, seed=0)
 
 
 def test_active_controller_killed_as_the_restore_creates_its_topics(
@@ -201,12 +221,17 @@ def test_active_controller_killed_as_the_restore_creates_its_topics(
     args = restore_args(target, store, backup_id, slow_restore_config(tmp_path / "r.yaml"), "--exactly-once")
     controller = target.active_controller()
     run = BackgroundRestore.start(tmp_path / "run", *args)
+    started = time.monotonic()
     try:
         kill_and_restart(target, controller, run)
+        back = time.monotonic() - started
         codes = finished_or_rerun(run, tmp_path, args)
     finally:
         run.stop()
-    print(f"controller node {controller} killed: exit codes {codes}")
+    ended = time.monotonic() - started
+    print(
+        f"controller node {controller} killed: back after {back:.1f}s, exit codes {codes} after {ended:.1f}s"
+    )
     print(run.stderr())
     for topic, partitions in counts.items():
         assert len(target.partitions_of(topic)) == partitions, topic
