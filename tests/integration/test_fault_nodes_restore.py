@@ -11,7 +11,7 @@ timestamp.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,20 +146,31 @@ def finished_or_rerun(run: BackgroundRestore, folder: Path, args: list[str]) -> 
     return code, rerun_code
 
 
+def node_killed_mid_restore(
+    target: LocalKafkaCluster, tmp_path: Path, topic: str, case: FaultCase, node_of: Callable[[], int]
+) -> tuple[int, tuple[int, int | None]]:
+    """Start the restore, kill the node ``node_of`` names once some records landed, start it again;
+    the node, and the exit codes of the run and of a rerun (None: none was needed)."""
+    run = BackgroundRestore.start(tmp_path / "run", *case.args)
+    try:
+        wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)
+        node = node_of()
+        kill_and_restart(target, node, run)
+        return node, finished_or_rerun(run, tmp_path, case.args)
+    finally:
+        run.stop()
+
+
 def test_transaction_coordinator_killed_mid_exactly_once_restore(
     target: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
     topic = unique_name
     case = fault_case(target, tmp_path, topic, "--exactly-once")
-    coordinator = target.transaction_coordinator(restore_transactional_id(target, case.store, case.backup_id))
-    run = BackgroundRestore.start(tmp_path / "run", *case.args)
-    try:
-        wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)
-        kill_and_restart(target, coordinator, run)
-        codes = finished_or_rerun(run, tmp_path, case.args)
-    finally:
-        run.stop()
-    print(f"coordinator node {coordinator} killed: exit codes {codes}")
+    transactional_id = restore_transactional_id(target, case.store, case.backup_id)
+    node, codes = node_killed_mid_restore(
+        target, tmp_path, topic, case, lambda: target.transaction_coordinator(transactional_id)
+    )
+    print(f"coordinator node {node} killed: exit codes {codes}")
     check_exactly_once(target, topic, SOURCE_PARTITIONS, case.expected, seed=0)
 
 
@@ -169,16 +180,11 @@ def test_partition_leader_killed_mid_idempotent_restore(
     """Idempotent mode: the exactly-once mode under a node's death is the test above."""
     topic = unique_name
     case = fault_case(target, tmp_path, topic, "--idempotent")
-    run = BackgroundRestore.start(tmp_path / "run", *case.args)
-    try:
-        wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)
-        leader = target.partition_leader(topic, 0)
-        kill_and_restart(target, leader, run)
-        code = run.finish()
-        assert code == 0, f"restore exit {code}: {run.stderr()}"
-    finally:
-        run.stop()
-    print(f"leader node {leader} of {topic}/0 killed")
+    node, codes = node_killed_mid_restore(
+        target, tmp_path, topic, case, lambda: target.partition_leader(topic, 0)
+    )
+    assert codes == (0, None), f"the idempotent restore did not ride out the leader's death: {codes}"
+    print(f"leader node {node} of {topic}/0 killed")
     check_exactly_once(target, topic, SOURCE_PARTITIONS, case.expected, seed=0)
 
 
