@@ -25,6 +25,7 @@ from kbackup.sandbox.kafka import (
 from tests.support.cli_process import wait_for
 from tests.support.cluster_nodes import (
     create_replicated_topic,
+    named_led_by,
     offsets_topic_leaders,
     produce_one,
     quorum_status,
@@ -60,16 +61,6 @@ def values(read: list[Record]) -> list[bytes | None]:
 def wait_all_in_sync(cluster: LocalKafkaCluster, topic: str) -> None:
     wait_for(
         lambda: cluster.in_sync_replicas(topic, 0) == ALL_NODES, f"{topic}/0 back in sync on 3 nodes", 60
-    )
-
-
-def named_led_by(cluster: LocalKafkaCluster, prefix: str, internal_topic: str, node: int) -> str:
-    """A group or transactional id whose coordinator partition ``node`` leads (Kafka's hash)."""
-    leaders = {p: replicas.leader for p, replicas in cluster.partitions_of(internal_topic).items()}
-    return next(
-        f"{prefix}-{i}"
-        for i in range(1000)
-        if leaders[coordinator_partition(f"{prefix}-{i}", len(leaders))] == node
     )
 
 
