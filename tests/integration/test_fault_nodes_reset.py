@@ -206,7 +206,10 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str, 
 
 
 def finishes_or_fails_retryably(
-    outcome: tuple[int, str, str, float], setup: ResetSetup, again: Callable[[], tuple[int, str, str, float]]
+    outcome: tuple[int, str, str, float],
+    setup: ResetSetup,
+    again: Callable[[], tuple[int, str, str, float]],
+    capsys: pytest.CaptureFixture[str],
 ) -> tuple[int, str, str, float]:
     """A run under the fault either finished, or failed with a retryable exit and a line naming a
     group and the next step; then the same command again finishes."""
@@ -216,7 +219,9 @@ def finishes_or_fails_retryably(
     assert code in RETRYABLE_EXITS, f"exit {code}: {err}"
     assert any(group in err for group in setup.groups), err
     assert "running the same command again may succeed" in err, err
+    say(capsys, f"exit {code}: {err.strip()}")
     rerun = again()
+    say(capsys, f"rerun: exit {rerun[0]} after {rerun[3]:.1f}s")
     assert rerun[0] == 0, f"the rerun failed: exit {rerun[0]}: {rerun[2]}"
     return rerun
 
@@ -253,7 +258,9 @@ def test_coordinator_killed_while_the_plan_reads_committed_offsets(
     monkeypatch.setattr(Admin, "committed_offsets_of", kill_then_read)
     plan_file = tmp_path / "plan.json"
     plan_args = ("offset-reset", "plan", "-c", str(setup.config), "--output", str(plan_file))
-    planned = finishes_or_fails_retryably(cli(capsys, *plan_args), setup, lambda: cli(capsys, *plan_args))
+    planned = finishes_or_fails_retryably(
+        cli(capsys, *plan_args), setup, lambda: cli(capsys, *plan_args), capsys
+    )
     monkeypatch.undo()
     assert not three_nodes.node_alive(setup.killed), "the node was not killed during the plan"
     say(capsys, f"plan with node {setup.killed} killed: exit {planned[0]} after {planned[3]:.1f}s")
@@ -315,5 +322,5 @@ def test_coordinator_killed_after_execute_moved_its_first_group(
     assert len(snapshots) == 1
     snapshot = json.loads(snapshots[0].read_text())
     assert sorted(group["group_id"] for group in snapshot["groups"]) == sorted(setup.groups)
-    finishes_or_fails_retryably(outcome, setup, lambda: cli(capsys, *execute_args))
+    finishes_or_fails_retryably(outcome, setup, lambda: cli(capsys, *execute_args), capsys)
     ends_exact_and_rolls_back(three_nodes, setup, capsys, snapshot["snapshot_id"])
