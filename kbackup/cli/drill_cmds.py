@@ -23,6 +23,7 @@ from kbackup.cli.common import (
     SparkMasterOption,
     json_mode,
     load_config,
+    local_nodes_option,
     print_json,
     run_context,
 )
@@ -166,13 +167,9 @@ def drill(
     ] = False,
     nodes: Annotated[
         int,
-        typer.Option(
-            "--nodes",
-            min=1,
-            max=5,
-            metavar="N",
-            help="With --local: nodes per cluster. 3 drills production's shape: every topic on three "
-            "nodes with min.insync.replicas=2, on both the source and the target.",
+        local_nodes_option(
+            "With --local: nodes per cluster. 3 drills production's shape: every topic on three "
+            "nodes with min.insync.replicas=2, on both the source and the target."
         ),
     ] = 1,
     engine: EngineOption = None,

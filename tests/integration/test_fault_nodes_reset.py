@@ -24,33 +24,26 @@ import pytest
 
 from kbackup.cli.main import run
 from kbackup.core.kafka.admin import Admin
-from kbackup.format.catalog import commit_manifest
-from kbackup.format.manifest import (
-    ConsumerGroupsSnapshot,
-    GroupOffset,
-    GroupSnapshot,
-    Manifest,
-    PartitionEntry,
-    SourceInfo,
-    TopicEntry,
-    utc_now_iso,
-)
 from kbackup.sandbox.kafka import (
     GROUP_OFFSETS_TOPIC,
     LocalKafkaCluster,
     coordinator_partition,
     local_clusters,
 )
-from kbackup.storage import LocalStorage
 from tests.support.cli_process import wait_for
-from tests.support.cluster_nodes import create_replicated_topic, named_led_by, offsets_topic_leaders
+from tests.support.cluster_nodes import (
+    create_replicated_topic,
+    named_led_by,
+    offsets_topic_leaders,
+    start_stopped_nodes,
+)
 from tests.support.kafka_io import commit_group, group_positions
 from tests.support.oracles import reference_position
+from tests.support.reset_cli_setup import backup_with_groups
 from tests.support.restored_topics import Restored, restored_records, write_restored
 
 pytestmark = pytest.mark.slow
 
-ALL_NODES = (1, 2, 3)
 SOURCE = "nodes-reset-source"
 SOURCE_TOPIC = "orders"
 PARTITIONS = 2
@@ -82,9 +75,7 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka
 def every_node_back(three_nodes: LocalKafkaCluster) -> Iterator[None]:
     """A test that failed with a node down leaves the next one three nodes, not two."""
     yield
-    for node in ALL_NODES:
-        if not three_nodes.node_alive(node):
-            three_nodes.start_node(node)
+    start_stopped_nodes(three_nodes)
 
 
 @dataclass
@@ -111,33 +102,6 @@ def restored_topic(cluster: LocalKafkaCluster, topic: str) -> None:
         cluster, topic, SOURCE_TOPIC, SOURCE,
         [(rows(FIRST_OFFSET, 120), True), (rows(120, 125), False), (rows(120, END_OFFSET), True)],
         transactional_id=f"t-{topic}",
-    )  # fmt: skip
-
-
-def backup_with_groups(store: Path, groups: dict[str, dict[int, int]]) -> None:
-    """A backup of the source topic whose group snapshot holds ``groups``' committed offsets."""
-    commit_manifest(
-        LocalStorage(store),
-        Manifest(
-            backup_id="nightly", increment=0, run_id="r0", tool_version="test",
-            started_at=utc_now_iso(), finished_at=utc_now_iso(), source=SourceInfo(cluster_id=SOURCE),
-            topics=[TopicEntry(name=SOURCE_TOPIC, partitions=PARTITIONS)],
-            partitions=[
-                PartitionEntry(topic=SOURCE_TOPIC, partition=p, start_offset=FIRST_OFFSET,
-                               end_offset=END_OFFSET, log_start_offset=FIRST_OFFSET,
-                               record_count=END_OFFSET - FIRST_OFFSET)
-                for p in range(PARTITIONS)
-            ],
-            consumer_groups=ConsumerGroupsSnapshot(
-                taken_at=utc_now_iso(),
-                groups=[
-                    GroupSnapshot(group_id=group, offsets=[
-                        GroupOffset(topic=SOURCE_TOPIC, partition=p, offset=o) for p, o in positions.items()
-                    ])
-                    for group, positions in groups.items()
-                ],
-            ),
-        ),
     )  # fmt: skip
 
 
@@ -172,7 +136,14 @@ def set_up(cluster: LocalKafkaCluster, unique_name: str, folder: Path) -> ResetS
         }
         assert all(position not in (None, PREVIOUS) for position in expected[group].values())
     store = folder / "store"
-    backup_with_groups(store, groups)
+    backup_with_groups(
+        store,
+        SOURCE,
+        SOURCE_TOPIC,
+        range(FIRST_OFFSET, END_OFFSET),
+        {g: {(SOURCE_TOPIC, p): o for p, o in at.items()} for g, at in groups.items()},
+        partitions=PARTITIONS,
+    )
     config = folder / "reset.yaml"
     config.write_text(
         f"backup_id: nightly\ntarget:\n  bootstrap_servers: {cluster.bootstrap_servers}\n"

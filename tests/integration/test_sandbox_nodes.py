@@ -29,6 +29,7 @@ from tests.support.cluster_nodes import (
     offsets_topic_leaders,
     produce_one,
     quorum_status,
+    start_stopped_nodes,
 )
 from tests.support.kafka_io import Record, commit_group, consume_all, group_position, produce
 
@@ -45,9 +46,7 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka
 def every_node_back(three_nodes: LocalKafkaCluster) -> Iterator[None]:
     """A test that failed with a node down leaves the next one three nodes, not two."""
     yield
-    for node in ALL_NODES:
-        if not three_nodes.node_alive(node):
-            three_nodes.start_node(node)
+    start_stopped_nodes(three_nodes)
 
 
 def records(first: int, count: int) -> list[Record]:

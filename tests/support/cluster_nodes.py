@@ -94,3 +94,10 @@ def named_led_by(cluster: LocalKafkaCluster, prefix: str, internal_topic: str, n
         for i in range(1000)
         if leaders[coordinator_partition(f"{prefix}-{i}", len(leaders))] == node
     )
+
+
+def start_stopped_nodes(cluster: LocalKafkaCluster) -> None:
+    """Every node that a test killed or stopped started again, so the next test has them all."""
+    for node in cluster.node_ids:
+        if not cluster.node_alive(node):
+            cluster.start_node(node)

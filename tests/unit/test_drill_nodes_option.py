@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kbackup.cli.common import MAX_LOCAL_NODES
+from kbackup.sandbox.kafka import MAX_NODES
 from tests.support.cli_run import RunCli
 
 
@@ -20,3 +22,7 @@ def test_nodes_beyond_what_the_sandbox_starts_is_a_wrong_value(cli: RunCli) -> N
     code, _out, err = cli("drill", "--local", "--nodes", "6")
     assert code == 3, err
     assert "--nodes" in err
+
+
+def test_the_clis_largest_node_count_is_the_sandboxs() -> None:
+    assert MAX_LOCAL_NODES == MAX_NODES
