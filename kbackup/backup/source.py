@@ -89,4 +89,13 @@ class SourceCluster:
         ]
 
     def consumer_groups(self, topics: Collection[str]) -> ConsumerGroupsSnapshot:
-        return snapshot_consumer_groups(self.admin, topics)
+        """The group snapshot, taken once more after a failure that retrying may help: the listing
+        asks every broker, and one stopped while answering (a rolling restart) leaves it unanswered
+        until the request times out, which spends the admin's own retry budget."""
+        return call_with_retries(
+            lambda: snapshot_consumer_groups(self.admin, topics),
+            within_secs=self.admin.retry_secs,
+            delay_secs=0.5,
+            min_attempts=2,
+            min_attempts_delay_secs=0.5,
+        )
