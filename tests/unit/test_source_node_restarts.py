@@ -3,7 +3,8 @@ left unanswered by a broker that went away, and the end offsets a new leader can
 
 Listing groups asks every broker; one stopped while answering (a rolling restart) leaves the
 request unanswered until it times out, which spends the admin's own retry budget. The snapshot
-is taken once more, and fails only when that fails too, saying a rerun may succeed. A leader just
+is taken again (within the run's patience, at least once more), and fails only when that fails
+too, saying a rerun may succeed. A leader just
 elected answers OFFSET_NOT_AVAILABLE until its high watermark catches up, and FENCED_LEADER_EPOCH
 or UNKNOWN_LEADER_EPOCH while the client's epoch differs from its own: asked again.
 """
@@ -91,7 +92,7 @@ class ScriptedClients:
 
 def source(client: ScriptedClient) -> SourceCluster:
     # A budget shorter than the first wait: the admin's own retries give up after one try.
-    cluster = SourceCluster(ScriptedClients(client), request_timeout=30)  # type: ignore[arg-type]
+    cluster = SourceCluster(ScriptedClients(client), request_timeout=30, patience_secs=0)  # type: ignore[arg-type]
     cluster.admin.retry_secs = 0
     return cluster
 
