@@ -18,15 +18,16 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kbackup.sandbox.jars import kafka_libs
+from kbackup.sandbox.jars import KAFKA_VERSION, kafka_libs
 
 
 def create_topic(
     bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None
 ) -> None:
-    """Create a topic of replication factor 1 and wait until the broker has it."""
+    """Create a topic of the cluster's default replication factor (1 on one node, 3 on three) and
+    wait until the broker has it."""
     admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
-    for future in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
+    for future in admin.create_topics([NewTopic(topic, partitions, -1, config=config or {})]).values():
         future.result(60)
 
 
@@ -180,6 +181,35 @@ def measured_backup(
 ) -> BackupRunResult:
     """Run ``kafka-backup backup`` (with ``flags``) as a child process and wait for it."""
     return start_backup(bootstrap, topic, storage_dir, backup_id, flags, **settings).finish()
+
+
+def cluster_words(nodes: int) -> str:
+    """The cluster a benchmark ran on, as its report names it."""
+    if nodes == 1:
+        return f"one local Kafka {KAFKA_VERSION} broker (KRaft, loopback)"
+    return (
+        f"a local {nodes}-node Kafka {KAFKA_VERSION} cluster (KRaft, loopback, replication factor "
+        f"{min(nodes, 3)}, min.insync.replicas={min(nodes, 2)})"
+    )
+
+
+def cluster_heading(nodes: int) -> str:
+    """:func:`cluster_words` as a heading (capital first letter, the rest as written)."""
+    words = cluster_words(nodes)
+    return words[0].upper() + words[1:]
+
+
+def node_counts_of(text: str) -> list[int]:
+    """``--nodes``: one count or several, comma-separated (``1,3``)."""
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--nodes takes node counts such as 1 or 1,3, not {text!r}"
+        ) from None
+    if not counts or not all(1 <= count <= 3 for count in counts):
+        raise argparse.ArgumentTypeError(f"--nodes takes counts from 1 to 3, not {text!r}")
+    return counts
 
 
 def refuse_smoke_figures_in_docs(args: argparse.Namespace) -> None:

@@ -2,9 +2,10 @@
 
     .venv/bin/python -m bench.bench_backup [--records-100 N] [--records-1k N] [--factor F]
                                            [--repeat R] [--partitions P] [--quick]
-                                           [--write-docs]
+                                           [--nodes 1,3] [--write-docs]
 
-Starts one local single-node cluster, fills topics of 100-byte and 1 KiB
+Starts one local single-node cluster (``--nodes``: a cluster of each count, a
+three-node one with replication factor 3 and ``min.insync.replicas=2``), fills topics of 100-byte and 1 KiB
 records with ProducerPerformance, then for each topic runs ConsumerPerformance
 and a ``kafka-backup backup`` process (to a local folder, zstd) one after the
 other, ``--repeat`` rounds after a warm-up, which of them goes first rotating
@@ -15,6 +16,12 @@ times the first) to show that the backup's peak RSS does not grow with the
 topic. Broker, tool and backup share this machine's cores, so figures move
 with whatever else runs; the ratio of runs made side by side is the number
 to compare.
+
+With several node counts, each topic is filled and measured on every cluster,
+the clusters taking turns going first from topic to topic; the report adds
+replication's cost (each side's best rate on the larger cluster over its best
+on the single node), the compression comparison is left out, and
+``--write-docs`` writes the "Backup on three nodes" section instead.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import platform
 import shutil
 import statistics
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,9 +40,12 @@ from pathlib import Path
 from bench._perf import (
     BackupRunResult,
     ConsumerPerfResult,
+    cluster_heading,
+    cluster_words,
     consumer_perf,
     create_topic,
     measured_backup,
+    node_counts_of,
     produce_perf,
     refuse_smoke_figures_in_docs,
     replace_section,
@@ -45,6 +56,8 @@ from kbackup.sandbox.kafka import local_clusters
 
 START_MARKER = "<!-- backup:start -->"
 END_MARKER = "<!-- backup:end -->"
+#: The section a run on several node counts writes (the single-node Backup section stays).
+NODES_START_MARKER, NODES_END_MARKER = "<!-- backup-nodes:start -->", "<!-- backup-nodes:end -->"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
@@ -238,6 +251,62 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def measure_topic(
+    bootstrap: str, record_size: int, records: int, args: argparse.Namespace, work: Path, warm_up: bool
+) -> Row:
+    """Fill a topic of ``records`` records on the cluster at ``bootstrap`` and measure its backup
+    against ConsumerPerformance; ``warm_up`` first runs each once untimed (JIT, page cache, imports)."""
+    topic = f"bench-{record_size}b-{records}"
+    create_topic(bootstrap, topic, args.partitions)
+    print(f"{topic} at {bootstrap}: {produce_perf(bootstrap, topic, records, record_size)}", flush=True)
+    if warm_up:
+        consumer_perf(bootstrap, topic, records)
+        measured_backup(bootstrap, topic, work / "warm-up", "bench")
+        shutil.rmtree(work / "warm-up", ignore_errors=True)
+    consumer, backup, ratios = measure(bootstrap, topic, records, args.repeat, work, args.compression_level)
+    return Row(record_size, records, consumer, backup, ratios)
+
+
+def nodes_report(
+    rows_of: dict[int, list[Row]], args: argparse.Namespace, start_load: tuple[float, ...]
+) -> str:
+    """The runs on several node counts: replication's cost, then each cluster's table."""
+    load = os.getloadavg()
+    smallest = min(rows_of)
+    lines = [
+        "## Backup on three nodes",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d} with `.venv/bin/python -m bench.bench_backup "
+        f"--records-100 {args.records_100} --records-1k {args.records_1k} --factor {args.factor} "
+        f"--repeat {args.repeat} --partitions {args.partitions} --nodes "
+        f"{','.join(map(str, rows_of))}` on {os.cpu_count()} cores ({platform.machine()}, Python "
+        f"{platform.python_version()}): {' and '.join(cluster_words(nodes) for nodes in rows_of)}, "
+        f"side by side in one run (each topic filled and measured on each cluster, the clusters taking "
+        f"turns going first), a local folder as storage, zstd level {args.compression_level}, best of "
+        f"{args.repeat} rounds, ConsumerPerformance and the backup taking turns going first. Load "
+        f"average (1/5/15 min) at the start {start_load[0]:.1f} / {start_load[1]:.1f} / "
+        f"{start_load[2]:.1f}, at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
+        "",
+        f"Replication's cost: each side's best records/s on the larger cluster over its best on "
+        f"{cluster_words(smallest)} (below 1: slower there).",
+        "",
+        "| nodes | record size | records | ConsumerPerformance | backup |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for nodes, rows in rows_of.items():
+        if nodes == smallest:
+            continue
+        for row, reference in zip(rows, rows_of[smallest], strict=True):
+            lines.append(
+                f"| {nodes} | {row.record_size} B | {row.records:,} "
+                f"| {row.consumer.records_per_sec / reference.consumer.records_per_sec:.2f} "
+                f"| {row.backup_records_per_sec / reference.backup_records_per_sec:.2f} |"
+            )
+    for nodes, rows in rows_of.items():
+        lines += ["", f"### {cluster_heading(nodes)}", "", table(rows)]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -259,45 +328,52 @@ def main() -> None:
     )
     parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOC}")
     parser.add_argument("--quick", action="store_true", help="10,000 / 2,500 records, one run (a smoke run)")
+    parser.add_argument(
+        "--nodes",
+        type=node_counts_of,
+        default=[1],
+        help="nodes of the cluster, or several counts (1,3) measured side by side (default 1)",
+    )
     args = parser.parse_args()
     refuse_smoke_figures_in_docs(args)
     if args.quick:
         args.records_100, args.records_1k, args.repeat = 10_000, 2_500, 1
     start_load = os.getloadavg()
 
-    rows: list[Row] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="kbackup-bench-") as work_dir,
-        local_clusters(["bench"]) as clusters,
-    ):
+    rows_of: dict[int, list[Row]] = {nodes: [] for nodes in args.nodes}
+    with tempfile.TemporaryDirectory(prefix="kbackup-bench-") as work_dir, ExitStack() as stack:
         work = Path(work_dir)
-        bootstrap = clusters[0].bootstrap_servers
-        plan = [(100, args.records_100), (1024, args.records_1k)]
-        warmed = False
-        for record_size, small in plan:
-            for records in (small, small * args.factor):
-                topic = f"bench-{record_size}b-{records}"
-                create_topic(bootstrap, topic, args.partitions)
-                print(f"{topic}: {produce_perf(bootstrap, topic, records, record_size)}", flush=True)
-                if not warmed:
-                    # JIT, page cache and Python imports warm before anything is timed.
-                    consumer_perf(bootstrap, topic, records)
-                    measured_backup(bootstrap, topic, work / "warm-up", "bench")
-                    shutil.rmtree(work / "warm-up", ignore_errors=True)
-                    warmed = True
-                consumer, backup, ratios = measure(
-                    bootstrap, topic, records, args.repeat, work, args.compression_level
+        servers = {
+            nodes: stack.enter_context(local_clusters([f"bench-{nodes}"], nodes=nodes))[0].bootstrap_servers
+            for nodes in args.nodes
+        }
+        plan = [
+            (record_size, records)
+            for record_size, small in [(100, args.records_100), (1024, args.records_1k)]
+            for records in (small, small * args.factor)
+        ]
+        for index, (record_size, records) in enumerate(plan):
+            for nodes in rotated(args.nodes, index):
+                rows_of[nodes].append(
+                    measure_topic(servers[nodes], record_size, records, args, work, warm_up=index == 0)
                 )
-                rows.append(Row(record_size, records, consumer, backup, ratios))
-        codecs = [codec for codec in args.codecs.split(",") if codec]
+        codecs = [codec for codec in args.codecs.split(",") if codec] if len(args.nodes) == 1 else []
         codec_rows: list[CodecRow] = []
         if codecs:
             records = args.records_1k * args.factor
             topic = f"bench-1024b-{records}"
             codec_rows = measure_codecs(
-                bootstrap, topic, records, args.repeat, work, codecs, args.compression_level
+                servers[args.nodes[0]], topic, records, args.repeat, work, codecs, args.compression_level
             )
 
+    if len(args.nodes) > 1:
+        several = nodes_report(rows_of, args, start_load)
+        print("\n" + several)
+        if args.write_docs:
+            replace_section(DOC, NODES_START_MARKER, NODES_END_MARKER, several)
+            print(f"\nwritten to {DOC}")
+        return
+    rows = rows_of[args.nodes[0]]
     result = table(rows)
     print()
     print(result)
@@ -314,8 +390,9 @@ def main() -> None:
                 f"Measured {datetime.now(UTC):%Y-%m-%d} with `.venv/bin/python -m bench.bench_backup "
                 f"--records-100 {args.records_100} --records-1k {args.records_1k} --factor {args.factor} "
                 f"--repeat {args.repeat} --partitions {args.partitions}` on {os.cpu_count()} cores "
-                f"({platform.machine()}, Python {platform.python_version()}), one local single-node "
-                f"Kafka 4.3.1 broker, a local folder as storage, zstd level {args.compression_level}, "
+                f"({platform.machine()}, Python {platform.python_version()}), "
+                f"{cluster_words(args.nodes[0])}, a local folder as storage, "
+                f"zstd level {args.compression_level}, "
                 f"best of {args.repeat} rounds after a warm-up, ConsumerPerformance and the backup "
                 "taking turns going first (peak RSS: the worst run). Load average "
                 f"(1/5/15 min) at the start {start_load[0]:.1f} / {start_load[1]:.1f} / {start_load[2]:.1f}, "

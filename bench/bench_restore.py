@@ -1,9 +1,12 @@
-"""Restore throughput and memory against Kafka's own ProducerPerformance, on one local broker.
+"""Restore throughput and memory against Kafka's own ProducerPerformance, on one local broker or on
+a three-node cluster beside it.
 
-    .venv/bin/python -m bench.bench_restore [--rounds N] [--quick] [--write-docs]
+    .venv/bin/python -m bench.bench_restore [--rounds N] [--quick] [--nodes 1,3] [--smaller] [--write-docs]
 
 For 100-byte and 1 KiB records it builds backups at two sizes (a folder, with
-the test backup builder), starts a local single-node Kafka 4.3 cluster, warms
+the test backup builder; ``--smaller``: the smaller of each), starts a local
+Kafka cluster of each ``--nodes`` count (default 1; a three-node cluster has
+replication factor 3 and ``min.insync.replicas=2``), warms
 up, then for each backup runs ``--rounds`` rounds (5 by default) of five runs,
 each into a fresh topic with the same partition count (deleted after its
 counts are checked):
@@ -34,6 +37,12 @@ producing, commits and the wait for commit markers are); its peak RSS is the
 process's VmHWM. ProducerPerformance's rate is its own report (JVM start-up
 excluded). With ``--write-docs`` the tables replace the Restore section of
 docs/benchmarks.md.
+
+With several node counts, each round runs the five on every cluster, the
+clusters taking turns going first too; besides each cluster's tables, the
+report gives replication's cost: per side, the ratio of its rate on the larger
+cluster to its rate on the single node, taken per round. ``--write-docs`` then
+writes the "Restore on three nodes" section instead.
 """
 
 from __future__ import annotations
@@ -45,12 +54,20 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from bench._perf import create_topic, refuse_smoke_figures_in_docs
+from bench._perf import (
+    cluster_heading,
+    cluster_words,
+    create_topic,
+    node_counts_of,
+    refuse_smoke_figures_in_docs,
+    replace_section,
+)
 from bench._restore_perf import (
     REPO,
     TRANSACTION_MS,
@@ -68,6 +85,8 @@ from kbackup.sandbox.kafka import local_clusters
 PARTITIONS = 3
 DOCS = REPO / "docs" / "benchmarks.md"
 START, END = "<!-- restore:start -->", "<!-- restore:end -->"
+#: The section a run on several node counts writes (the single-node Restore section stays).
+NODES_START, NODES_END = "<!-- restore-nodes:start -->", "<!-- restore-nodes:end -->"
 #: The restore's producer settings as ProducerPerformance's --producer-props, and those left out.
 RESTORE_PROPS, LEFT_OUT = restore_producer_props()
 PP_DEFAULTS = "ProducerPerformance (defaults)"
@@ -93,6 +112,8 @@ class Case:
     record_size: int
     records: int
     backup_bytes: int = 0
+    #: The nodes of the cluster the case ran on.
+    nodes: int = 1
     #: Side -> its run of each round, in round order.
     runs: dict[str, list[Measured]] = field(default_factory=dict)
     #: The order the sides ran in, per round.
@@ -145,45 +166,43 @@ def settled_log_end(bootstrap: str, topic: str, records: int, timeout: float = 3
         time.sleep(0.5)
 
 
-def run_case(case: Case, bootstrap: str, root: Path, rounds: int) -> None:
+def run_round(case: Case, bootstrap: str, root: Path, round_: int) -> None:
+    """The five runs of one round of ``case`` against the cluster at ``bootstrap``."""
     backup_id = f"bench-{case.record_size}-{case.records}"
-    tag = f"{case.record_size}-{case.records}"
-    for round_ in range(rounds):
-        stamp = f"{tag}-{round_}-{int(time.time())}"
-        restore = partial(
-            restore_cli, root, backup_id, bootstrap, topic="bench", record_size=case.record_size
+    tag = f"{case.record_size}-{case.records}" + (f"-n{case.nodes}" if case.nodes > 1 else "")
+    stamp = f"{tag}-{round_}-{int(time.time())}"
+    restore = partial(restore_cli, root, backup_id, bootstrap, topic="bench", record_size=case.record_size)
+    runs: dict[str, tuple[str, Callable[[], Measured]]] = {
+        PP_DEFAULTS: (f"pp-{stamp}", partial(_pp, bootstrap, f"pp-{stamp}", case, PP_DEFAULTS)),
+        PP_SAME: (
+            f"pps-{stamp}",
+            partial(_pp, bootstrap, f"pps-{stamp}", case, PP_SAME, RESTORE_PROPS),
+        ),
+        PP_SAME_TX: (
+            f"ppt-{stamp}",
+            partial(_pp, bootstrap, f"ppt-{stamp}", case, PP_SAME_TX, RESTORE_PROPS, TRANSACTION_MS),
+        ),
+        IDEMPOTENT: (f"ri-{stamp}", partial(restore, target_topic=f"ri-{stamp}", exactly_once=False)),
+        EXACTLY_ONCE: (f"re-{stamp}", partial(restore, target_topic=f"re-{stamp}", exactly_once=True)),
+    }
+    order = rotated(SIDES, round_)
+    case.orders.append(order)
+    for name in order:
+        target, run = runs[name]
+        measured = run()
+        log_end = (
+            settled_log_end(bootstrap, target, case.records)
+            if name in TRANSACTIONAL
+            else log_end_offsets(bootstrap, target)
         )
-        runs: dict[str, tuple[str, Callable[[], Measured]]] = {
-            PP_DEFAULTS: (f"pp-{stamp}", partial(_pp, bootstrap, f"pp-{stamp}", case, PP_DEFAULTS)),
-            PP_SAME: (
-                f"pps-{stamp}",
-                partial(_pp, bootstrap, f"pps-{stamp}", case, PP_SAME, RESTORE_PROPS),
-            ),
-            PP_SAME_TX: (
-                f"ppt-{stamp}",
-                partial(_pp, bootstrap, f"ppt-{stamp}", case, PP_SAME_TX, RESTORE_PROPS, TRANSACTION_MS),
-            ),
-            IDEMPOTENT: (f"ri-{stamp}", partial(restore, target_topic=f"ri-{stamp}", exactly_once=False)),
-            EXACTLY_ONCE: (f"re-{stamp}", partial(restore, target_topic=f"re-{stamp}", exactly_once=True)),
-        }
-        order = rotated(SIDES, round_)
-        case.orders.append(order)
-        for name in order:
-            target, run = runs[name]
-            measured = run()
-            log_end = (
-                settled_log_end(bootstrap, target, case.records)
-                if name in TRANSACTIONAL
-                else log_end_offsets(bootstrap, target)
-            )
-            check_counts(name, measured, case.records, log_end)
-            delete_topic(bootstrap, target)
-            case.runs.setdefault(name, []).append(measured)
-            print(
-                f"  {tag:>14} round {round_}: {name:55} {measured.records_per_second:>10,.0f} rec/s "
-                f"{measured.mib_per_second:7.1f} MiB/s  peak RSS {measured.peak_rss_bytes / 2**20:6.0f} MiB",
-                flush=True,
-            )
+        check_counts(name, measured, case.records, log_end)
+        delete_topic(bootstrap, target)
+        case.runs.setdefault(name, []).append(measured)
+        print(
+            f"  {tag:>17} round {round_}: {name:55} {measured.records_per_second:>10,.0f} rec/s "
+            f"{measured.mib_per_second:7.1f} MiB/s  peak RSS {measured.peak_rss_bytes / 2**20:6.0f} MiB",
+            flush=True,
+        )
 
 
 def _pp(
@@ -207,14 +226,57 @@ def rate_cell(case: Case, name: str) -> str:
 
 
 def report(cases: list[Case], rounds: int, seconds: float, argv: str = "") -> str:
-    lines = [
+    node_counts = sorted({case.nodes for case in cases})
+    header = (
         f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.bench_restore{argv}` on "
-        f"{os.cpu_count()} CPU(s) ({platform.machine()}, {platform.system()}), one local Kafka 4.3.1 "
-        f"broker (KRaft, loopback), {PARTITIONS} partitions, acks=all everywhere, {rounds} round(s) "
+        f"{os.cpu_count()} CPU(s) ({platform.machine()}, {platform.system()}), "
+        f"{' and '.join(cluster_words(nodes) for nodes in node_counts)}, "
+        f"{PARTITIONS} partitions, acks=all everywhere, {rounds} round(s) "
         "after a warm-up, the five runs of a round one after the other, which of them goes first "
-        f"rotating from round to round; {seconds / 60:.0f} min in all; broker, tools and restore share "
-        "the cores: expect noise.",
+        f"rotating from round to round{'' if len(node_counts) == 1 else ' (and the clusters likewise)'}; "
+        f"{seconds / 60:.0f} min in all; brokers, tools and restore share "
+        "the cores: expect noise."
+    )
+    if len(node_counts) == 1:
+        return header + "\n\n" + tables(cases)
+    parts = [header, replication_cost(cases, node_counts)]
+    for nodes in node_counts:
+        parts += [f"### {cluster_heading(nodes)}", tables([c for c in cases if c.nodes == nodes])]
+    return "\n\n".join(parts)
+
+
+def replication_cost(cases: list[Case], node_counts: Sequence[int]) -> str:
+    """Per side, its rate on each larger cluster over its rate on the smallest, taken per round."""
+    smallest = node_counts[0]
+    lines = [
+        f"Replication's cost: each side's records/s on the larger cluster over its records/s on "
+        f"{cluster_words(smallest)}, the two runs of the same round paired: the median of the rounds "
+        "and their range (below 1: slower with replication).",
         "",
+        "| nodes | record size | records | " + " | ".join(SIDES) + " |",
+        "|---:|---:|---:|" + "---:|" * len(SIDES),
+    ]
+    base = {(c.record_size, c.records): c for c in cases if c.nodes == smallest}
+    for case in cases:
+        if case.nodes == smallest:
+            continue
+        reference = base[(case.record_size, case.records)]
+        cells = []
+        for name in SIDES:
+            ratios = paired_ratios(
+                [m.records_per_second for m in case.runs[name]],
+                [m.records_per_second for m in reference.runs[name]],
+            )
+            cells.append(spread(ratios).format(digits=2))
+        lines.append(
+            f"| {case.nodes} | {case.record_size} B | {case.records:,} | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(lines)
+
+
+def tables(cases: list[Case]) -> str:
+    """The rates, ratios and every run of ``cases`` (all on one cluster)."""
+    lines = [
         "Records per second: the median of the rounds (their range, min-max), and the median in MiB/s "
         "of payload (record size x records; 1 MiB = 2^20 bytes, the unit of the perf tools' `MB/sec`):",
         "",
@@ -280,18 +342,12 @@ def report(cases: list[Case], rounds: int, seconds: float, argv: str = "") -> st
     return "\n".join(lines)
 
 
-def write_docs(text: str) -> None:
-    block = f"{START}\n## Restore\n\n{text}\n{END}"
-    if DOCS.exists():
-        current = DOCS.read_text()
-        if START in current and END in current:
-            before, rest = current.split(START, 1)
-            _, after = rest.split(END, 1)
-            DOCS.write_text(before + block + after)
-            return
-        DOCS.write_text(current.rstrip() + "\n\n" + block + "\n")
-        return
-    DOCS.write_text(f"# Benchmarks\n\n{block}\n")
+def write_docs(text: str, several_nodes: bool = False) -> None:
+    """The Restore section of docs/benchmarks.md, or with several node counts its own section."""
+    if several_nodes:
+        replace_section(DOCS, NODES_START, NODES_END, f"## Restore on three nodes\n\n{text}")
+    else:
+        replace_section(DOCS, START, END, f"## Restore\n\n{text}")
 
 
 def main() -> None:
@@ -304,6 +360,13 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=None, help="rounds of the five runs (default 5; --quick: 1)"
     )
+    parser.add_argument(
+        "--nodes",
+        type=node_counts_of,
+        default=[1],
+        help="nodes of the cluster, or several counts (1,3) measured side by side (default 1)",
+    )
+    parser.add_argument("--smaller", action="store_true", help="only the smaller backup of each record size")
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     parser.add_argument(
         "--work-dir", type=Path, default=None, help="where backups go (default: a temp folder)"
@@ -313,53 +376,77 @@ def main() -> None:
     scale = 10 if args.quick else 1
     rounds = args.rounds or (1 if args.quick else 5)
     argv = "".join(f" {arg}" for arg in sys.argv[1:] if arg != "--write-docs")
-    cases = [
-        Case(100, 1_000_000 // scale),
-        Case(100, 4_000_000 // scale),
-        Case(1024, 250_000 // scale),
-        Case(1024, 1_000_000 // scale),
-    ]
+    sizes = [(100, 1_000_000 // scale), (1024, 250_000 // scale)]
+    if not args.smaller:
+        sizes[1:1] = [(100, 4_000_000 // scale)]
+        sizes.append((1024, 1_000_000 // scale))
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="kbackup-bench-restore-"))
     root = work / "store"
     started = time.monotonic()
     try:
-        for case in cases:
-            built = time.monotonic()
-            scratch = work / "scratch"
-            scratch.mkdir(parents=True, exist_ok=True)
-            case.backup_bytes = build_backup(
-                root,
-                f"bench-{case.record_size}-{case.records}",
-                record_size=case.record_size,
-                records=case.records,
-                partitions=PARTITIONS,
-                topic="bench",
-                scratch=scratch,
-            )
-            print(
-                f"backup of {case.records:,} x {case.record_size} B: {case.backup_bytes / 2**20:,.0f} MiB "
-                f"in {time.monotonic() - built:.0f}s",
-                flush=True,
-            )
-        with local_clusters(["bench"], work / "kafka") as (cluster,):
-            bootstrap = cluster.bootstrap_servers
-            print(f"broker at {bootstrap}; warming up", flush=True)
-            warm = Case(1024, min(cases[2].records, 100_000))
-            _pp(bootstrap, f"warm-{int(time.time())}", warm, PP_SAME, RESTORE_PROPS)
-            restore_cli(
-                root, f"bench-{cases[2].record_size}-{cases[2].records}", bootstrap, topic="bench",
-                target_topic=f"warm-r-{int(time.time())}", exactly_once=True, record_size=1024,
-            )  # fmt: skip
-            for case in cases:
-                run_case(case, bootstrap, root, rounds)
+        backup_bytes = {size: build_bench_backup(root, work, *size) for size in sizes}
+        with ExitStack() as stack:
+            clusters = {
+                nodes: stack.enter_context(
+                    local_clusters([f"bench-{nodes}"], work / f"kafka-{nodes}", nodes=nodes)
+                )[0]
+                for nodes in args.nodes
+            }
+            for nodes, cluster in clusters.items():
+                warm_up(cluster.bootstrap_servers, root, nodes)
+            cases = [
+                Case(record_size, records, backup_bytes[(record_size, records)], nodes=nodes)
+                for record_size, records in sizes
+                for nodes in args.nodes
+            ]
+            for record_size, records in sizes:
+                of_size = {c.nodes: c for c in cases if (c.record_size, c.records) == (record_size, records)}
+                for round_ in range(rounds):
+                    for nodes in rotated(args.nodes, round_):
+                        run_round(of_size[nodes], clusters[nodes].bootstrap_servers, root, round_)
         text = report(cases, rounds, time.monotonic() - started, argv)
         print("\n" + text)
         if args.write_docs:
-            write_docs(text)
+            write_docs(text, several_nodes=len(args.nodes) > 1)
             print(f"\nwritten to {DOCS}")
     finally:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def build_bench_backup(root: Path, work: Path, record_size: int, records: int) -> int:
+    """The backup ``bench-SIZE-RECORDS`` of topic ``bench``; its bytes."""
+    built = time.monotonic()
+    scratch = work / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    size = build_backup(
+        root,
+        f"bench-{record_size}-{records}",
+        record_size=record_size,
+        records=records,
+        partitions=PARTITIONS,
+        topic="bench",
+        scratch=scratch,
+    )
+    print(
+        f"backup of {records:,} x {record_size} B: {size / 2**20:,.0f} MiB "
+        f"in {time.monotonic() - built:.0f}s",
+        flush=True,
+    )
+    return size
+
+
+def warm_up(bootstrap: str, root: Path, nodes: int) -> None:
+    """JIT, page cache and imports warm before anything is timed: ProducerPerformance and an
+    exactly-once restore of the smallest 1 KiB backup."""
+    print(f"{nodes} node(s) at {bootstrap}; warming up", flush=True)
+    records = min(int(p.name.rsplit("-", 1)[1]) for p in root.iterdir() if p.name.startswith("bench-1024-"))
+    backup = f"bench-1024-{records}"
+    _pp(bootstrap, f"warm-{int(time.time())}", Case(1024, min(records, 100_000)), PP_SAME, RESTORE_PROPS)
+    restore_cli(
+        root, backup, bootstrap, topic="bench", target_topic=f"warm-r-{int(time.time())}",
+        exactly_once=True, record_size=1024,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

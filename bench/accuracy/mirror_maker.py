@@ -42,10 +42,13 @@ from bench.accuracy.measure import ReadBackBuilder, RestoredPartition, ledger_tr
 from kbackup.core.config import KafkaConnection
 from kbackup.core.kafka import KafkaClients, PartitionReader, open_admin
 from kbackup.core.types import TopicPartitionKey
-from kbackup.sandbox.jars import KAFKA_VERSION, LOG4J_VERSION, MavenArtifact, classpath, resolve_jars
+from kbackup.sandbox.jars import LOG4J_VERSION, MavenArtifact, classpath, resolve_jars
 from kbackup.sandbox.kafka import LOG4J2_PROPERTIES, log_tails, stop_process
 
 DRIVER = "org.apache.kafka.connect.mirror.MirrorMaker"
+#: Maven Central serves no connect-mirror 4.4.0 (the brokers' default version): MirrorMaker 2 runs
+#: the newest release it has, a Kafka client like any other to the brokers.
+MIRROR_MAKER_VERSION = "4.3.1"
 #: MirrorSourceConfig's default: a sync is due once the translation would be this many records stale.
 OFFSET_LAG_MAX = 100
 
@@ -63,8 +66,8 @@ INTERNAL_TOPICS = (
 Positions = dict[tuple[str, str, int], int | None]
 
 
-def mirror_maker_libs(version: str = KAFKA_VERSION) -> Path:
-    """connect-mirror of the brokers' version and its runtime closure, with the brokers' SLF4J binding."""
+def mirror_maker_libs(version: str = MIRROR_MAKER_VERSION) -> Path:
+    """connect-mirror and its runtime closure, with the brokers' SLF4J binding."""
     return resolve_jars(
         "mirror-maker",
         [

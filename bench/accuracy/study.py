@@ -65,6 +65,7 @@ from bench.accuracy.data import (
 )
 from bench.accuracy.measure import RestoredPartition, read_restored_columns
 from bench.accuracy.mirror_maker import (
+    MIRROR_MAKER_VERSION,
     MirrorMaker2,
     SyncCounts,
     count_syncs,
@@ -595,8 +596,9 @@ def report(result: StudyResult, seconds: float, plot: Path | None) -> str:
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.accuracy` on {os.cpu_count()} CPU(s) "
         f"({platform.machine()}), {memory:.0f} GiB, load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}; "
-        f"two local Kafka {KAFKA_VERSION} clusters and the real MirrorMaker 2 of Kafka {KAFKA_VERSION} "
-        f"(`org.apache.kafka:connect-mirror:{KAFKA_VERSION}` from Maven Central, its dedicated driver); "
+        f"two local Kafka {KAFKA_VERSION} clusters and the real MirrorMaker 2 of Kafka "
+        f"{MIRROR_MAKER_VERSION} (`org.apache.kafka:connect-mirror:{MIRROR_MAKER_VERSION}` from Maven "
+        "Central, its dedicated driver); "
         f"{seconds / 60:.0f} min in all.",
         "",
         f"Source: `{MAIN}` 3 partitions x {data.records_per_partition:,} records (2, 4 and 100 records per "

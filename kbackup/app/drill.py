@@ -163,9 +163,13 @@ def run_drill(
         origin_id=backed_up.source_cluster_id,
         kafka_cluster_id=job_backup(restore_config).latest.source.kafka_cluster_id,
         servers=config.source.describe(),
+        brokers=len(open_admin(config.source).metadata().brokers),
     )
     report.target = ClusterInfo(
-        origin_id=None, kafka_cluster_id=summary.target_cluster_id, servers=config.target.describe()
+        origin_id=None,
+        kafka_cluster_id=summary.target_cluster_id,
+        servers=config.target.describe(),
+        brokers=len(open_admin(config.target).metadata().brokers),
     )
 
     started = time.monotonic()
@@ -248,9 +252,13 @@ def run_local_drill(
     mapping: MappingSettings | None = None,
     encryption: EncryptionSettings | None = None,
     secured: bool = False,
+    nodes: int = 1,
 ) -> DrillReport:
     """Two throwaway local clusters, realistic data, the full drill on local-folder storage;
     ``engine`` and ``mapping`` (its Spark master and settings) as a config file says them.
+
+    ``nodes``: each cluster's broker+controller nodes; three replicate every topic three ways with
+    ``min.insync.replicas=2``, as production clusters do (:mod:`kbackup.sandbox.kafka`).
 
     ``secured``: both clusters run the authorizer with a super user, as whom the drill backs up and
     restores; the source's app users and their ACLs (:mod:`kbackup.app.drill_access`) come back
@@ -267,6 +275,7 @@ def run_local_drill(
             Path(scratch) / "clusters",
             scram_users=None if users is None else {"source": users.of_source(), "target": users.of_target()},
             super_user=None if users is None else SUPER_USER,
+            nodes=nodes,
         ) as (source, target),
     ):
         # With the authorizer, connection() is the super user's over SCRAM.

@@ -77,7 +77,7 @@ def fill_source(
         "min.compaction.lag.ms": "0",
     }
     specs = [
-        TopicSpec(name, count, 1, configs=compaction if name == compacted else {})
+        TopicSpec(name, count, configs=compaction if name == compacted else {})
         for name, count in topics.items()
     ]
     for refused in admin.create_topics(specs).values():

@@ -73,6 +73,9 @@ class ClusterInfo:
     kafka_cluster_id: str | None
     #: Servers and protocol (``KafkaConnection.describe()``).
     servers: str
+    #: Brokers in the cluster's metadata when the drill ran (a drill on one node proves less about
+    #: replication than one on three); None: not read.
+    brokers: int | None = None
 
 
 #: What an access check answers when it can tell (kbackup.core.kafka.access); anything else is the
@@ -348,6 +351,15 @@ class DrillReport:
             "three_phase": self.three_phase,
         }
 
+    def cluster_lines(self) -> list[str]:
+        """The clusters' broker counts, when the drill read them."""
+        counts = [
+            f"{side} {info.brokers} broker(s)"
+            for side, info in (("source", self.source), ("target", self.target))
+            if info is not None and info.brokers is not None
+        ]
+        return [f"clusters: {', '.join(counts)}"] if counts else []
+
     def summary_lines(self) -> list[str]:
         parts = self.phase_parts()
         lines = [
@@ -369,6 +381,7 @@ class DrillReport:
                 else []
             ),
             f"kafka-backup {self.kafka_backup_version}, config sha256 {self.config_sha256 or 'unknown'}",
+            *self.cluster_lines(),
             *(f"note: {note}" for note in self.notes),
             *self.access_lines(),
         ]
@@ -474,6 +487,8 @@ def _cluster(info: ClusterInfo | None) -> str:
     if info is None:
         return "-"
     parts = [f"Kafka cluster id {info.kafka_cluster_id or 'unknown'}", info.servers]
+    if info.brokers is not None:
+        parts.append(f"{info.brokers} broker(s)")
     if info.origin_id:
         parts.insert(0, f"origin id {info.origin_id}")
     return ", ".join(parts)

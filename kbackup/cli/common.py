@@ -121,6 +121,16 @@ def storage_path_option(help_text: str) -> Any:
     return typer.Option("--path", "-p", metavar="URL", help=help_text, callback=checked_path)
 
 
+#: The most nodes a local cluster has (kbackup.sandbox.kafka.MAX_NODES: the CLI layer outside
+#: tools_cmds does not import the sandbox, which a unit test keeps equal).
+MAX_LOCAL_NODES = 5
+
+
+def local_nodes_option(help_text: str) -> Any:
+    """``--nodes``: broker+controller nodes per local cluster (``sandbox``, ``drill --local``)."""
+    return typer.Option("--nodes", min=1, max=MAX_LOCAL_NODES, metavar="N", help=help_text)
+
+
 PathOption = Annotated[
     str | None,
     storage_path_option(

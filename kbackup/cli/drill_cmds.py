@@ -23,6 +23,7 @@ from kbackup.cli.common import (
     SparkMasterOption,
     json_mode,
     load_config,
+    local_nodes_option,
     print_json,
     run_context,
 )
@@ -164,6 +165,13 @@ def drill(
             "as on the source (exit 11 if not).",
         ),
     ] = False,
+    nodes: Annotated[
+        int,
+        local_nodes_option(
+            "With --local: nodes per cluster. 3 drills production's shape: every topic on three "
+            "nodes with min.insync.replicas=2, on both the source and the target."
+        ),
+    ] = 1,
     engine: EngineOption = None,
     spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
@@ -179,12 +187,14 @@ def drill(
     would. With --engine spark the backup and the restore run as Spark tasks (kafka-backup
     docs scaling). With --local --secured the clusters run the authorizer: the restore
     brings the source's ACLs and SCRAM users back first, then each app principal connects to
-    both clusters and must be allowed and denied the same things (exit 11 if not).
+    both clusters and must be allowed and denied the same things (exit 11 if not). With
+    --local --nodes 3 each cluster has three nodes, replicated like a production cluster.
 
     \b
     Example:
       kafka-backup drill --local
       kafka-backup drill --local --secured --records 200
+      kafka-backup drill --local --nodes 3 --records 200
     """
     json_mode(as_json)
     from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill
@@ -197,6 +207,11 @@ def drill(
         raise UsageError(
             "--secured goes with --local: it starts its own authorizer-enabled clusters",
             hint="add --local, or restore a config's ACLs and users with restore_metadata.enabled",
+        )
+    if nodes != 1 and not local:
+        raise UsageError(
+            f"--nodes {nodes} goes with --local: a drill with --config runs on the clusters the file names",
+            hint="add --local to drill on throwaway clusters of that many nodes, or drop --nodes",
         )
     if local and config is not None:
         # The local drill makes its own clusters, storage and groups: a file would be ignored.
@@ -225,6 +240,7 @@ def drill(
                 mapping=cfg.mapping,
                 encryption=cfg.storage.encryption,
                 secured=secured,
+                nodes=nodes,
             )
         else:
             report_path = report or Path(cfg.drill.report_path)

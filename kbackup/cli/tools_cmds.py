@@ -17,6 +17,7 @@ from kbackup.cli.common import (
     bootstrap_option,
     json_mode,
     load_config,
+    local_nodes_option,
     print_json,
 )
 from kbackup.core.config import KafkaConnection
@@ -93,13 +94,9 @@ def sandbox(
     ] = 2,
     nodes: Annotated[
         int,
-        typer.Option(
-            "--nodes",
-            min=1,
-            max=5,
-            metavar="N",
-            help="Broker+controller nodes per cluster. 3: a three-voter quorum, replication factor 3, "
-            "min.insync.replicas=2, the internal topics replicated too.",
+        local_nodes_option(
+            "Broker+controller nodes per cluster. 3: a three-voter quorum, replication factor 3, "
+            "min.insync.replicas=2, the internal topics replicated too."
         ),
     ] = 1,
     hold: Annotated[

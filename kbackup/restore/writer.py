@@ -18,6 +18,7 @@ from typing import Any
 from kbackup.core.errors import KafkaOperationError, KBackupError, PreconditionError
 from kbackup.core.faults import crash_point
 from kbackup.core.kafka import (
+    Admin,
     KafkaClients,
     KafkaError,
     KafkaException,
@@ -25,6 +26,7 @@ from kbackup.core.kafka import (
     kafka_error_of,
     translate_kafka_error,
 )
+from kbackup.core.logs import get_logger
 from kbackup.format.origin import Header
 from kbackup.format.restore_progress import (
     PROGRESS_PARTITION,
@@ -53,6 +55,8 @@ PRODUCER_TUNING: dict[str, Any] = {
 }
 #: How often the producer loop serves librdkafka's callbacks (only failures report back).
 POLL_INTERVAL_SECS = 0.25
+#: While the target does not acknowledge, how often the wait says so (and why, when it can tell).
+STALL_REPORT_SECS = 10.0
 #: init_transactions errors after which ``exactly_once: auto`` falls back to the idempotent mode.
 _NO_TRANSACTIONS = {
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
@@ -64,6 +68,8 @@ _NO_TRANSACTIONS = {
     "_TIMED_OUT",
     "COORDINATOR_NOT_AVAILABLE",
 }
+
+log = get_logger("restore")
 
 
 class TargetWriter:
@@ -208,15 +214,19 @@ class TargetWriter:
     def _flush_all(self) -> None:
         """Wait until every record handed over is acknowledged; a failed one stops the run."""
         assert self.producer is not None
-        remaining = self.producer.flush(self.settings.timeout_secs)
+        deadline = time.monotonic() + self.settings.timeout_secs
+        while remaining := self.producer.flush(min(STALL_REPORT_SECS, max(0.0, deadline - time.monotonic()))):
+            self.raise_delivery_errors()
+            why = self._why_not_acknowledged()
+            if time.monotonic() >= deadline:
+                raise KafkaOperationError(
+                    f"{remaining} record(s) were not acknowledged by {self.plan.target} within "
+                    f"{self.settings.timeout_secs:g}s{why}",
+                    hint="running the same command again continues where the restore stopped",
+                    retryable=True,
+                )
+            self._report_wait(f"{remaining} record(s) not acknowledged yet{why}")
         self.raise_delivery_errors()
-        if remaining:
-            raise KafkaOperationError(
-                f"{remaining} record(s) were not acknowledged by {self.plan.target} within "
-                f"{self.settings.timeout_secs:g}s",
-                hint="running the same command again continues where the restore stopped",
-                retryable=True,
-            )
 
     def _send(self, topic: str, columns: _Columns) -> None:
         assert self.producer is not None
@@ -253,16 +263,20 @@ class TargetWriter:
         assert self.producer is not None
         value, key, partition, timestamp, headers = record
         deadline = time.monotonic() + self.settings.timeout_secs
+        next_report = time.monotonic() + STALL_REPORT_SECS
         while True:
             self.producer.poll(0.05)
             self.raise_delivery_errors()
             if time.monotonic() > deadline:
                 raise KafkaOperationError(
                     f"{self.plan.target} accepted no record for {self.settings.timeout_secs:g}s "
-                    "(the producer's queue stayed full)",
+                    f"(the producer's queue stayed full){self._why_not_acknowledged()}",
                     hint="check the target cluster; running the same command again continues",
                     retryable=True,
                 )
+            if time.monotonic() > next_report:
+                self._report_wait(f"room in the producer's queue{self._why_not_acknowledged()}")
+                next_report = time.monotonic() + STALL_REPORT_SECS
             try:
                 send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
                 return
@@ -286,6 +300,32 @@ class TargetWriter:
                 hint="running the same command again continues where the restore stopped",
                 retryable=True,
             )
+
+    def _report_wait(self, what: str) -> None:
+        log.warning(
+            "waiting for %s: %s; the restore goes on once it answers, or stops after "
+            "restore.timeout_secs (%gs)",
+            self.plan.target,
+            what,
+            self.settings.timeout_secs,
+            extra={"backup_id": self.plan.backup_id, "restore_id": self.plan.restore_id},
+        )
+
+    def _why_not_acknowledged(self) -> str:
+        """The written partitions with fewer in-sync replicas than their min.insync.replicas, where
+        every acks=all write is refused with NOT_ENOUGH_REPLICAS, which the producer retries
+        without a word; "" when none is short (or the target cannot say now)."""
+        try:
+            short = _short_of_replicas(Admin(self.clients, retry_secs=0), sorted(self._written))
+        except KBackupError:
+            return ""
+        if not short:
+            return ""
+        more = f" and {len(short) - 5} more" if len(short) > 5 else ""
+        return (
+            f" (NOT_ENOUGH_REPLICAS: {'; '.join(short[:5])}{more}: writes wait until enough replicas "
+            "are back in sync)"
+        )
 
     # -- committing -------------------------------------------------------------------------------
 
@@ -312,11 +352,14 @@ class TargetWriter:
         deadline = time.monotonic() + self.settings.timeout_secs
         while True:
             try:
-                producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+                producer.commit_transaction(max(1.0, min(STALL_REPORT_SECS, deadline - time.monotonic())))
                 break
             except KafkaException as exc:
                 error = kafka_error_of(exc)
                 if error is not None and error.retriable() and time.monotonic() < deadline:
+                    self._report_wait(
+                        f"the transaction not committed yet ({error.name()}){self._why_not_acknowledged()}"
+                    )
                     continue
                 raise
         self.transactions += 1
@@ -365,6 +408,23 @@ class TargetWriter:
             translated.hint or "running the same command again continues where the restore stopped"
         )
         return translated
+
+
+def _short_of_replicas(admin: Admin, topics: list[str]) -> list[str]:
+    """``topic/partition in-sync replicas [..] < min.insync.replicas N`` for each partition short."""
+    if not topics:
+        return []
+    configs = admin.topic_configs(topics)
+    short = []
+    for topic in topics:
+        wanted = int(configs[topic]["min.insync.replicas"].value or 1)
+        for partition, replicas in sorted(admin.partition_replicas(topic).items()):
+            if len(replicas.in_sync) < wanted:
+                short.append(
+                    f"{topic}/{partition} has in-sync replicas {list(replicas.in_sync)}, fewer than its "
+                    f"min.insync.replicas {wanted}"
+                )
+    return short
 
 
 @dataclass

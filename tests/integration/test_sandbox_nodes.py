@@ -25,9 +25,11 @@ from kbackup.sandbox.kafka import (
 from tests.support.cli_process import wait_for
 from tests.support.cluster_nodes import (
     create_replicated_topic,
+    named_led_by,
     offsets_topic_leaders,
     produce_one,
     quorum_status,
+    start_stopped_nodes,
 )
 from tests.support.kafka_io import Record, commit_group, consume_all, group_position, produce
 
@@ -44,9 +46,7 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka
 def every_node_back(three_nodes: LocalKafkaCluster) -> Iterator[None]:
     """A test that failed with a node down leaves the next one three nodes, not two."""
     yield
-    for node in ALL_NODES:
-        if not three_nodes.node_alive(node):
-            three_nodes.start_node(node)
+    start_stopped_nodes(three_nodes)
 
 
 def records(first: int, count: int) -> list[Record]:
@@ -60,16 +60,6 @@ def values(read: list[Record]) -> list[bytes | None]:
 def wait_all_in_sync(cluster: LocalKafkaCluster, topic: str) -> None:
     wait_for(
         lambda: cluster.in_sync_replicas(topic, 0) == ALL_NODES, f"{topic}/0 back in sync on 3 nodes", 60
-    )
-
-
-def named_led_by(cluster: LocalKafkaCluster, prefix: str, internal_topic: str, node: int) -> str:
-    """A group or transactional id whose coordinator partition ``node`` leads (Kafka's hash)."""
-    leaders = {p: replicas.leader for p, replicas in cluster.partitions_of(internal_topic).items()}
-    return next(
-        f"{prefix}-{i}"
-        for i in range(1000)
-        if leaders[coordinator_partition(f"{prefix}-{i}", len(leaders))] == node
     )
 
 

@@ -12,7 +12,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from kbackup.core.errors import KBackupError
 from kbackup.sandbox.jars import classpath
-from kbackup.sandbox.kafka import GROUP_OFFSETS_TOPIC, LocalKafkaCluster
+from kbackup.sandbox.kafka import GROUP_OFFSETS_TOPIC, LocalKafkaCluster, coordinator_partition
 from tests.support.cli_process import wait_for
 
 
@@ -84,3 +84,20 @@ def produce_one(cluster: LocalKafkaCluster, topic: str, value: bytes) -> KafkaEr
     producer.flush(30)
     assert outcome, f"no delivery report for the record to {topic}"
     return outcome[0]
+
+
+def named_led_by(cluster: LocalKafkaCluster, prefix: str, internal_topic: str, node: int) -> str:
+    """A group or transactional id whose coordinator partition ``node`` leads (Kafka's hash)."""
+    leaders = {p: replicas.leader for p, replicas in cluster.partitions_of(internal_topic).items()}
+    return next(
+        f"{prefix}-{i}"
+        for i in range(1000)
+        if leaders[coordinator_partition(f"{prefix}-{i}", len(leaders))] == node
+    )
+
+
+def start_stopped_nodes(cluster: LocalKafkaCluster) -> None:
+    """Every node that a test killed or stopped started again, so the next test has them all."""
+    for node in cluster.node_ids:
+        if not cluster.node_alive(node):
+            cluster.start_node(node)

@@ -28,10 +28,10 @@ SOURCE_PARTITIONS = 3
 RECORDS_PER_PARTITION = 25_000
 
 
-def source_records(partition: int) -> Iterator[BackupRecord]:
+def source_records(partition: int, count: int = RECORDS_PER_PARTITION) -> Iterator[BackupRecord]:
     """Deterministic records with holes in the offsets, null keys, and some headers."""
     offset = 0
-    for i in range(RECORDS_PER_PARTITION):
+    for i in range(count):
         offset += 1 if i % 10 else 3  # holes, as compaction or transaction markers leave
         yield BackupRecord(
             offset=offset,
@@ -42,20 +42,28 @@ def source_records(partition: int) -> Iterator[BackupRecord]:
         )
 
 
-def build_backup(root: Path, scratch: Path, topic: str) -> dict[int, list[BackupRecord]]:
+def build_backup(
+    root: Path,
+    scratch: Path,
+    topic: str,
+    backup_id: str = "crash",
+    per_partition: int = RECORDS_PER_PARTITION,
+) -> dict[int, list[BackupRecord]]:
+    """``backup_id``: restores of two backups of the same id into one cluster are the same restore
+    (one transactional id, one progress): tests sharing a cluster give each its own."""
     storage = LocalStorage(root)
     builder = BackupBuilder(
         storage,
-        "crash",
+        backup_id,
         source_cluster="crash-src",
         scratch_dir=scratch,
         limits=SegmentLimits(max_records=10_000),
     )
     builder.topic(topic, SOURCE_PARTITIONS)
     for partition in range(SOURCE_PARTITIONS):
-        builder.partition(topic, partition, source_records(partition))
+        builder.partition(topic, partition, source_records(partition, per_partition))
     builder.commit()
-    return {p: list(source_records(p)) for p in range(SOURCE_PARTITIONS)}
+    return {p: list(source_records(p, per_partition)) for p in range(SOURCE_PARTITIONS)}
 
 
 def landed(consumer: Consumer, topic: str, partitions: int) -> int:

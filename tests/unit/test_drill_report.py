@@ -257,3 +257,16 @@ def test_the_runbook_describes_every_field_of_the_json_report() -> None:
     section = section[: section.index("\n## ")]
     described = {name for row in re.findall(r"^\| (`.+?`) \|", section, re.M) for name in row.split(", ")}
     assert {f"`{name}`" for name in sample_report().to_dict()} == described
+
+
+def test_the_report_says_how_many_brokers_each_cluster_had() -> None:
+    report = sample_report()
+    assert report.source is not None
+    assert report.target is not None
+    assert "clusters:" not in "\n".join(report.summary_lines())  # not read: not claimed
+    report.source.brokers, report.target.brokers = 3, 1
+    assert "clusters: source 3 broker(s), target 1 broker(s)" in report.summary_lines()
+    clusters = report.to_dict()["clusters"]
+    assert (clusters["source"]["brokers"], clusters["target"]["brokers"]) == (3, 1)
+    page = render_html(report)
+    assert "SRC-kafka-id-4f2a, kafka-1:9093 (SASL_SSL), 3 broker(s)" in html.unescape(page)

@@ -50,11 +50,11 @@ _TRANSIENT_CODES = {
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.REQUEST_TIMED_OUT,
-    # A leader just elected: its high watermark not caught up yet (KIP-207), or the epoch the
-    # client knows older or newer than the broker's. Kafka's own clients retry each of them.
-    KafkaError.OFFSET_NOT_AVAILABLE,
+    # A leader that just changed (a node killed, a controller failing over): Kafka's own clients
+    # retry these, librdkafka does not flag them retriable in an admin answer.
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
 }
 _AUTH_CODES = {
     KafkaError._AUTHENTICATION,
