@@ -7,8 +7,10 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -51,6 +53,16 @@ def wait_in_sync_everywhere(cluster: LocalKafkaCluster, topics: list[str], timeo
         )
 
 
+def config_command(libs: Path) -> str:
+    """The main class of Kafka's ``kafka-configs`` tool: in kafka-tools from 4.4 on, in the broker's
+    own jar before."""
+    for jar in libs.glob("kafka-tools-*.jar"):
+        with zipfile.ZipFile(jar) as archive:
+            if "org/apache/kafka/tools/ConfigCommand.class" in archive.namelist():
+                return "org.apache.kafka.tools.ConfigCommand"
+    return "kafka.admin.ConfigCommand"
+
+
 def throttle_reads(cluster: LocalKafkaCluster, client_id: str, bytes_per_sec: int | None) -> None:
     """Kafka's own consumer quota on ``client_id`` (each broker then delays its fetches to that
     rate), set through Kafka's ``kafka-configs`` tool; None removes it. A copy made slow this way
@@ -64,7 +76,7 @@ def throttle_reads(cluster: LocalKafkaCluster, client_id: str, bytes_per_sec: in
         "java",
         "-cp",
         classpath(cluster.libs),
-        "kafka.admin.ConfigCommand",
+        config_command(cluster.libs),
         "--bootstrap-server",
         cluster.bootstrap_servers,
         "--alter",
