@@ -78,12 +78,28 @@ class _BrokerConfigReader:
 
     def __call__(self) -> None:
         authorizers = set()
-        for broker_id in self.admin.metadata(action="list the brokers").brokers:
-            configs = self.admin.dynamic_broker_configs(broker_id)
+        silent: dict[int, KafkaUnreachableError] = {}
+        brokers = self.admin.metadata(action="list the brokers").brokers
+        for broker_id in brokers:
+            try:
+                configs = self.admin.dynamic_broker_configs(broker_id)
+            except KafkaUnreachableError as error:
+                # A broker's own configs are asked of that broker alone: one that died and is not
+                # yet fenced is still listed, and its silence says nothing of the others.
+                silent[broker_id] = error
+                continue
             self.per_broker[broker_id] = configs.broker
             self.default.update(configs.cluster_default)
             authorizers.add(configs.authorizer)
+        if silent and len(silent) == len(brokers):
+            raise next(iter(silent.values()))  # the whole cluster is gone: ask it nothing more
         self.authorizer = "".join(sorted(authorizers))
+        if silent:
+            raise KBackupError(
+                f"broker(s) {', '.join(map(str, silent))} of {self.admin.servers} did not answer: "
+                f"their dynamic configs are not in this increment (those of "
+                f"{', '.join(map(str, self.per_broker))} are); the next increment reads them again"
+            )
 
     def section(self, status: Status, error: str | None) -> BrokerConfigsSection:
         return BrokerConfigsSection(

@@ -116,6 +116,7 @@ def run_backup(
     cluster = SourceCluster(
         KafkaClients(job.source, client_id="kafka-backup", observer=metrics),
         request_timeout=settings.request_timeout_secs,
+        patience_secs=settings.stall_timeout_secs,
     )
     rules = TopicRules.of(job.source, settings)
     metadata = cluster.metadata(rules.matching)

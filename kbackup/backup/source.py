@@ -22,10 +22,15 @@ METADATA_RETRY_SECS = 30.0
 class SourceCluster:
     """The admin side of the source cluster, for one backup run."""
 
-    def __init__(self, clients: KafkaClients, *, request_timeout: float) -> None:
+    def __init__(
+        self, clients: KafkaClients, *, request_timeout: float, patience_secs: float | None = None
+    ) -> None:
         self.clients = clients
         self.connection: KafkaConnection = clients.connection
         self.admin = Admin(clients, request_timeout=request_timeout, retry_secs=request_timeout)
+        #: How long the group snapshot is taken again while it fails in a way retrying may help
+        #: (the run's ``stall_timeout_secs``; the request timeout unless given).
+        self.patience_secs = request_timeout if patience_secs is None else patience_secs
 
     @property
     def servers(self) -> str:
@@ -89,4 +94,15 @@ class SourceCluster:
         ]
 
     def consumer_groups(self, topics: Collection[str]) -> ConsumerGroupsSnapshot:
-        return snapshot_consumer_groups(self.admin, topics)
+        """The group snapshot, taken again after a failure that retrying may help, for up to
+        ``patience_secs`` and at least twice: the listing asks every broker the client knows, and
+        one stopped (a rolling restart) leaves it unanswered until the request times out, which
+        spends the admin's own retry budget, for as long as the node is down."""
+        return call_with_retries(
+            lambda: snapshot_consumer_groups(self.admin, topics),
+            within_secs=self.patience_secs,
+            delay_secs=1.0,
+            max_delay_secs=5.0,
+            min_attempts=2,
+            min_attempts_delay_secs=0.5,
+        )

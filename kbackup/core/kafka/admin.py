@@ -246,9 +246,16 @@ class Admin:
         except KafkaException as exc:
             raise translate_kafka_error(exc, action=action, connection=self.connection) from None
         except TimeoutError:
-            raise translate_kafka_error(
-                TimeoutError(f"no answer within {self.timeout:g}s"), action=action, connection=self.connection
-            ) from None
+            raise self._unanswered(action) from None
+
+    def _unanswered(self, action: str) -> KBackupError:
+        """A request not answered in time: a broker that went away mid-request (a node restarted)
+        leaves it so, and the same request again goes to the brokers the cluster lists then."""
+        error = translate_kafka_error(
+            TimeoutError(f"no answer within {self.timeout:g}s"), action=action, connection=self.connection
+        )
+        error.retryable = True
+        return error
 
     def _retried(
         self, attempt: Callable[[], Result], until: Callable[[Result], bool] | None = None
@@ -417,11 +424,7 @@ class Admin:
                     continue
                 first: KBackupError = translate_kafka_error(exc, action=where, connection=self.connection)
             except TimeoutError:
-                first = translate_kafka_error(
-                    TimeoutError(f"no answer within {self.timeout:g}s"),
-                    action=where,
-                    connection=self.connection,
-                )
+                first = self._unanswered(where)
             if not first.retryable:
                 raise first
             result[key] = self._wait(lambda key=key: request([key])[TopicPartition(*key)], where).offset  # type: ignore[misc]
