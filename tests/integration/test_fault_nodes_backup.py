@@ -23,14 +23,13 @@ from kbackup.sandbox.kafka import LocalKafkaCluster, SandboxError, local_cluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup
 from tests.support.cli_process import start_cli, wait_for
-from tests.support.cluster_nodes import create_replicated_topic
+from tests.support.cluster_nodes import create_replicated_topic, start_stopped_nodes
 from tests.support.config_files import config_file
 from tests.support.kafka_io import Record, commit_group, produce
 from tests.support.node_faults import (
     ONE_BATCH_PER_FETCH,
     AckedProducer,
     rolling_restart,
-    start_stopped_nodes,
     throttle_reads,
     wait_in_sync_everywhere,
 )

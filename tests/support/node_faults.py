@@ -29,14 +29,6 @@ ONE_BATCH_PER_FETCH = {
 }
 
 
-def start_stopped_nodes(cluster: LocalKafkaCluster) -> None:
-    """Every node that is down started again: a test that failed with a node down leaves the next
-    one all of them."""
-    for node in cluster.node_ids:
-        if not cluster.node_alive(node):
-            cluster.start_node(node)
-
-
 def in_sync_everywhere(cluster: LocalKafkaCluster, topic: str) -> bool:
     """Every partition of ``topic`` has every node in its ISR now (False while the cluster cannot say)."""
     everyone = tuple(cluster.node_ids)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
@@ -37,6 +36,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.node_faults import config_command
 
 SUPER_USER = "admin"
 SUPER_PASSWORD = "admin-Pa55-sandbox"
@@ -216,15 +216,6 @@ def set_broker_config(cluster: LocalKafkaCluster, broker_id: int, name: str, val
     _wait_all(admin_client(cluster), lambda client: client.incremental_alter_configs([resource]))
 
 
-def config_command_class(libs: Path) -> str:
-    """Kafka's ConfigCommand (``kafka-configs.sh``) in the jars of ``libs``: the broker's jar holds it
-    up to 4.3, ``kafka-tools`` from 4.4 on (under another package)."""
-    for name in ("org/apache/kafka/tools/ConfigCommand.class", "kafka/admin/ConfigCommand.class"):
-        if any(name in zipfile.ZipFile(jar).namelist() for jar in sorted(libs.glob("kafka*.jar"))):
-            return name.removesuffix(".class").replace("/", ".")
-    raise AssertionError(f"no ConfigCommand class in the jars of {libs}")
-
-
 def set_cluster_default(cluster: LocalKafkaCluster, work_dir: Path, name: str, value: str) -> None:
     """Set ``name`` as every broker's default (a DYNAMIC_DEFAULT_BROKER_CONFIG), with Kafka's
     ConfigCommand: confluent-kafka refuses the default resource (a broker named "")."""
@@ -234,7 +225,7 @@ def set_cluster_default(cluster: LocalKafkaCluster, work_dir: Path, name: str, v
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{SUPER_USER}" password="{SUPER_PASSWORD}";\n'
     )
-    command = ["java", "-Xmx256m", "-cp", classpath(cluster.libs), config_command_class(cluster.libs)]
+    command = ["java", "-Xmx256m", "-cp", classpath(cluster.libs), config_command(cluster.libs)]
     command += ["--bootstrap-server", cluster.sasl_bootstrap_servers, "--command-config", str(settings)]
     command += ["--entity-type", "brokers", "--entity-default", "--alter", "--add-config", f"{name}={value}"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
