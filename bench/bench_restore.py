@@ -393,7 +393,7 @@ def main() -> None:
                 for nodes in args.nodes
             }
             for nodes, cluster in clusters.items():
-                warm_up(cluster.bootstrap_servers, root, nodes)
+                warm_up(cluster.bootstrap_servers, root, nodes, min(r for size, r in sizes if size == 1024))
             cases = [
                 Case(record_size, records, backup_bytes[(record_size, records)], nodes=nodes)
                 for record_size, records in sizes
@@ -436,15 +436,13 @@ def build_bench_backup(root: Path, work: Path, record_size: int, records: int) -
     return size
 
 
-def warm_up(bootstrap: str, root: Path, nodes: int) -> None:
+def warm_up(bootstrap: str, root: Path, nodes: int, records: int) -> None:
     """JIT, page cache and imports warm before anything is timed: ProducerPerformance and an
-    exactly-once restore of the smallest 1 KiB backup."""
+    exactly-once restore of the 1 KiB backup of ``records`` records."""
     print(f"{nodes} node(s) at {bootstrap}; warming up", flush=True)
-    records = min(int(p.name.rsplit("-", 1)[1]) for p in root.iterdir() if p.name.startswith("bench-1024-"))
-    backup = f"bench-1024-{records}"
     _pp(bootstrap, f"warm-{int(time.time())}", Case(1024, min(records, 100_000)), PP_SAME, RESTORE_PROPS)
     restore_cli(
-        root, backup, bootstrap, topic="bench", target_topic=f"warm-r-{int(time.time())}",
+        root, f"bench-1024-{records}", bootstrap, topic="bench", target_topic=f"warm-r-{int(time.time())}",
         exactly_once=True, record_size=1024,
     )  # fmt: skip
 

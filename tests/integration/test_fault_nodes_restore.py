@@ -21,12 +21,12 @@ from confluent_kafka import Consumer
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.sandbox.synthetic_backup import BackupRecord
 from tests.support.cli_process import wait_for
+from tests.support.cluster_nodes import create_replicated_topic
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import consume_all
 from tests.support.restore_checks import own_headers
 from tests.support.restore_faults import (
     BackgroundRestore,
-    create_topic_with_configs,
     make_transaction_state_topic,
     restore_transactional_id,
     several_topics_backup,
@@ -196,7 +196,7 @@ def test_not_enough_replicas_waits_says_so_and_finishes_when_the_node_returns(
     each acks=all write is refused with NOT_ENOUGH_REPLICAS, which the producer retries silently."""
     topic = unique_name
     case = fault_case(target, tmp_path, topic, "--idempotent")
-    create_topic_with_configs(target, topic, SOURCE_PARTITIONS, {"min.insync.replicas": "3"})
+    create_replicated_topic(target, topic, SOURCE_PARTITIONS, {"min.insync.replicas": "3"})
     run = BackgroundRestore.start(tmp_path / "run", *case.args)
     try:
         wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)

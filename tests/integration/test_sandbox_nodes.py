@@ -32,6 +32,7 @@ from tests.support.cluster_nodes import (
     start_stopped_nodes,
 )
 from tests.support.kafka_io import Record, commit_group, consume_all, group_position, produce
+from tests.support.node_faults import wait_in_sync_everywhere
 
 ALL_NODES = (1, 2, 3)
 
@@ -55,12 +56,6 @@ def records(first: int, count: int) -> list[Record]:
 
 def values(read: list[Record]) -> list[bytes | None]:
     return [record.value for record in read]
-
-
-def wait_all_in_sync(cluster: LocalKafkaCluster, topic: str) -> None:
-    wait_for(
-        lambda: cluster.in_sync_replicas(topic, 0) == ALL_NODES, f"{topic}/0 back in sync on 3 nodes", 60
-    )
 
 
 def controller_among(cluster: LocalKafkaCluster, nodes: tuple[int, ...]) -> bool:
@@ -135,7 +130,7 @@ def test_finders_follow_a_killed_node_and_restart_brings_it_back_in_sync(
 
     three_nodes.restart_node(leader)  # stop (already down) and start on the same ports and data
     assert three_nodes.node_alive(leader)
-    wait_all_in_sync(three_nodes, unique_name)
+    wait_in_sync_everywhere(three_nodes, [unique_name], timeout=60)
     assert values(consume_all(three_nodes, unique_name)) == [b"t0", b"t1"]
 
 
@@ -170,6 +165,6 @@ def test_acks_all_survives_one_node_down_and_needs_two_in_sync(
         lambda: produce_one(three_nodes, unique_name, b"accepted") is None, "a write with two in sync", 60
     )
     three_nodes.start_node(leader)
-    wait_all_in_sync(three_nodes, unique_name)
+    wait_in_sync_everywhere(three_nodes, [unique_name], timeout=60)
     # A write that timed out may have landed too; none refused did.
     assert set(values(consume_all(three_nodes, unique_name))[20:]) == {b"accepted"}

@@ -16,10 +16,13 @@ from kbackup.sandbox.kafka import GROUP_OFFSETS_TOPIC, LocalKafkaCluster, coordi
 from tests.support.cli_process import wait_for
 
 
-def create_replicated_topic(cluster: LocalKafkaCluster, name: str, partitions: int = 1) -> None:
-    """A topic with the cluster's default replication factor, once every broker describes it."""
+def create_replicated_topic(
+    cluster: LocalKafkaCluster, name: str, partitions: int = 1, configs: dict[str, str] | None = None
+) -> None:
+    """A topic with the cluster's default replication factor (and ``configs``), once every broker
+    describes it."""
     client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    for future in client.create_topics([NewTopic(name, partitions)]).values():
+    for future in client.create_topics([NewTopic(name, partitions, config=configs or {})]).values():
         future.result(30)
     wait_described(cluster, name, partitions)
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from kbackup.core.config import StorageSettings
 from kbackup.restore import service
@@ -19,7 +17,6 @@ from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
-from tests.support.cluster_nodes import wait_described
 from tests.support.crash_restores import NOW
 from tests.support.restore_checks import REPO, restore_command
 
@@ -82,16 +79,6 @@ def make_transaction_state_topic(cluster: LocalKafkaCluster) -> None:
     transactional id has a coordinator to find."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "make-tx-state"})
     producer.init_transactions(60)
-
-
-def create_topic_with_configs(
-    cluster: LocalKafkaCluster, name: str, partitions: int, configs: dict[str, str]
-) -> None:
-    """A topic with the cluster's default replication factor and ``configs``, once described."""
-    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    for future in client.create_topics([NewTopic(name, partitions, config=configs)]).values():
-        future.result(30)
-    wait_described(cluster, name, partitions)
 
 
 def several_topics_backup(
