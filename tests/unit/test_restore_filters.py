@@ -13,6 +13,7 @@ import pytest
 from kbackup.app.config import KBackupConfig, anchored_paths
 from kbackup.app.drill_report import config_digest
 from kbackup.app.overrides import RestoreFlags, restore_inputs
+from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import ConfigError
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.origin import parse_origin
@@ -24,6 +25,7 @@ from kbackup.restore.plan import RestorePlan, TargetState, build_plan, restore_i
 from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.resume import PartitionState
 from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.spark_engine import UnitTask, unit_plan
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
 
@@ -291,3 +293,36 @@ def test_filtered_records_are_counted_per_topic_and_action() -> None:
     labels = {"backup_id": "b1", "topic": "orders"}
     assert sample("kafka_backup_restore_filtered_records_total", {**labels, "action": "drop"}) == 5
     assert sample("kafka_backup_restore_filtered_records_total", {**labels, "action": "tombstone"}) == 4
+
+
+def test_a_spark_unit_carries_the_rules_and_filters_as_the_local_engine(
+    tmp_path: Path, storage: LocalStorage, backup: Backup
+) -> None:
+    """A Spark task gets its unit pickled (cloudpickle, as Spark ships it): the compiled rules travel
+    inside the plan, so a worker needs no keys file and drops and tombstones the same records."""
+    from pyspark import cloudpickle
+
+    listed = tmp_path / "keys.txt"
+    listed.write_text("u1\n")
+    plan = plan_of(
+        backup,
+        filters=[
+            {"action": "drop", "keys_file": str(listed)},
+            {"action": "tombstone", "headers": {"tenant": ["acme"]}},
+        ],
+    )
+    local = restored(storage, plan)
+    for partition in plan.partitions:
+        task = UnitTask(
+            unit_plan(plan, partition, topics_created=True),
+            StorageSettings(url=str(tmp_path / "store")),
+            KafkaConnection(bootstrap_servers=["127.0.0.1:1"]),
+            RestoreSettings(),
+        )
+        listed.unlink(missing_ok=True)  # the worker cannot read it
+        shipped: UnitTask = cloudpickle.loads(cloudpickle.dumps(task))
+        assert shipped.plan.partitions[0].rules
+        unit = restored(storage, shipped.plan, partition.source_topic)
+        assert unit[:3] == restored(storage, plan, partition.source_topic)[:3]
+    assert local[1] == sum(r.key == b"u1" for r in source_records())
+    assert local[2] > 0
