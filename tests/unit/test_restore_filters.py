@@ -320,7 +320,7 @@ def test_a_spark_unit_carries_the_rules_and_filters_as_the_local_engine(
             RestoreSettings(),
         )
         listed.unlink(missing_ok=True)  # the worker cannot read it
-        shipped: UnitTask = cloudpickle.loads(cloudpickle.dumps(task))
+        shipped: UnitTask = cloudpickle.loads(cloudpickle.dumps(task))  # type: ignore[no-untyped-call]
         assert shipped.plan.partitions[0].rules
         unit = restored(storage, shipped.plan, partition.source_topic)
         assert unit[:3] == restored(storage, plan, partition.source_topic)[:3]
