@@ -11,6 +11,7 @@ against it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -22,12 +23,16 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kbackup.core.config import StorageSettings
 from kbackup.format.origin import parse_origin
 from kbackup.offsets.translate import RestoredRecord
+from kbackup.restore import service
+from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import take_backup
 from tests.support.config_files import config_file
 from tests.support.crash_restores import build_backup, source_records
+from tests.support.encryption_keys import new_key
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, end_offsets, produce
 from tests.support.oracles import reference_position
 from tests.support.restore_checks import restore_command
@@ -272,3 +277,50 @@ def test_a_killed_filtered_restore_rerun_neither_repeats_nor_loses_a_record(
             assert origin is not None
             got.append((origin.offset, record.key, record.value))
         assert got == want, partition
+
+
+def test_an_encrypted_backup_is_filtered_and_counted_before_the_run(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """The count before the run reads the key and headers columns of encrypted segments too."""
+    topic = f"{unique_name}-sealed"
+    create_topic(source_cluster, topic, 1)
+    produce(
+        source_cluster,
+        topic,
+        [
+            Record(key=b"user-%d" % (i % 4), value=b"s%d" % i, headers=(("tenant", b"t%d" % (i % 3)),))
+            for i in range(40)
+        ],
+    )
+    produced = consume_all(source_cluster, topic, [0])
+    store = StorageSettings(url=str(tmp_path / "store"), encryption=new_key(tmp_path))
+    take_backup(source_cluster, store, "sealed", [topic])
+    rules = [
+        {"action": "drop", "keys": ["user-1"]},
+        {"action": "drop", "headers": {"tenant": ["t2"]}},
+        {"action": "tombstone", "keys": ["base64:" + base64.b64encode(b"user-3").decode()]},
+    ]
+    job = service.prepare(
+        backup_id="sealed",
+        storage=store,
+        target=target_cluster.connection(),
+        settings=RestoreSettings.model_validate({"topic_mapping": {topic: f"{topic}-r"}, "filters": rules}),
+    )
+    summary = service.run(job)
+    assert summary.verified  # the run's count equals the one made before it, from the sealed segments
+
+    def dropped(r: Record) -> bool:
+        return r.key == b"user-1" or ("tenant", b"t2") in r.headers
+
+    kept = [r for r in produced if not dropped(r)]
+    landed = consume_all(target_cluster, f"{topic}-r", [0])
+    assert [(r.key, r.value) for r in landed] == [
+        (r.key, None if r.key == b"user-3" else r.value) for r in kept
+    ]
+    [totals] = summary.topics
+    assert (totals.records, totals.dropped, totals.tombstoned) == (
+        len(kept),
+        len(produced) - len(kept),
+        sum(r.key == b"user-3" for r in kept),
+    )
