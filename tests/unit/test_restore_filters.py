@@ -13,6 +13,7 @@ import pytest
 from kbackup.app.config import KBackupConfig, anchored_paths
 from kbackup.app.drill_report import config_digest
 from kbackup.app.overrides import RestoreFlags, restore_inputs
+from kbackup.app.preflight import cross_section_problems
 from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import ConfigError
 from kbackup.format.catalog import Backup, BackupCatalog
@@ -326,3 +327,15 @@ def test_a_spark_unit_carries_the_rules_and_filters_as_the_local_engine(
         assert unit[:3] == restored(storage, plan, partition.source_topic)[:3]
     assert local[1] == sum(r.key == b"u1" for r in source_records())
     assert local[2] > 0
+
+
+def test_check_offline_reads_the_keys_files(tmp_path: Path) -> None:
+    (tmp_path / "good.txt").write_text("# ok\nuser-1\n")
+    (tmp_path / "bad.txt").write_text("user-1\nsha256:abc\n")
+    rules = [{"action": "drop", "keys_file": name} for name in ("good.txt", "bad.txt", "missing.txt")]
+    config = anchored_paths(KBackupConfig.model_validate({"restore": {"filters": rules}}), tmp_path)
+    problems = [str(error) for section, error in cross_section_problems(config) if section == "restore"]
+    assert len(problems) == 2
+    assert "bad.txt, line 2" in problems[0]
+    assert "user-1" not in problems[0]
+    assert "missing.txt" in problems[1]
