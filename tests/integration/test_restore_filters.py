@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kbackup.core.config import StorageSettings
@@ -31,7 +32,7 @@ from kbackup.restore.settings import RestoreSettings
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import take_backup
 from tests.support.config_files import config_file
-from tests.support.crash_restores import build_backup, source_records
+from tests.support.crash_restores import build_backup, landed, source_records
 from tests.support.encryption_keys import new_key
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, end_offsets, produce
 from tests.support.oracles import reference_position
@@ -238,9 +239,12 @@ def test_a_filtered_three_phase_restore_keeps_the_right_records_and_puts_groups_
     )
 
 
+@pytest.mark.parametrize("mode", ["--exactly-once", "--idempotent"])
 def test_a_killed_filtered_restore_rerun_neither_repeats_nor_loses_a_record(
-    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, mode: str
 ) -> None:
+    """Exactly once: the progress committed with the records moved past the dropped ones. Idempotent:
+    the rerun finds the last restored record by its origin headers (tombstones keep them)."""
     topic = unique_name
     per_partition = 3_000
     backup_id = f"filters-{hashlib.sha256(topic.encode()).hexdigest()[:12]}"
@@ -251,7 +255,7 @@ def test_a_killed_filtered_restore_rerun_neither_repeats_nor_loses_a_record(
     config.write_text("restore:\n  transaction_max_records: 500\n  transaction_max_ms: 300\n")
     command = restore_command(
         "restore", "-c", str(config), "-p", str(tmp_path / "store"), "--backup-id", backup_id,
-        "-b", target_cluster.bootstrap_servers, "--exactly-once",
+        "-b", target_cluster.bootstrap_servers, mode,
         "--drop-keys-file", str(keys), "--tombstone-keys-file", str(tmp_path / "tomb.txt"),
     )  # fmt: skip
     (tmp_path / "tomb.txt").write_text("key-0-1\nkey-1-1\nkey-2-1\n")
@@ -260,6 +264,12 @@ def test_a_killed_filtered_restore_rerun_neither_repeats_nor_loses_a_record(
         env={**os.environ, "KBACKUP_CRASH_AT": "restore:records-produced@3600"},
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    probe = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": f"{topic}-probe"})
+    try:
+        # The kill left part of the restore on the target (committed or not): the rerun continues.
+        assert 0 < landed(probe, topic, 3) < 3 * per_partition
+    finally:
+        probe.close()
     finished = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert finished.returncode == 0, finished.stderr[-2000:]
     dropped = {b"key-%d-%d" % (p, i) for p in range(3) for i in range(0, 1000, 3)}
@@ -270,9 +280,9 @@ def test_a_killed_filtered_restore_rerun_neither_repeats_nor_loses_a_record(
             for r in source_records(partition, per_partition)
             if r.key not in dropped
         ]
-        landed = consume_all(target_cluster, topic, [partition], timeout=60)
+        on_target = consume_all(target_cluster, topic, [partition], timeout=60)
         got = []
-        for record in landed:
+        for record in on_target:
             origin = parse_origin(list(record.headers))
             assert origin is not None
             got.append((origin.offset, record.key, record.value))
