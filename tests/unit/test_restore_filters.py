@@ -339,3 +339,26 @@ def test_check_offline_reads_the_keys_files(tmp_path: Path) -> None:
     assert "bad.txt, line 2" in problems[0]
     assert "user-1" not in problems[0]
     assert "missing.txt" in problems[1]
+
+
+def test_filters_act_on_the_offset_range_and_window_selected_only(
+    storage: LocalStorage, backup: Backup
+) -> None:
+    plan = plan_of(
+        backup,
+        offset_ranges={"orders": {0: {"start": 20, "end": 90}}},
+        time_window_start=T0 + 15_000,
+        filters=[{"action": "drop", "keys": ["u0"]}, {"action": "drop", "time_window_end": T0 + 30_000}],
+    )
+    out, dropped, _, state = restored(storage, plan)
+
+    def selected(r: BackupRecord) -> bool:
+        return 20 <= r.offset < 90 and r.timestamp >= T0 + 15_000
+
+    def kept(r: BackupRecord) -> bool:
+        return selected(r) and r.key != b"u0" and r.timestamp >= T0 + 30_000
+
+    assert triples(out) == expected(kept)
+    # Only records of the selection count as dropped.
+    assert dropped == sum(selected(r) and not kept(r) for r in source_records())
+    assert state.next_offset == 90
