@@ -317,6 +317,12 @@ def test_an_encrypted_backup_is_filtered_and_counted_before_the_run(
         target=target_cluster.connection(),
         settings=RestoreSettings.model_validate({"topic_mapping": {topic: f"{topic}-r"}, "filters": rules}),
     )
+    preview = service.dry_run(job)
+    text = "\n".join(preview.lines()) + json.dumps(preview.to_dict())
+    assert "filter rule 1: drop 1 key; on " in text
+    assert "filter rule 3: tombstone 1 key; on " in text
+    assert "user-" not in text
+    assert base64.b64encode(b"user-3").decode() not in text
     summary = service.run(job)
     assert summary.verified  # the run's count equals the one made before it, from the sealed segments
 
@@ -324,6 +330,7 @@ def test_an_encrypted_backup_is_filtered_and_counted_before_the_run(
         return r.key == b"user-1" or ("tenant", b"t2") in r.headers
 
     kept = [r for r in produced if not dropped(r)]
+    assert preview.records_to_write == len(kept)
     landed = consume_all(target_cluster, f"{topic}-r", [0])
     assert [(r.key, r.value) for r in landed] == [
         (r.key, None if r.key == b"user-3" else r.value) for r in kept

@@ -27,6 +27,7 @@ from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.resume import PartitionState
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.spark_engine import UnitTask, unit_plan
+from kbackup.restore.summary import RestoreSummary, TopicTotals
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
 
@@ -362,3 +363,19 @@ def test_filters_act_on_the_offset_range_and_window_selected_only(
     # Only records of the selection count as dropped.
     assert dropped == sum(selected(r) and not kept(r) for r in source_records())
     assert state.next_offset == 90
+
+
+def test_the_summary_says_what_the_filters_did_per_topic() -> None:
+    totals = [
+        TopicTotals("orders", "orders-r", records=8, dropped=3, tombstoned=2),
+        TopicTotals("payments", "payments", records=5),
+    ]
+    summary = RestoreSummary("r", "b1", "exactly-once", "t", totals, [], 1, 1.0, False, 0, 0)
+    lines = summary.lines()
+    assert (
+        "  orders -> orders-r: 8 record(s), 3 dropped by restore.filters, 2 tombstoned by restore.filters"
+        in lines
+    )
+    assert "  payments -> payments: 5 record(s)" in lines
+    [orders, _] = summary.to_dict()["topics"]
+    assert (orders["dropped_by_filters"], orders["tombstoned_by_filters"]) == (3, 2)
