@@ -25,6 +25,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kbackup.core.config import StorageSettings
+from kbackup.format.mapping_file import read_mapping
 from kbackup.format.origin import parse_origin
 from kbackup.offsets.translate import RestoredRecord
 from kbackup.restore import service
@@ -35,7 +36,7 @@ from tests.support.config_files import config_file
 from tests.support.crash_restores import build_backup, landed, source_records
 from tests.support.encryption_keys import new_key
 from tests.support.kafka_io import Record, commit_group, consume_all, create_topic, end_offsets, produce
-from tests.support.oracles import reference_position
+from tests.support.oracles import ranges_from_records, reference_position
 from tests.support.restore_checks import restore_command
 from tests.support.three_phase_runs import run_cli
 
@@ -231,6 +232,16 @@ def test_a_filtered_three_phase_restore_keeps_the_right_records_and_puts_groups_
                 assert position.offset == expected, (group, topic, partition, committed)
         finally:
             consumer.close()
+    # The mapping the audit judged with holds exactly the kept records' ranges: a dropped record
+    # splits a range as a compacted one does.
+    [mapping_file] = (tmp_path / "state").glob("*-mapping.json")
+    mapping = read_mapping(mapping_file)
+    for (topic, partition), kept_pairs in pairs.items():
+        restored = f"{topic}-restored"
+        found = [r for r in mapping.ranges if (r.target_topic, r.target_partition) == (restored, partition)]
+        assert sorted(found, key=lambda r: r.target_start) == ranges_from_records(
+            kept_pairs, restored, partition
+        )
     # The in-tail group of the keyed topic resumes after the last kept record: at the partition's end.
     keyed0 = pairs[(f"{name}-keyed", 0)]
     assert (
