@@ -413,7 +413,7 @@ def _visible_segment(segment: SegmentEntry) -> dict[str, Any]:
 def seal_manifest(manifest: Manifest, keys: BackupKeys) -> bytes:
     """A version 2 manifest: the visible part, and the whole manifest sealed with it as
     authenticated data."""
-    dumped = manifest.model_dump(mode="json")
+    dumped = manifest.document()
     visible: dict[str, Any] = {"format": FORMAT_NAME, "format_version": ENCRYPTED_FORMAT_VERSION}
     visible.update({name: dumped[name] for name in VISIBLE_MANIFEST_FIELDS})
     visible["encryption"] = {"scheme": SCHEME, "keyring": f"{KEYS_FOLDER}/"}
