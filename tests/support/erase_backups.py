@@ -3,6 +3,7 @@ given keys are erased (every other record, every column as it was)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from kbackup.format.catalog import BackupCatalog
 from kbackup.format.segments import SegmentLimits, iter_segment_batches
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import Storage
+from tests.support.kafka_io import Record
 
 #: (topic, partition, offset, timestamp, key, value, headers): one record as a backup holds it.
 Row = tuple[str, int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
@@ -93,3 +95,36 @@ def without_keys(rows: Iterable[Row], keys: Iterable[bytes]) -> list[Row]:
         (row for row in rows if row[4] is None or row[4] not in erased),
         key=lambda row: (row[0], row[1], row[2]),
     )
+
+
+def keyed_source_records(partitions: int, per_partition: int, users: int, start: int = 0) -> list[Record]:
+    """Records to produce: key ``user-<n % users>``, a header naming the record, value of its own."""
+    return [
+        Record(
+            key=user_key(n % users),
+            value=b"value-%d" % n,
+            headers=(("n", str(n).encode()),),
+            partition=n % partitions,
+        )
+        for n in range(start, start + partitions * per_partition)
+    ]
+
+
+def erase_command(
+    config: Path, backup_id: str, request_id: str, keys: Iterable[bytes], *extra: str
+) -> list[str]:
+    """``kafka-backup erase`` as a subprocess command line (for the kill loop), with ``--key`` per key."""
+    command = [
+        sys.executable,
+        "-m",
+        "kbackup",
+        "erase",
+        backup_id,
+        "-c",
+        str(config),
+        "--request-id",
+        request_id,
+    ]
+    for key in keys:
+        command += ["--key", key.decode()]
+    return [*command, *extra]
