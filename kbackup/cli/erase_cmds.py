@@ -41,9 +41,8 @@ ALL = "all"
 def erase(
     backup: Annotated[
         str,
-        typer.Argument(
-            metavar="BACKUP_OR_ALL", help=f"A backup id, or '{ALL}' for every backup in the store."
-        ),
+        # Said in the docstring: typer would print the argument's Python type beside it.
+        typer.Argument(metavar="BACKUP_OR_ALL", hidden=True, show_default=False),
     ],
     config: ConfigOption = None,
     path: PathOption = None,
@@ -80,7 +79,8 @@ def erase(
         typer.Option(
             "--request-id",
             metavar="ID",
-            help="The erasure request's reference, stored in the erasure record (default: erase-<time>).",
+            help="The erasure request's reference, stored in the erasure record.",
+            show_default="erase-<UTC time>",
         ),
     ] = None,
     plan_file: Annotated[
@@ -99,6 +99,8 @@ def erase(
     as_json: JsonOption = False,
 ) -> None:
     """Erase the records of given keys (or header values) from every segment of a backup that holds them.
+
+    BACKUP_OR_ALL is a backup id, or 'all' for every backup in the store.
 
     Without --execute it prints the plan: per backup, increment, topic and partition, the segments
     holding matches, how many records and the bytes to rewrite (counts only, never the keys). With

@@ -46,7 +46,7 @@ from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError, Storag
 from kbackup.format.documents import parse_json, validate
 from kbackup.format.layout import check_backup_id
 from kbackup.format.manifest import Manifest, SegmentEntry, parse_manifest, utc_now_iso
-from kbackup.format.schema import FORMAT_NAME
+from kbackup.format.schema import FORMAT_NAME, FORMAT_VERSION
 from kbackup.storage import KeyEncryptionKey, Storage
 
 #: The manifest format version of an encrypted backup (plaintext backups stay at 1).
@@ -413,7 +413,9 @@ def _visible_segment(segment: SegmentEntry) -> dict[str, Any]:
 def seal_manifest(manifest: Manifest, keys: BackupKeys) -> bytes:
     """A version 2 manifest: the visible part, and the whole manifest sealed with it as
     authenticated data."""
-    dumped = manifest.document()
+    # The sealed part is a version 1 manifest, also when it is a manifest read back from this
+    # backup (which readers mark version 2) and sealed again as an erase's revision.
+    dumped = {**manifest.document(), "format_version": FORMAT_VERSION}
     visible: dict[str, Any] = {"format": FORMAT_NAME, "format_version": ENCRYPTED_FORMAT_VERSION}
     visible.update({name: dumped[name] for name in VISIBLE_MANIFEST_FIELDS})
     visible["encryption"] = {"scheme": SCHEME, "keyring": f"{KEYS_FOLDER}/"}
