@@ -128,8 +128,12 @@ def execute_erase(
         iso_utc(datetime.now(UTC).timestamp()),
     )
     result = EraseResult(storage.url, plan.request_id, context.run_id)
+    # Every backup is checked before the first is touched, so that a refusal leaves all as they were.
     for item in plan.backups:
         _check_free(storage, item, plan.request_id)
+    for number, item in enumerate(plan.backups):
+        if number:
+            _check_free(storage, item, plan.request_id)  # a run may have started meanwhile
         holder = hold_lease(item.backup_id, context.run_id) if hold_lease else contextlib.nullcontext()
         with holder:
             result.backups.append(_erase_backup(context, item, advanced or (lambda _count: None)))
@@ -141,13 +145,13 @@ def _check_free(storage: Storage, item: BackupErasePlan, request_id: str) -> Non
     leases = live_leases(storage, item.backup_id)
     if leases:
         raise PreconditionError(
-            f"backup {item.backup_id} is in use by {describe_lease(leases[0])}; nothing was erased",
+            f"backup {item.backup_id} is in use by {describe_lease(leases[0])}; it was not erased",
             hint="stop that run (a backup --follow) or wait until it ends, then run the erase again",
         )
     if item.recorded and item.matches:
         raise PreconditionError(
             f"backup {item.backup_id}: request {request_id} is recorded as done, yet "
-            f"{item.records_matched} record(s) match now; nothing was erased",
+            f"{item.records_matched} record(s) match now; it was not erased",
             hint="give this erasure its own --request-id (a request id names one erasure)",
         )
 

@@ -159,7 +159,7 @@ def test_erase_is_refused_while_a_follow_backup_holds_the_backup(
         (lease,) = [info.key for info in storage.list(leases_prefix(backup_id))]
         run_id = lease.rsplit("/", 1)[1].removesuffix(".json")
         assert f"is in use by backup run {run_id}" in err
-        assert "nothing was erased" in err
+        assert "it was not erased" in err
     finally:
         follow.send_signal(signal.SIGTERM)
         follow.wait(60)
