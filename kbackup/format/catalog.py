@@ -392,14 +392,18 @@ def commit_manifest(storage: Storage, manifest: Manifest, keys: BackupKeys | Non
     check_segments_stored(storage, manifest.backup_id, manifest.segments)
     crash_point("backup:before-manifest")
     key = manifest_key(manifest.backup_id, manifest.increment)
-    data = manifest.to_json_bytes() if keys is None else seal_manifest(manifest, keys)
-    if not storage.put_bytes_if_absent(key, data):
+    if not _put_if_absent(storage, key, manifest, keys):
         raise PreconditionError(
             f"increment {manifest.increment} of backup {manifest.backup_id} was committed by another run "
             f"while this one ran ({key})",
             hint="run the backup again: it continues from the newest increment",
         )
     return key
+
+
+def _put_if_absent(storage: Storage, key: str, manifest: Manifest, keys: BackupKeys | None) -> bool:
+    data = manifest.to_json_bytes() if keys is None else seal_manifest(manifest, keys)
+    return storage.put_bytes_if_absent(key, data)
 
 
 def commit_revision(storage: Storage, manifest: Manifest, keys: BackupKeys | None = None) -> str:
@@ -410,8 +414,7 @@ def commit_revision(storage: Storage, manifest: Manifest, keys: BackupKeys | Non
     """
     check_segments_stored(storage, manifest.backup_id, manifest.segments)
     key = manifest_revision_key(manifest.backup_id, manifest.increment, manifest.revision)
-    data = manifest.to_json_bytes() if keys is None else seal_manifest(manifest, keys)
-    if not storage.put_bytes_if_absent(key, data):
+    if not _put_if_absent(storage, key, manifest, keys):
         raise PreconditionError(
             f"revision {manifest.revision} of increment {manifest.increment} of backup "
             f"{manifest.backup_id} was committed by another erase while this one ran ({key})",

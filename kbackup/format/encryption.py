@@ -537,6 +537,36 @@ def open_manifest(data: bytes, object_name: str, increment: int, keys: BackupKey
     return manifest
 
 
+# --- other sealed documents (cluster-metadata files, erasure records) -------------------------
+
+
+def seal_document(aead: AESGCM, document: Mapping[str, Any], visible: Mapping[str, Any]) -> bytes:
+    """A document's bytes as stored sealed: its ``visible`` fields, and the whole ``document``
+    encrypted under ``aead`` (a fresh random nonce) with the visible fields as authenticated data."""
+    nonce = os.urandom(_NONCE_BYTES)
+    sealed = aead.encrypt(nonce, _canonical(dict(document)), _canonical(dict(visible)))
+    return (
+        json.dumps({**visible, "sealed": base64.b64encode(nonce + sealed).decode()}, indent=2) + "\n"
+    ).encode()
+
+
+def open_document(raw: Mapping[str, Any], aead: AESGCM, what: str, belongs_to: str) -> dict[str, Any]:
+    """The document a stored sealed object (``raw``, parsed) holds, authenticated; ``what`` names
+    the object in errors, ``belongs_to`` what a moved copy would belong to (``increment or backup``)."""
+    try:
+        sealed = base64.b64decode(str(raw["sealed"]), validate=True)
+        visible = {key: value for key, value in raw.items() if key != "sealed"}
+        plaintext = aead.decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], _canonical(visible))
+    except (InvalidTag, ValueError, binascii.Error):
+        raise BackupIntegrityError(
+            f"{what} fails authentication: it was changed, or it belongs to another {belongs_to}"
+        ) from None
+    opened = parse_json(plaintext, lambda problem: BackupIntegrityError(f"{what}: {problem}"))
+    if not isinstance(opened, dict):
+        raise BackupIntegrityError(f"{what} does not seal a JSON object")
+    return opened
+
+
 # --- segments ----------------------------------------------------------------------------------
 
 

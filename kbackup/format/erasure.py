@@ -20,13 +20,12 @@ import os
 import re
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import Field
 
 from kbackup.core.errors import BackupIntegrityError, ConfigError, EncryptionKeyError
-from kbackup.format.documents import parse_json, validate, versioned_object
-from kbackup.format.encryption import SCHEME, BackupKeys
+from kbackup.format.documents import validate, versioned_object
+from kbackup.format.encryption import SCHEME, BackupKeys, open_document, seal_document
 from kbackup.format.layout import check_backup_id
 from kbackup.format.manifest import ManifestModel, PartitionErased
 from kbackup.format.record_match import RecordMatcher, keyed_hash
@@ -37,7 +36,6 @@ ERASURE_FORMAT = "kafka-backup-erasure"
 ERASURE_FORMAT_VERSION = 1
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._=+@,-]{1,200}$")
 _SECRET_BYTES = 32
-_NONCE_BYTES = 12
 #: The prefix of a ``sha256:`` entry's hash input: a key given only as its digest is hashed as
 #: this and the digest, so ``--verify`` of the key itself finds it too.
 _DIGEST_PREFIX = b"sha256:"
@@ -121,10 +119,6 @@ def matcher_hashes(matcher: RecordMatcher, secret: bytes) -> tuple[list[str], li
     return sorted(keys), sorted(headers)
 
 
-def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
 def _aead(keys: BackupKeys, request_id: str) -> AESGCM:
     return AESGCM(keys.derive("erasure", request_id))
 
@@ -141,13 +135,7 @@ def encode_erasure_record(record: ErasureRecord, keys: BackupKeys | None) -> byt
     document sealed under a key of its own request (HKDF ``erasure`` + request id)."""
     if keys is None:
         return (json.dumps(record.model_dump(mode="json"), indent=2) + "\n").encode()
-    visible = _visible(record)
-    nonce = os.urandom(_NONCE_BYTES)
-    sealed = _aead(keys, record.request_id).encrypt(
-        nonce, _canonical(record.model_dump(mode="json")), _canonical(visible)
-    )
-    document = {**visible, "sealed": base64.b64encode(nonce + sealed).decode()}
-    return (json.dumps(document, indent=2) + "\n").encode()
+    return seal_document(_aead(keys, record.request_id), record.model_dump(mode="json"), _visible(record))
 
 
 def parse_erasure_record(
@@ -181,18 +169,4 @@ def parse_erasure_record(
 def _opened(raw: dict[str, Any], name: str, request_id: str, keys: BackupKeys | None) -> dict[str, Any]:
     if keys is None:
         raise EncryptionKeyError(f"erasure record {name} is encrypted: configure the backup's key to read it")
-    try:
-        sealed = base64.b64decode(str(raw["sealed"]), validate=True)
-        visible = {key: value for key, value in raw.items() if key != "sealed"}
-        plaintext = _aead(keys, request_id).decrypt(
-            sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], _canonical(visible)
-        )
-    except (InvalidTag, ValueError, binascii.Error):
-        raise BackupIntegrityError(
-            f"erasure record {name} fails authentication: it was changed, or it belongs to another "
-            "request or backup"
-        ) from None
-    opened = parse_json(plaintext, lambda problem: BackupIntegrityError(f"erasure record {name}: {problem}"))
-    if not isinstance(opened, dict):
-        raise BackupIntegrityError(f"erasure record {name} does not seal a JSON object")
-    return opened
+    return open_document(raw, _aead(keys, request_id), f"erasure record {name}", "request or backup")
