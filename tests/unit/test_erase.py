@@ -245,3 +245,17 @@ def test_erase_options_refused_with_one_line(tmp_path: Path, capsys: pytest.Capt
     assert run(["erase", BACKUP, "-p", url, "--header", "region"]) == 3
     assert re.search(r"--header 'region'=\.\.\.: expected NAME=VALUE", capsys.readouterr().err)
     assert run(["erase", BACKUP, "-p", url, "--verify", "--key", "x", "--execute"]) == 2
+
+
+def test_prune_spares_the_unlisted_segments_of_a_running_erase(store: Storage, tmp_path: Path) -> None:
+    """An erase's new segment, stored before the revision that will list it, lies below the committed
+    end like a dead run's garbage: a prune leaves it while the erase's lease lives."""
+    keyed_backup(store, BACKUP, tmp_path, increments=1)
+    run_id = "erase-20261126T000000Z-0123abcd"
+    pending = f"{BACKUP}/data/orders/0/{0:020d}-{run_id}.parquet"
+    store.put_bytes(pending, b"an erase's segment, not yet listed")
+    policy = RetentionSettings.model_validate({"orphan_grace": "1h"})
+    _lease(store, run_id, "other-host:1")
+    assert pending not in plan_prune(store, policy, [BACKUP]).backups[0].orphans
+    store.delete(lease_key(BACKUP, run_id))
+    assert pending in plan_prune(store, policy, [BACKUP]).backups[0].orphans
