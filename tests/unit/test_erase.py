@@ -259,3 +259,19 @@ def test_prune_spares_the_unlisted_segments_of_a_running_erase(store: Storage, t
     assert pending not in plan_prune(store, policy, [BACKUP]).backups[0].orphans
     store.delete(lease_key(BACKUP, run_id))
     assert pending in plan_prune(store, policy, [BACKUP]).backups[0].orphans
+
+
+def test_erase_by_header_value_in_the_topics_a_pattern_names(store: Storage, tmp_path: Path) -> None:
+    orders = keyed_backup(store, BACKUP, tmp_path, increments=1, topic="orders")
+    payments = keyed_backup(store, BACKUP, tmp_path, increments=1, topic="payments")
+    url = str(tmp_path / "store")
+    args = ["erase", BACKUP, "-p", url, "--header", "region=eu", "--topics", "ord.*", "--request-id", "H"]
+    assert run([*args, "--execute"]) == 0
+    kept = [row for row in orders if ("region", b"eu") not in row[6]]
+    assert held_rows(store, BACKUP) == sorted(kept + payments, key=lambda row: (row[0], row[1], row[2]))
+    record = json.loads(store.get_bytes(erasure_key(BACKUP, "H")))
+    assert (record["matched"], len(record["header_hashes"]), record["key_hashes"]) == (
+        {"keys": 0, "header_values": 1},
+        1,
+        [],
+    )
