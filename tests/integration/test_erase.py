@@ -28,15 +28,11 @@ from tests.support.backup_io import read_backup, take_backup
 from tests.support.cli_process import start_cli, wait_for
 from tests.support.config_files import config_file
 from tests.support.encryption_keys import new_key
-from tests.support.erase_backups import keyed_source_records, user_key
+from tests.support.erase_backups import keyed_source_records, records_without, user_key
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 
 PARTITIONS = 2
 USERS = 10
-
-
-def without(records: list[Record], erased: set[bytes]) -> list[Record]:
-    return [record for record in records if record.key not in erased]
 
 
 #: The records' times: the first increment's four hours ago, the second's three (the broker refuses
@@ -78,8 +74,8 @@ def test_erase_on_s3_then_verify_prune_and_restore_a_time_window(
         run(["erase", "all", "-c", str(config), *keys, "--request-id", "GDPR-1", "--execute", "--json"]) == 0
     )
     done = json.loads(capsys.readouterr().out)["executed"]
-    assert done["records_erased"] == len(source) - len(without(source, erased)) > 0
-    assert read_backup(storage, backup_id) == without(source, erased)
+    assert done["records_erased"] == len(source) - len(records_without(source, erased)) > 0
+    assert read_backup(storage, backup_id) == records_without(source, erased)
     report = validate_backup(storage, backup_id, deep=True)
     assert (report.errors, report.warnings) == ([], [])
     assert run(["erase", backup_id, "-c", str(config), "--verify", "--key", "user-3", "--json"]) == 0
@@ -99,7 +95,7 @@ def test_erase_on_s3_then_verify_prune_and_restore_a_time_window(
     args = ["restore", "-c", str(config), "-b", target_cluster.bootstrap_servers, *window]
     assert run([*args, "--topic-mapping", f"{topic}={restored}"]) == 0, capsys.readouterr().err
     landed = consume_all(target_cluster, restored, list(range(PARTITIONS)))
-    expected = [r for r in without(source, erased) if (r.timestamp or 0) >= BASE_MS + HOUR_MS]
+    expected = [r for r in records_without(source, erased) if (r.timestamp or 0) >= BASE_MS + HOUR_MS]
     assert [(r.partition, r.key, r.value) for r in landed] == [
         (r.partition, r.key, r.value) for r in expected
     ]
@@ -119,7 +115,7 @@ def test_erase_of_an_encrypted_backup_rewrites_it_encrypted_and_seals_its_record
     assert (
         run(["erase", backup_id, "-c", str(config), "--key", "user-5", "--request-id", "R", "--execute"]) == 0
     )
-    assert read_backup(storage, backup_id) == without(source, {user_key(5)})
+    assert read_backup(storage, backup_id) == records_without(source, {user_key(5)})
     assert validate_backup(storage, backup_id, deep=True).errors == []
     backup = BackupCatalog(storage).load(backup_id)
     rewritten = [s for m in backup.manifests for s in m.segments if s.key not in before]

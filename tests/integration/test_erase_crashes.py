@@ -27,8 +27,8 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup, take_backup
 from tests.support.config_files import config_file
-from tests.support.erase_backups import erase_command, keyed_source_records, user_key
-from tests.support.kafka_io import Record, consume_all, create_topic, produce
+from tests.support.erase_backups import erase_command, keyed_source_records, records_without, user_key
+from tests.support.kafka_io import consume_all, create_topic, produce
 from tests.support.kill_loop import fault_seed, must_kill
 from tests.support.restored_topics import restored_records
 
@@ -36,10 +36,6 @@ ROOT = Path(__file__).parents[2]
 PARTITIONS = 2
 USERS = 30
 REQUESTS = 12
-
-
-def without(records: list[Record], erased: set[bytes]) -> list[Record]:
-    return [record for record in records if record.key not in erased]
 
 
 @pytest.mark.slow
@@ -80,12 +76,12 @@ def test_erase_killed_anywhere_then_rerun_leaves_no_erased_key_and_every_other_r
         report = validate_backup(storage, backup_id, deep=True)
         assert report.errors == [], (where, report.errors)
         held = read_backup(storage, backup_id)
-        assert set(map(repr, without(source, erased | set(keys)))) <= set(map(repr, held)), where
-        assert set(map(repr, held)) <= set(map(repr, without(source, erased))), where
+        assert set(map(repr, records_without(source, erased | set(keys)))) <= set(map(repr, held)), where
+        assert set(map(repr, held)) <= set(map(repr, records_without(source, erased))), where
         assert run(command[3:]) == 0, (where, capsys.readouterr().err)
         capsys.readouterr()
         erased |= set(keys)
-        assert read_backup(storage, backup_id) == without(source, erased), where
+        assert read_backup(storage, backup_id) == records_without(source, erased), where
         report = validate_backup(storage, backup_id, deep=True)
         assert (report.errors, report.warnings) == ([], []), where
     restored = f"{topic}-restored"
@@ -96,5 +92,7 @@ def test_erase_killed_anywhere_then_rerun_leaves_no_erased_key_and_every_other_r
     cluster_id = BackupCatalog(storage).load(backup_id).source_cluster
     for partition in range(PARTITIONS):
         offsets = [r.source_offset for r in restored_records(target_cluster, restored, partition, cluster_id)]
-        assert offsets == [r.consumed_offset for r in without(source, erased) if r.partition == partition]
-    assert [(r.key, r.value) for r in landed] == [(r.key, r.value) for r in without(source, erased)]
+        assert offsets == [
+            r.consumed_offset for r in records_without(source, erased) if r.partition == partition
+        ]
+    assert [(r.key, r.value) for r in landed] == [(r.key, r.value) for r in records_without(source, erased)]

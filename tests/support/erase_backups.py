@@ -97,6 +97,11 @@ def without_keys(rows: Iterable[Row], keys: Iterable[bytes]) -> list[Row]:
     )
 
 
+def records_without(records: Iterable[Record], erased: set[bytes]) -> list[Record]:
+    """The oracle of a backup taken from a cluster: its records less those of the erased keys."""
+    return [record for record in records if record.key not in erased]
+
+
 def keyed_source_records(partitions: int, per_partition: int, users: int, start: int = 0) -> list[Record]:
     """Records to produce: key ``user-<n % users>``, a header naming the record, value of its own."""
     return [
