@@ -22,7 +22,8 @@ from kbackup.core.times import iso_utc
 from kbackup.erase import execute as erase_execute
 from kbackup.erase import execute_erase, plan_erase, verify_key_erased
 from kbackup.format.catalog import BackupCatalog
-from kbackup.format.erasure import erasure_key, parse_erasure_record
+from kbackup.format.encryption import BackupKeys
+from kbackup.format.erasure import encode_erasure_record, erasure_key, parse_erasure_record
 from kbackup.format.generations import Lease, lease_key
 from kbackup.format.layout import manifest_revision_key
 from kbackup.format.record_match import RecordMatcher, RecordMatchSettings
@@ -275,3 +276,26 @@ def test_erase_by_header_value_in_the_topics_a_pattern_names(store: Storage, tmp
         1,
         [],
     )
+
+
+def test_a_sealed_erasure_record_opens_only_as_itself(store: Storage, tmp_path: Path) -> None:
+    keyed_backup(store, BACKUP, tmp_path, increments=1)
+    erase(store, tmp_path, "R", user_key(1))
+    record = parse_erasure_record(
+        store.get_bytes(erasure_key(BACKUP, "R")), "r", backup_id=BACKUP, request_id="R", keys=None
+    )
+    keys = BackupKeys(BACKUP, 1, "local:test", os.urandom(32))
+    sealed = encode_erasure_record(record, keys)
+    assert b"hmac-sha256" not in sealed
+    assert record.secret.encode() not in sealed
+    opened = parse_erasure_record(sealed, "r", backup_id=BACKUP, request_id="R", keys=keys)
+    assert opened == record
+    with pytest.raises(BackupIntegrityError, match="fails authentication"):  # another request's name
+        parse_erasure_record(sealed.replace(b'"R"', b'"S"'), "r", backup_id=BACKUP, request_id="S", keys=keys)
+    other = BackupKeys(BACKUP, 1, "local:test", os.urandom(32))
+    with pytest.raises(BackupIntegrityError, match="fails authentication"):  # another backup's key
+        parse_erasure_record(sealed, "r", backup_id=BACKUP, request_id="R", keys=other)
+    with pytest.raises(BackupIntegrityError, match="not encrypted, in a backup that is"):
+        parse_erasure_record(
+            encode_erasure_record(record, None), "r", backup_id=BACKUP, request_id="R", keys=keys
+        )
