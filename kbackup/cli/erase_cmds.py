@@ -79,8 +79,10 @@ def erase(
         typer.Option(
             "--request-id",
             metavar="ID",
-            help="The erasure request's reference, stored in the erasure record.",
-            show_default="erase-<UTC time>",
+            help=(
+                "The erasure request's reference, stored in the erasure record; needed with --execute "
+                "(the same id finishes a killed erase). Plan only: erase-<UTC time>."
+            ),
         ),
     ] = None,
     plan_file: Annotated[
@@ -120,6 +122,13 @@ def erase(
     if verify and (execute or keys_file or headers or not keys):
         raise UsageError(
             "--verify takes --key only (one or more), without --execute, --keys-file or --header"
+        )
+    if execute and request_id is None:
+        # A rerun after a kill finishes the request only under the same id: a generated one would
+        # leave the first run's revisions without an erasure record.
+        raise UsageError(
+            "erase --execute needs --request-id ID: it names the erasure record, and running the same "
+            "command again after a kill finishes that request"
         )
     settings = _match_settings(keys, keys_file, headers)
     if settings.is_empty():

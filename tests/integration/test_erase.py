@@ -149,7 +149,9 @@ def test_erase_is_refused_while_a_follow_backup_holds_the_backup(
     follow = start_cli("backup", "-c", str(config), "--follow")
     try:
         wait_for(lambda: BackupCatalog(storage).exists(backup_id), "the first increment", process=follow)
-        code = run(["erase", backup_id, "-c", str(config), "--key", "user-1", "--execute"])
+        code = run(
+            ["erase", backup_id, "-c", str(config), "--key", "user-1", "--request-id", "F", "--execute"]
+        )
         err = capsys.readouterr().err
         assert code == 10, err
         (lease,) = [info.key for info in storage.list(leases_prefix(backup_id))]
@@ -159,5 +161,7 @@ def test_erase_is_refused_while_a_follow_backup_holds_the_backup(
     finally:
         follow.send_signal(signal.SIGTERM)
         follow.wait(60)
-    assert run(["erase", backup_id, "-c", str(config), "--key", "user-1", "--execute"]) == 0
+    assert (
+        run(["erase", backup_id, "-c", str(config), "--key", "user-1", "--request-id", "F", "--execute"]) == 0
+    )
     assert read_backup(storage, backup_id) == []

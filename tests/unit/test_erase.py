@@ -246,6 +246,8 @@ def test_erase_options_refused_with_one_line(tmp_path: Path, capsys: pytest.Capt
     assert run(["erase", BACKUP, "-p", url, "--header", "region"]) == 3
     assert re.search(r"--header 'region'=\.\.\.: expected NAME=VALUE", capsys.readouterr().err)
     assert run(["erase", BACKUP, "-p", url, "--verify", "--key", "x", "--execute"]) == 2
+    assert run(["erase", BACKUP, "-p", url, "--key", "x", "--execute"]) == 2
+    assert "needs --request-id" in capsys.readouterr().err
 
 
 def test_prune_spares_the_unlisted_segments_of_a_running_erase(store: Storage, tmp_path: Path) -> None:
