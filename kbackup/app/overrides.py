@@ -138,6 +138,7 @@ def backup_job(
     backup_id: str | None = None,
     source_cluster_id: str | None = None,
     follow: bool = False,
+    max_bytes_per_second: str | None = None,
 ) -> BackupJob:
     """What one ``backup`` run needs: the file's source, storage and backup sections, flags over them."""
     source = with_bootstrap_servers(config.source, bootstrap_servers, SourceSettings)
@@ -163,6 +164,9 @@ def backup_job(
     if follow:
         updates["continuous"] = True
         flags["continuous"] = "--follow"
+    if max_bytes_per_second is not None:
+        updates["max_bytes_per_second"] = max_bytes_per_second
+        flags["max_bytes_per_second"] = f"--max-bytes-per-second {max_bytes_per_second}"
     return BackupJob(
         backup_id=backup_id_of(config, backup_id),
         source=source,
@@ -212,6 +216,10 @@ class RestoreFlags:
     create_topics: bool | None = None
     skip_checksums: bool = False
     log_append_time: str | None = None
+    max_bytes_per_second: str | None = None
+    max_records_per_second: int | None = None
+    purge_target: str | None = None
+    force_purge: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,12 +285,29 @@ def restore_inputs(
     if flags.log_append_time is not None:
         updates["log_append_time"] = flags.log_append_time
         typed["log_append_time"] = f"--log-append-time {flags.log_append_time}"
+    _rate_and_purge_flags(flags, updates, typed)
     return RestoreInputs(
         backup_id=backup_id or config.backup_id,
         storage=storage_settings(config, path, run=True),
         target=with_bootstrap_servers(config.target, bootstrap_servers, KafkaConnection),
         settings=_over(base, updates, RestoreSettings, "command line", typed),
     )
+
+
+def _rate_and_purge_flags(flags: RestoreFlags, updates: dict[str, Any], typed: dict[str, str]) -> None:
+    """``--max-bytes-per-second``, ``--max-records-per-second``, ``--purge-target``, ``--force-purge``."""
+    if flags.max_bytes_per_second is not None:
+        updates["max_bytes_per_second"] = flags.max_bytes_per_second
+        typed["max_bytes_per_second"] = f"--max-bytes-per-second {flags.max_bytes_per_second}"
+    if flags.max_records_per_second is not None:
+        updates["max_records_per_second"] = flags.max_records_per_second
+        typed["max_records_per_second"] = f"--max-records-per-second {flags.max_records_per_second}"
+    if flags.purge_target is not None:
+        updates["purge_target"] = flags.purge_target
+        typed["purge_target"] = f"--purge-target {flags.purge_target}"
+    if flags.force_purge:
+        updates["force_purge"] = True
+        typed["force_purge"] = "--force-purge"
 
 
 @dataclass(frozen=True)
@@ -402,11 +427,12 @@ def three_phase_config(
     topics: list[str] | None = None,
     state_dir: str | None = None,
     accept_gap: bool = False,
+    rates: RestoreFlags | None = None,
 ) -> KBackupConfig:
     """The config ``three-phase-restore`` runs with: the flags over it as ``restore`` puts them
     (:func:`restore_inputs`: ``--bootstrap-servers`` over ``target``, ``--path`` over ``storage``,
     ``--topic`` over ``restore.topics``), ``--backup-id`` over ``backup_id``, ``--state-dir`` and
-    ``--accept-gap``; every
+    ``--accept-gap``, and ``rates``' ``--max-bytes-per-second``/``--max-records-per-second``; every
     phase reads this one config, so the mapping and the reset see the target, backup and topics the
     restore used (and the run key names them)."""
     inputs = restore_inputs(
@@ -414,7 +440,11 @@ def three_phase_config(
         bootstrap_servers=bootstrap_servers,
         path=path,
         backup_id=backup_id_of(config, backup_id),
-        flags=RestoreFlags(topics=topics or []),
+        flags=RestoreFlags(
+            topics=topics or [],
+            max_bytes_per_second=rates.max_bytes_per_second if rates is not None else None,
+            max_records_per_second=rates.max_records_per_second if rates is not None else None,
+        ),
     )
     flagged = config.model_copy(
         update={

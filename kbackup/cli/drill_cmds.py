@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kbackup.cli.backup_cmds import check_store_exists
+from kbackup.cli.backup_cmds import MaxBytesPerSecondOption, MaxRecordsPerSecondOption, check_store_exists
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -62,6 +62,8 @@ def three_phase_restore(
             help="Exit 0 when groups resume after a recovery gap (three_phase.accept_gap); else exit 12.",
         ),
     ] = False,
+    max_bytes_per_second: MaxBytesPerSecondOption = None,
+    max_records_per_second: MaxRecordsPerSecondOption = None,
     engine: EngineOption = None,
     spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
@@ -88,7 +90,13 @@ def three_phase_restore(
     """
     json_mode(as_json)
     from kbackup.app.metrics import RecoveryMetrics
-    from kbackup.app.overrides import metrics_settings, three_phase_config, with_encryption_key, with_engine
+    from kbackup.app.overrides import (
+        RestoreFlags,
+        metrics_settings,
+        three_phase_config,
+        with_encryption_key,
+        with_engine,
+    )
     from kbackup.app.three_phase import checked_backup_id, three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
 
@@ -100,6 +108,9 @@ def three_phase_restore(
         topics=topics,
         state_dir=str(state_dir) if state_dir is not None else None,
         accept_gap=accept_gap,
+        rates=RestoreFlags(
+            max_bytes_per_second=max_bytes_per_second, max_records_per_second=max_records_per_second
+        ),
     )
     if dry_run:
         check_store_exists(cfg.storage)
