@@ -1,0 +1,75 @@
+"""The rate limits are wired into a real backup and a real restore: a limit below what the run would do
+makes it wait (the wait counter of its metrics and its summary above zero) and the run still copies
+every record. Only the wiring: how closely a limit holds is measured by ``python -m bench.bench_throttle``,
+never asserted on timing here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbackup.backup import run_backup
+from kbackup.backup.metrics import BackupMetrics
+from kbackup.core.config import StorageSettings
+from kbackup.restore import service
+from kbackup.restore.metrics import RestoreMetrics
+from kbackup.restore.settings import RestoreSettings
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.backup_io import backup_job
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup
+from tests.support.kafka_io import Record, consume_all, create_topic, produce
+
+RECORDS = 300
+VALUE = b"x" * 1000
+
+
+def test_a_backup_over_its_byte_rate_waits_and_copies_everything(
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = unique_name
+    create_topic(source_cluster, topic, 1)
+    produce(source_cluster, topic, [Record(key=b"k%d" % i, value=VALUE) for i in range(RECORDS)])
+    # About 300 KB at 200 KB/s: a run of about 1.5 s that must wait after its first burst.
+    job = backup_job(source_cluster, tmp_path / "store", "limited", [topic], max_bytes_per_second="200KB")
+    metrics = BackupMetrics("limited", mode="snapshot")
+    summary = run_backup(job, metrics=metrics)
+    assert summary.records == RECORDS
+    assert summary.throttled_secs > 0
+    labels = {"backup_id": "limited"}
+    assert (
+        metrics.registry.get_sample_value("kafka_backup_throttled_seconds_total", labels)
+        == summary.throttled_secs
+    )
+    assert metrics.registry.get_sample_value("kafka_backup_rate_limit_bytes_per_second", labels) == 200_000
+
+
+def test_a_restore_over_its_record_rate_waits_and_restores_everything(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    expected = build_backup(store, tmp_path, unique_name, "limited", 200)
+    metrics = RestoreMetrics("limited")
+    settings = RestoreSettings.model_validate({"max_records_per_second": 400, "max_bytes_per_second": "10MB"})
+    job = service.prepare(
+        backup_id="limited",
+        storage=StorageSettings(url=str(store)),
+        target=target_cluster.connection(),
+        settings=settings,
+        metrics=metrics,
+    )
+    # 600 records at 400/s: about 1.5 s, waiting after the first burst.
+    summary = service.run(job, metrics=metrics)
+    assert summary.records == sum(len(records) for records in expected.values())
+    assert summary.throttled_secs > 0
+    assert any(
+        "throttled by restore.max_bytes_per_second/max_records_per_second" in line for line in summary.lines()
+    )
+    labels = {"backup_id": "limited"}
+    waited = metrics.registry.get_sample_value("kafka_backup_restore_throttled_seconds_total", labels)
+    assert waited == summary.throttled_secs
+    for unit, limit in (("records", 400), ("bytes", 10_000_000)):
+        assert (
+            metrics.registry.get_sample_value("kafka_backup_restore_rate_limit", {**labels, "unit": unit})
+            == limit
+        )
+    restored = consume_all(target_cluster, unique_name, list(range(SOURCE_PARTITIONS)))
+    assert len(restored) == summary.records
