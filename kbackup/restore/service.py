@@ -21,7 +21,7 @@ from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import RestorePlan, TargetState, build_plan, restored_topics
-from kbackup.restore.plan_text import plan_lines
+from kbackup.restore.plan_text import plan_lines, purge_lines
 from kbackup.restore.resume import resume_point
 from kbackup.restore.run_plan import plan_run
 from kbackup.restore.runner import Restorer
@@ -191,7 +191,7 @@ class DryRunReport:
     def lines(self) -> list[str]:
         lines = ["dry run: nothing is created or written", *plan_lines(self.plan)]
         if self.purge is not None:
-            lines.extend(self.purge.lines())
+            lines.extend(purge_lines(self.purge))
         count = (
             f"{self.records_to_write:,}"
             if self.records_to_write is not None

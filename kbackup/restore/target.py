@@ -286,18 +286,6 @@ class PurgePlan:
     def topics(self) -> list[str]:
         return [step.topic for step in self.steps]
 
-    def lines(self) -> list[str]:
-        """The dry run's lines: one per purged topic."""
-        setting = f"restore.purge_target: {self.how}"
-        if self.skipped:
-            return [
-                f"  purge ({setting}): skipped, an earlier run of this restore already restored into "
-                "the target (a restore purges once, before its first record)"
-            ]
-        if not self.steps:
-            return [f"  purge ({setting}): no existing target topic to purge"]
-        return [f"  purge ({setting}): {step.describe()}" for step in self.steps]
-
 
 def purgeable_topics(targets: Iterable[str], existing: Container[str], *, progress_topic: str) -> list[str]:
     """The target topics a purge empties: those of ``targets`` that exist, never an internal topic

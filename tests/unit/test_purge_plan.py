@@ -9,6 +9,7 @@ from kbackup.app.config import KBackupConfig
 from kbackup.app.overrides import RestoreFlags, backup_job, restore_inputs
 from kbackup.core.errors import ConfigError
 from kbackup.restore.plan import TargetState
+from kbackup.restore.plan_text import purge_lines
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.target import PurgePlan, PurgeStep, purgeable_topics, without_topics
 
@@ -45,13 +46,13 @@ def purge(**fields: object) -> PurgePlan:
 
 def test_the_dry_run_has_one_line_per_purged_topic_or_says_why_none() -> None:
     steps = [PurgeStep("a", "records", {0: (0, 1)}), PurgeStep("b", "records", {0: (0, 2)})]
-    lines = purge(how="records", steps=steps).lines()
+    lines = purge_lines(purge(how="records", steps=steps))
     assert [line.split(": topic ")[1].split(":")[0] for line in lines] == ["a", "b"]
     assert all(line.startswith("  purge (restore.purge_target: records): ") for line in lines)
-    assert purge(how="topics", steps=[]).lines() == [
+    assert purge_lines(purge(how="topics", steps=[])) == [
         "  purge (restore.purge_target: topics): no existing target topic to purge"
     ]
-    (skipped,) = purge(how="records", steps=[], skipped=True).lines()
+    (skipped,) = purge_lines(purge(how="records", steps=[], skipped=True))
     assert "skipped, an earlier run of this restore already restored into the target" in skipped
 
 
