@@ -296,18 +296,17 @@ def restore_inputs(
 
 def _rate_and_purge_flags(flags: RestoreFlags, updates: dict[str, Any], typed: dict[str, str]) -> None:
     """``--max-bytes-per-second``, ``--max-records-per-second``, ``--purge-target``, ``--force-purge``."""
-    if flags.max_bytes_per_second is not None:
-        updates["max_bytes_per_second"] = flags.max_bytes_per_second
-        typed["max_bytes_per_second"] = f"--max-bytes-per-second {flags.max_bytes_per_second}"
-    if flags.max_records_per_second is not None:
-        updates["max_records_per_second"] = flags.max_records_per_second
-        typed["max_records_per_second"] = f"--max-records-per-second {flags.max_records_per_second}"
-    if flags.purge_target is not None:
-        updates["purge_target"] = flags.purge_target
-        typed["purge_target"] = f"--purge-target {flags.purge_target}"
-    if flags.force_purge:
-        updates["force_purge"] = True
-        typed["force_purge"] = "--force-purge"
+    given: dict[str, Any] = {
+        "max_bytes_per_second": flags.max_bytes_per_second,
+        "max_records_per_second": flags.max_records_per_second,
+        "purge_target": flags.purge_target,
+        "force_purge": True if flags.force_purge else None,
+    }
+    for key, value in given.items():
+        if value is not None:
+            updates[key] = value
+            flag = "--" + key.replace("_", "-")
+            typed[key] = flag if value is True else f"{flag} {value}"
 
 
 @dataclass(frozen=True)

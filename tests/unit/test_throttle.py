@@ -1,4 +1,4 @@
-"""The token bucket of the rate limits (kbackup.core.throttle), on an injected clock: no test sleeps."""
+"""The token bucket of the rate limits (kbackup.core.throttle) on a virtual clock: no test sleeps."""
 
 from __future__ import annotations
 
@@ -9,44 +9,30 @@ from hypothesis import strategies as st
 from kbackup.backup.settings import BackupSettings
 from kbackup.core.throttle import BURST_SECS, Throttle, TokenBucket, throttled_text
 from kbackup.restore.settings import RestoreSettings
+from tests.support.virtual_clock import VirtualClock
 
 
-class FakeClock:
-    """A monotonic clock that only moves when the code under test sleeps (or a test says so)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-def bucket(rate: float, clock: FakeClock) -> TokenBucket:
-    return TokenBucket(rate, clock=clock, sleep=clock.sleep)
+def bucket(rate: float, clock: VirtualClock) -> TokenBucket:
+    return TokenBucket(rate, clock=clock.monotonic, sleep=clock.sleep)
 
 
 def test_a_full_bucket_lets_its_burst_through_then_waits_the_rest_off() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     tokens = bucket(1000, clock)
     assert tokens.acquire(1000 * BURST_SECS) == 0
     assert tokens.acquire(500) == pytest.approx(0.5)
-    assert clock.slept == [pytest.approx(0.5)]
+    assert clock.sleeps == [pytest.approx(0.5)]
 
 
 def test_a_batch_larger_than_the_burst_goes_at_once_and_is_paid_for_after() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     tokens = bucket(100, clock)
     # 10 s worth in one batch: no refusal, a wait of 10 s less the burst saved up.
     assert tokens.acquire(1000) == pytest.approx(10 - BURST_SECS)
 
 
 def test_an_idle_bucket_saves_no_more_than_its_burst() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     tokens = bucket(100, clock)
     tokens.acquire(100 * BURST_SECS)
     clock.now += 3600  # an hour without traffic
@@ -62,7 +48,7 @@ def test_an_idle_bucket_saves_no_more_than_its_burst() -> None:
 def test_tokens_taken_stay_within_the_rate_over_the_run_plus_one_burst(
     rate: float, batches: list[float], gaps: list[float]
 ) -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     tokens = bucket(rate, clock)
     started = clock.now
     for amount, gap in zip(batches, gaps, strict=False):
@@ -73,10 +59,14 @@ def test_tokens_taken_stay_within_the_rate_over_the_run_plus_one_burst(
 
 
 def test_the_throttle_waits_for_the_slower_of_its_two_limits_and_counts_the_waits() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     waits: list[float] = []
     throttle = Throttle(
-        bytes_per_second=1000, records_per_second=10, clock=clock, sleep=clock.sleep, on_wait=waits.append
+        bytes_per_second=1000,
+        records_per_second=10,
+        clock=clock.monotonic,
+        sleep=clock.sleep,
+        on_wait=waits.append,
     )
     throttle.acquire(records=10 * BURST_SECS, data_bytes=0)  # type: ignore[arg-type]
     # 20 records at 10/s (2 s) against 100 bytes at 1000/s (0.1 s): the records decide.
@@ -86,11 +76,11 @@ def test_the_throttle_waits_for_the_slower_of_its_two_limits_and_counts_the_wait
 
 
 def test_no_limit_never_waits() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock=clock, sleep=clock.sleep)
+    clock = VirtualClock()
+    throttle = Throttle(clock=clock.monotonic, sleep=clock.sleep)
     assert not throttle.limited
     assert throttle.acquire(records=10**9, data_bytes=10**12) == 0
-    assert clock.slept == []
+    assert clock.sleeps == []
 
 
 def test_a_share_splits_each_limit_evenly_over_the_tasks_that_run_at_once() -> None:
