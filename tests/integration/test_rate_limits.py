@@ -1,15 +1,19 @@
 """The rate limits are wired into a real backup and a real restore: a limit below what the run would do
 makes it wait (the wait counter of its metrics and its summary above zero) and the run still copies
 every record. Only the wiring: how closely a limit holds is measured by ``python -m bench.bench_throttle``,
-never asserted on timing here."""
+never asserted on timing here. On Spark each task waits on its own share (the Spark test)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kbackup.backup import run_backup
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.core.config import StorageSettings
+from kbackup.core.spark import SparkEngine
 from kbackup.restore import service
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.settings import RestoreSettings
@@ -73,3 +77,46 @@ def test_a_restore_over_its_record_rate_waits_and_restores_everything(
         )
     restored = consume_all(target_cluster, unique_name, list(range(SOURCE_PARTITIONS)))
     assert len(restored) == summary.records
+
+
+@pytest.mark.spark
+def test_spark_tasks_each_wait_on_their_share_of_the_limits(
+    spark: Any,
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    topic = unique_name
+    create_topic(source_cluster, topic, 2)
+    produce(
+        source_cluster, topic, [Record(key=b"k%d" % i, value=VALUE, partition=i % 2) for i in range(RECORDS)]
+    )
+    engine = SparkEngine(master="local[2]")
+    store = StorageSettings(url=str(tmp_path / "store"))
+    # Two tasks at once, each at 100 KB/s for its 150 KB: both wait after their first burst.
+    job = backup_job(source_cluster, store, "limited", [topic], max_bytes_per_second=200_000)
+    metrics = BackupMetrics("limited", mode="snapshot")
+    backed_up = run_backup(job, metrics=metrics, engine=engine)
+    assert backed_up.records == RECORDS
+    assert backed_up.throttled_secs > 0
+    labels = {"backup_id": "limited"}
+    assert (
+        metrics.registry.get_sample_value("kafka_backup_throttled_seconds_total", labels)
+        == backed_up.throttled_secs
+    )
+
+    restore_metrics = RestoreMetrics("limited")
+    settings = RestoreSettings(topic_mapping={topic: f"{topic}-restored"}, max_records_per_second=200)
+    prepared = service.prepare(
+        backup_id="limited",
+        storage=store,
+        target=target_cluster.connection(),
+        settings=settings,
+        metrics=restore_metrics,
+    )
+    restored = service.run(prepared, metrics=restore_metrics, engine=engine)
+    assert restored.records == RECORDS
+    assert restored.throttled_secs > 0
+    waited = restore_metrics.registry.get_sample_value("kafka_backup_restore_throttled_seconds_total", labels)
+    assert waited == pytest.approx(restored.throttled_secs)
