@@ -2,6 +2,7 @@
 least 20 s, and the rate each achieved against its setting.
 
     .venv/bin/python -m bench.bench_throttle [--rate 1MiB] [--seconds 25] [--record-size 1024]
+                                             [--quick] [--write-docs]
 
 Starts one local single-node cluster and fills a topic of 4 partitions with ``rate * seconds``
 bytes of records (an 8-byte key and a value that make ``--record-size`` bytes of key and value,
@@ -21,16 +22,18 @@ a quiet machine: a run slower than its limit (a loaded host) shows as below it.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import Producer
 
-from bench._perf import create_topic
+from bench._perf import create_topic, replace_section
 from kbackup.backup import BackupJob, run_backup
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.settings import BackupSettings, SourceSettings
@@ -45,6 +48,7 @@ TOPIC = "throttled"
 PARTITIONS = 4
 KEY_BYTES = 8
 SAMPLE_SECS = 0.5
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
 @dataclass
@@ -167,7 +171,11 @@ def main() -> None:
         "--seconds", type=float, default=25.0, help="how long each run should take at the limit"
     )
     parser.add_argument("--record-size", type=int, default=1024, help="key and value bytes of each record")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 3 s a run (not 20 s or more)")
+    parser.add_argument("--write-docs", action="store_true", help="write the result into docs/benchmarks.md")
     args = parser.parse_args()
+    if args.quick:
+        args.seconds = 3.0
     rate = parse_size(args.rate)
     records = int(rate * args.seconds / args.record_size)
     total = records * args.record_size
@@ -182,11 +190,19 @@ def main() -> None:
             measure_backup(bootstrap, store, rate, total, args.record_size),
             measure_restore(bootstrap, store, rate, total),
         ]
-    print(
+    lines = [
         f"{records:,} records of {args.record_size} bytes (key and value), {PARTITIONS} partitions, one node"
-    )
+    ]
     for result in results:
-        print("\n".join(result.lines()))
+        lines.extend(result.lines())
+    print("\n".join(lines))
+    if args.write_docs:
+        body = (
+            f"Measured {datetime.now(UTC):%Y-%m-%d} with `.venv/bin/python -m bench.bench_throttle --rate "
+            f"{args.rate} --seconds {args.seconds:g}` on {os.cpu_count()} cores, one local single-node "
+            "broker, a local folder as storage:\n\n```\n" + "\n".join(lines) + "\n```"
+        )
+        replace_section(DOCS, "<!-- throttle:start -->", "<!-- throttle:end -->", body)
 
 
 if __name__ == "__main__":
