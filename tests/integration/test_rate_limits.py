@@ -26,16 +26,18 @@ RECORDS = 300
 VALUE = b"x" * 1000
 
 
-def test_a_backup_over_its_byte_rate_waits_and_copies_everything(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+def backup_waits(
+    source: LocalKafkaCluster, topic: str, store: StorageSettings, partitions: int, engine: SparkEngine | None
 ) -> None:
-    topic = unique_name
-    create_topic(source_cluster, topic, 1)
-    produce(source_cluster, topic, [Record(key=b"k%d" % i, value=VALUE) for i in range(RECORDS)])
-    # About 300 KB at 200 KB/s: a run of about 1.5 s that must wait after its first burst.
-    job = backup_job(source_cluster, tmp_path / "store", "limited", [topic], max_bytes_per_second="200KB")
+    """RECORDS records of 1 KB in ``topic`` (``partitions`` partitions) backed up at 200 KB/s, a run
+    of about 1.5 s: it waits after its first burst, its metrics count the waits, it copies them all."""
+    create_topic(source, topic, partitions)
+    produce(
+        source, topic, [Record(key=b"k%d" % i, value=VALUE, partition=i % partitions) for i in range(RECORDS)]
+    )
+    job = backup_job(source, store, "limited", [topic], max_bytes_per_second="200KB")
     metrics = BackupMetrics("limited", mode="snapshot")
-    summary = run_backup(job, metrics=metrics)
+    summary = run_backup(job, metrics=metrics, engine=engine)
     assert summary.records == RECORDS
     assert summary.throttled_secs > 0
     labels = {"backup_id": "limited"}
@@ -44,6 +46,12 @@ def test_a_backup_over_its_byte_rate_waits_and_copies_everything(
         == summary.throttled_secs
     )
     assert metrics.registry.get_sample_value("kafka_backup_rate_limit_bytes_per_second", labels) == 200_000
+
+
+def test_a_backup_over_its_byte_rate_waits_and_copies_everything(
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    backup_waits(source_cluster, unique_name, StorageSettings(url=str(tmp_path / "store")), 1, None)
 
 
 def test_a_restore_over_its_record_rate_waits_and_restores_everything(
@@ -88,23 +96,10 @@ def test_spark_tasks_each_wait_on_their_share_of_the_limits(
     tmp_path: Path,
 ) -> None:
     topic = unique_name
-    create_topic(source_cluster, topic, 2)
-    produce(
-        source_cluster, topic, [Record(key=b"k%d" % i, value=VALUE, partition=i % 2) for i in range(RECORDS)]
-    )
     engine = SparkEngine(master="local[2]")
     store = StorageSettings(url=str(tmp_path / "store"))
     # Two tasks at once, each at 100 KB/s for its 150 KB: both wait after their first burst.
-    job = backup_job(source_cluster, store, "limited", [topic], max_bytes_per_second=200_000)
-    metrics = BackupMetrics("limited", mode="snapshot")
-    backed_up = run_backup(job, metrics=metrics, engine=engine)
-    assert backed_up.records == RECORDS
-    assert backed_up.throttled_secs > 0
-    labels = {"backup_id": "limited"}
-    assert (
-        metrics.registry.get_sample_value("kafka_backup_throttled_seconds_total", labels)
-        == backed_up.throttled_secs
-    )
+    backup_waits(source_cluster, topic, store, 2, engine)
 
     restore_metrics = RestoreMetrics("limited")
     settings = RestoreSettings(topic_mapping={topic: f"{topic}-restored"}, max_records_per_second=200)
@@ -118,5 +113,6 @@ def test_spark_tasks_each_wait_on_their_share_of_the_limits(
     restored = service.run(prepared, metrics=restore_metrics, engine=engine)
     assert restored.records == RECORDS
     assert restored.throttled_secs > 0
+    labels = {"backup_id": "limited"}
     waited = restore_metrics.registry.get_sample_value("kafka_backup_restore_throttled_seconds_total", labels)
     assert waited == pytest.approx(restored.throttled_secs)
