@@ -33,7 +33,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from bench._perf import create_topic, replace_section
+from bench._perf import create_topic, refuse_smoke_figures_in_docs, replace_section
 from kbackup.backup import BackupJob, run_backup
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.settings import BackupSettings, SourceSettings
@@ -174,10 +174,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 s a run (not 20 s or more)")
     parser.add_argument("--write-docs", action="store_true", help="write the result into docs/benchmarks.md")
     args = parser.parse_args()
-    if args.quick:
-        args.seconds = 3.0
+    refuse_smoke_figures_in_docs(args)
+    seconds = 3.0 if args.quick else args.seconds
     rate = parse_size(args.rate)
-    records = int(rate * args.seconds / args.record_size)
+    records = int(rate * seconds / args.record_size)
     total = records * args.record_size
     with (
         tempfile.TemporaryDirectory(prefix="bench-throttle-") as work,
@@ -199,7 +199,7 @@ def main() -> None:
     if args.write_docs:
         body = (
             f"Measured {datetime.now(UTC):%Y-%m-%d} with `.venv/bin/python -m bench.bench_throttle --rate "
-            f"{args.rate} --seconds {args.seconds:g}` on {os.cpu_count()} cores, one local single-node "
+            f"{args.rate} --seconds {seconds:g}` on {os.cpu_count()} cores, one local single-node "
             "broker, a local folder as storage:\n\n```\n" + "\n".join(lines) + "\n```"
         )
         replace_section(DOCS, "<!-- throttle:start -->", "<!-- throttle:end -->", body)
