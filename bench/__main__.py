@@ -45,6 +45,7 @@ BENCHMARKS = {
     "recovery": "bench.bench_recovery",
     "metrics": "bench.bench_metrics",
     "prune": "bench.bench_prune",
+    "erase": "bench.bench_erase",
     "engine": "bench.bench_engine",
     "encryption": "bench.bench_encryption",
     "storage": "bench.bench_storage",

@@ -17,6 +17,7 @@ from kbackup.cli import (
     backup_cmds,
     docs_cmds,
     drill_cmds,
+    erase_cmds,
     key_cmds,
     mapping_cmds,
     metadata_cmds,
@@ -169,6 +170,7 @@ app.command("describe")(backup_cmds.describe)
 app.command("validate")(backup_cmds.validate)
 app.command("status")(backup_cmds.status)
 app.command("prune")(prune_cmds.prune)
+app.command("erase")(erase_cmds.erase)
 app.command("rekey")(key_cmds.rekey)
 app.command("keygen")(key_cmds.keygen)
 app.command("parquet-key")(key_cmds.parquet_key)

@@ -43,8 +43,10 @@ from kbackup.format.layout import (
     check_backup_id,
     increment_of_manifest,
     manifest_key,
+    manifest_revision_key,
     manifests_prefix,
     object_key,
+    revision_of_manifest,
 )
 from kbackup.format.manifest import (
     ConsumerGroupsSnapshot,
@@ -180,12 +182,23 @@ class BackupCatalog:
         return generation is not None and generation.deleted
 
     def _manifest_keys(self, backup_id: str) -> list[tuple[int, str]]:
-        keys = []
+        """Each increment's newest manifest revision (docs/format.md, "Manifest revisions"): a
+        revision is written whole, create-if-absent, after every segment it names, so the newest
+        one stored is complete."""
+        return sorted(
+            (increment, revisions[-1][1])
+            for increment, revisions in self.manifest_revisions(backup_id).items()
+        )
+
+    def manifest_revisions(self, backup_id: str) -> dict[int, list[tuple[int, str]]]:
+        """Per increment, every stored revision of its manifest as ``(revision, key)``, oldest first."""
+        found: dict[int, list[tuple[int, str]]] = {}
         for info in self.storage.list(manifests_prefix(backup_id)):
             increment = increment_of_manifest(info.key)
-            if increment is not None:
-                keys.append((increment, info.key))
-        return sorted(keys)
+            revision = revision_of_manifest(info.key)
+            if increment is not None and revision is not None:
+                found.setdefault(increment, []).append((revision, info.key))
+        return {increment: sorted(revisions) for increment, revisions in found.items()}
 
     def retention_keys(self, backup_id: str) -> list[tuple[int, str]]:
         keys = []
@@ -287,6 +300,11 @@ class BackupCatalog:
         increments = [increment for increment, _ in keys]
         for increment, key, data in zip(increments, names, self._read_all(names), strict=True):
             manifest = open_manifest(data, key, increment, backup_keys)
+            if manifest.revision != revision_of_manifest(key):
+                raise BackupIntegrityError(
+                    f"manifest {key} says revision {manifest.revision} (moved or replaced)",
+                    hint="restore the backup's own manifest; 'kafka-backup validate' checks the rest",
+                )
             check_chain(manifest, manifests, key, first=first)
             if (
                 not manifests
@@ -374,12 +392,33 @@ def commit_manifest(storage: Storage, manifest: Manifest, keys: BackupKeys | Non
     check_segments_stored(storage, manifest.backup_id, manifest.segments)
     crash_point("backup:before-manifest")
     key = manifest_key(manifest.backup_id, manifest.increment)
-    data = manifest.to_json_bytes() if keys is None else seal_manifest(manifest, keys)
-    if not storage.put_bytes_if_absent(key, data):
+    if not _put_if_absent(storage, key, manifest, keys):
         raise PreconditionError(
             f"increment {manifest.increment} of backup {manifest.backup_id} was committed by another run "
             f"while this one ran ({key})",
             hint="run the backup again: it continues from the newest increment",
+        )
+    return key
+
+
+def _put_if_absent(storage: Storage, key: str, manifest: Manifest, keys: BackupKeys | None) -> bool:
+    data = manifest.to_json_bytes() if keys is None else seal_manifest(manifest, keys)
+    return storage.put_bytes_if_absent(key, data)
+
+
+def commit_revision(storage: Storage, manifest: Manifest, keys: BackupKeys | None = None) -> str:
+    """Write a new revision of an increment's manifest (``manifest.revision``, above every stored
+    one), after every segment it names is stored; create-if-absent like :func:`commit_manifest`.
+
+    Refuses (PreconditionError) if another erase committed this revision first.
+    """
+    check_segments_stored(storage, manifest.backup_id, manifest.segments)
+    key = manifest_revision_key(manifest.backup_id, manifest.increment, manifest.revision)
+    if not _put_if_absent(storage, key, manifest, keys):
+        raise PreconditionError(
+            f"revision {manifest.revision} of increment {manifest.increment} of backup "
+            f"{manifest.backup_id} was committed by another erase while this one ran ({key})",
+            hint="run the erase again: it plans from the newer revision",
         )
     return key
 

@@ -7,20 +7,16 @@ encrypted backup's file is sealed like its manifests, under a key of its own per
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
-import os
 from typing import Any, Literal
 
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import Field
 
 from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError
-from kbackup.format.documents import parse_json, validate, versioned_object
-from kbackup.format.encryption import SCHEME, BackupKeys
+from kbackup.format.documents import validate, versioned_object
+from kbackup.format.encryption import SCHEME, BackupKeys, open_document, seal_document
 from kbackup.format.layout import object_key
 from kbackup.format.manifest import ClusterMetadataRef, Manifest, ManifestModel, MetadataKindSummary
 from kbackup.storage import Storage
@@ -29,7 +25,6 @@ CLUSTER_METADATA_FORMAT = "kafka-backup-cluster-metadata"
 #: Readers refuse a cluster-metadata file of a higher version.
 CLUSTER_METADATA_VERSION = 1
 METADATA_FOLDER = "metadata"
-_NONCE_BYTES = 12
 
 #: What became of one kind of metadata: read in full, a cluster without an authorizer (no ACL
 #: exists; every principal may do everything), the backup's principal may not read it, or the
@@ -164,14 +159,9 @@ def encode_cluster_metadata(metadata: ClusterMetadata, keys: BackupKeys | None) 
     document sealed with that identity as authenticated data."""
     if keys is None:
         return (json.dumps(metadata.model_dump(mode="json"), indent=2) + "\n").encode()
-    visible = _visible(metadata)
-    nonce = os.urandom(_NONCE_BYTES)
-    sealed = _aead(keys, metadata.increment).encrypt(
-        nonce, _canonical(metadata.model_dump(mode="json")), _canonical(visible)
+    return seal_document(
+        _aead(keys, metadata.increment), metadata.model_dump(mode="json"), _visible(metadata)
     )
-    return (
-        json.dumps({**visible, "sealed": base64.b64encode(nonce + sealed).decode()}, indent=2) + "\n"
-    ).encode()
 
 
 def reference(metadata: ClusterMetadata, key: str, data: bytes) -> ClusterMetadataRef:
@@ -233,23 +223,7 @@ def _document(data: bytes, name: str, increment: int, keys: BackupKeys | None) -
         raise EncryptionKeyError(
             f"cluster metadata {name} is encrypted: configure the backup's key to read it"
         )
-    try:
-        sealed = base64.b64decode(str(raw["sealed"]), validate=True)
-        visible = {key: value for key, value in raw.items() if key != "sealed"}
-        plaintext = _aead(keys, increment).decrypt(
-            sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], _canonical(visible)
-        )
-    except (InvalidTag, ValueError, binascii.Error):
-        raise BackupIntegrityError(
-            f"cluster metadata {name} fails authentication: it was changed, or it belongs to another "
-            "increment or backup"
-        ) from None
-    opened = parse_json(
-        plaintext, lambda problem: BackupIntegrityError(f"cluster metadata {name}: {problem}")
-    )
-    if not isinstance(opened, dict):
-        raise BackupIntegrityError(f"cluster metadata {name} does not seal a JSON object")
-    return opened
+    return open_document(raw, _aead(keys, increment), f"cluster metadata {name}", "increment or backup")
 
 
 def read_cluster_metadata(

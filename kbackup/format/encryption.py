@@ -46,7 +46,7 @@ from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError, Storag
 from kbackup.format.documents import parse_json, validate
 from kbackup.format.layout import check_backup_id
 from kbackup.format.manifest import Manifest, SegmentEntry, parse_manifest, utc_now_iso
-from kbackup.format.schema import FORMAT_NAME
+from kbackup.format.schema import FORMAT_NAME, FORMAT_VERSION
 from kbackup.storage import KeyEncryptionKey, Storage
 
 #: The manifest format version of an encrypted backup (plaintext backups stay at 1).
@@ -413,7 +413,9 @@ def _visible_segment(segment: SegmentEntry) -> dict[str, Any]:
 def seal_manifest(manifest: Manifest, keys: BackupKeys) -> bytes:
     """A version 2 manifest: the visible part, and the whole manifest sealed with it as
     authenticated data."""
-    dumped = manifest.model_dump(mode="json")
+    # The sealed part is a version 1 manifest, also when it is a manifest read back from this
+    # backup (which readers mark version 2) and sealed again as an erase's revision.
+    dumped = {**manifest.document(), "format_version": FORMAT_VERSION}
     visible: dict[str, Any] = {"format": FORMAT_NAME, "format_version": ENCRYPTED_FORMAT_VERSION}
     visible.update({name: dumped[name] for name in VISIBLE_MANIFEST_FIELDS})
     visible["encryption"] = {"scheme": SCHEME, "keyring": f"{KEYS_FOLDER}/"}
@@ -533,6 +535,36 @@ def open_manifest(data: bytes, object_name: str, increment: int, keys: BackupKey
     ):
         raise BackupIntegrityError(f"manifest {object_name}: its visible part disagrees with its sealed part")
     return manifest
+
+
+# --- other sealed documents (cluster-metadata files, erasure records) -------------------------
+
+
+def seal_document(aead: AESGCM, document: Mapping[str, Any], visible: Mapping[str, Any]) -> bytes:
+    """A document's bytes as stored sealed: its ``visible`` fields, and the whole ``document``
+    encrypted under ``aead`` (a fresh random nonce) with the visible fields as authenticated data."""
+    nonce = os.urandom(_NONCE_BYTES)
+    sealed = aead.encrypt(nonce, _canonical(dict(document)), _canonical(dict(visible)))
+    return (
+        json.dumps({**visible, "sealed": base64.b64encode(nonce + sealed).decode()}, indent=2) + "\n"
+    ).encode()
+
+
+def open_document(raw: Mapping[str, Any], aead: AESGCM, what: str, belongs_to: str) -> dict[str, Any]:
+    """The document a stored sealed object (``raw``, parsed) holds, authenticated; ``what`` names
+    the object in errors, ``belongs_to`` what a moved copy would belong to (``increment or backup``)."""
+    try:
+        sealed = base64.b64decode(str(raw["sealed"]), validate=True)
+        visible = {key: value for key, value in raw.items() if key != "sealed"}
+        plaintext = aead.decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], _canonical(visible))
+    except (InvalidTag, ValueError, binascii.Error):
+        raise BackupIntegrityError(
+            f"{what} fails authentication: it was changed, or it belongs to another {belongs_to}"
+        ) from None
+    opened = parse_json(plaintext, lambda problem: BackupIntegrityError(f"{what}: {problem}"))
+    if not isinstance(opened, dict):
+        raise BackupIntegrityError(f"{what} does not seal a JSON object")
+    return opened
 
 
 # --- segments ----------------------------------------------------------------------------------

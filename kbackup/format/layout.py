@@ -11,7 +11,10 @@ from kbackup.core.errors import ConfigError
 MANIFESTS_FOLDER = "manifests"
 DATA_FOLDER = "data"
 _BACKUP_ID = re.compile(r"^[A-Za-z0-9._=+@,-]{1,200}$")
-_MANIFEST_NAME = re.compile(r"^(\d{8})\.json$")
+#: ``<increment>.json`` (revision 0, as the backup run wrote it) or ``<increment>.r<revision>.json``
+#: (a rewrite of it by ``erase``; readers before revisions ignore the name: docs/format.md,
+#: "Manifest revisions").
+_MANIFEST_NAME = re.compile(r"^(\d{8})(?:\.r(\d{8}))?\.json$")
 
 
 def check_backup_id(backup_id: str) -> str:
@@ -31,14 +34,29 @@ def manifest_key(backup_id: str, increment: int) -> str:
     return f"{check_backup_id(backup_id)}/{MANIFESTS_FOLDER}/{increment:08d}.json"
 
 
+def manifest_revision_key(backup_id: str, increment: int, revision: int) -> str:
+    """The object of one revision of an increment's manifest (revision 0: :func:`manifest_key`)."""
+    if revision == 0:
+        return manifest_key(backup_id, increment)
+    return f"{check_backup_id(backup_id)}/{MANIFESTS_FOLDER}/{increment:08d}.r{revision:08d}.json"
+
+
 def manifests_prefix(backup_id: str) -> str:
     return f"{check_backup_id(backup_id)}/{MANIFESTS_FOLDER}/"
 
 
 def increment_of_manifest(key: str) -> int | None:
-    """The increment number of a manifest key, or None for anything else in the folder."""
+    """The increment number of a manifest key (of any revision), or None for anything else in the folder."""
     match = _MANIFEST_NAME.match(key.rsplit("/", 1)[-1])
     return int(match.group(1)) if match else None
+
+
+def revision_of_manifest(key: str) -> int | None:
+    """The revision of a manifest key (0 for the backup run's own), or None for anything else."""
+    match = _MANIFEST_NAME.match(key.rsplit("/", 1)[-1])
+    if match is None:
+        return None
+    return int(match.group(2)) if match.group(2) else 0
 
 
 def segment_key(topic: str, partition: int, first_offset: int, run_id: str) -> str:

@@ -122,6 +122,25 @@ class ClusterMetadataRef(ManifestModel):
         return {kind: getattr(self, kind).model_dump() for kind in ("acls", "scram_users", "broker_configs")}
 
 
+class PartitionErased(ManifestModel):
+    """How many records of one partition an erasure removed from an increment."""
+
+    topic: str
+    partition: int
+    records: int
+
+
+class ErasureNote(ManifestModel):
+    """One erasure that rewrote this increment (docs/format.md, "Manifest revisions"): what it
+    removed, never which keys. The erasure record of ``request_id`` adds these up."""
+
+    request_id: str
+    #: The erase run that wrote the revision (its new segments carry this run id in their names).
+    run_id: str
+    erased_at: str
+    partitions: list[PartitionErased] = Field(default_factory=list)
+
+
 class Manifest(ManifestModel):
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
@@ -143,9 +162,22 @@ class Manifest(ManifestModel):
     consumer_groups: ConsumerGroupsSnapshot | None = None
     #: None: the increment did not capture the cluster's metadata (written before it existed).
     cluster_metadata: ClusterMetadataRef | None = None
+    #: 0 (absent): as the backup run wrote it; N: the N-th rewrite by ``erase``, stored as
+    #: ``<increment>.r<N>.json`` (the name and this field must agree).
+    revision: int = 0
+    #: Every erasure that rewrote this increment, oldest first (absent: none).
+    erasures: list[ErasureNote] = Field(default_factory=list)
+
+    def document(self) -> dict[str, object]:
+        """The manifest as JSON values; ``revision`` and ``erasures`` only once an erasure rewrote it,
+        so a backup run's manifest stays byte for byte what it was before revisions existed."""
+        dumped = self.model_dump(mode="json")
+        if not self.revision and not self.erasures:
+            del dumped["revision"], dumped["erasures"]
+        return dumped
 
     def to_json_bytes(self) -> bytes:
-        return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n").encode()
+        return (json.dumps(self.document(), indent=2, sort_keys=False) + "\n").encode()
 
 
 def parse_manifest(data: bytes, object_name: str) -> Manifest:

@@ -390,7 +390,9 @@ def _inside(
     plan.increments_after = sum(1 for manifest in backup.manifests if manifest.increment >= first_after)
     plan.bytes_after = plan.bytes_before - plan.segment_bytes
     _group_gaps(plan, backup, starts)
-    _orphans(plan, storage, backup, removed, policy.orphan_grace_secs, now, live=bool(leases))
+    _orphans(
+        plan, storage, backup, removed, policy.orphan_grace_secs, now, live={lease.run_id for lease in leases}
+    )
     metadata_objects = list(storage.list(f"{backup_id}/{METADATA_FOLDER}/"))
     named = _dropped_metadata(plan, backup, first_after, metadata_objects)
     _metadata_orphans(plan, backup, named, metadata_objects, policy.orphan_grace_secs, now, live=bool(leases))
@@ -418,14 +420,15 @@ def _orphans(
     grace_secs: float,
     now: datetime,
     *,
-    live: bool,
+    live: set[str],
 ) -> None:
     """Objects under data/ that no manifest read through the new generation lists.
 
     One whose first offset lies below its partition's committed end can never be listed by any
-    run (a run writes from the committed end up): it goes now. One at or above could be a
-    running backup's next segment: it goes only when no lease is live and it is older than the
-    grace period.
+    backup run (a run writes from the committed end up): it goes now, unless its name carries the
+    run id of a live lease (an erase's rewritten segment, written before the manifest revision that
+    will list it). One at or above could be a running backup's next segment: it goes only when no
+    lease is live and it is older than the grace period.
     """
     listed = {segment.key for manifest in backup.manifests for segment in manifest.segments} - removed
     ends = {key: item.end_offset for key, item in backup.coverage().items()}
@@ -434,7 +437,9 @@ def _orphans(
         relative = info.key[len(prefix) :]
         if relative in listed or relative in removed:
             continue
-        if _below_committed_end(relative, ends) or (not live and _older(info, grace_secs, now)):
+        if (_below_committed_end(relative, ends) and _run_of(relative) not in live) or (
+            not live and _older(info, grace_secs, now)
+        ):
             plan.orphans.append(info.key)
             plan.orphan_bytes += info.size
         else:
@@ -492,6 +497,11 @@ def _metadata_increment(key: str) -> int | None:
     """The increment a cluster-metadata file's name carries (``<8 digits>-<run id>-<token>.json``)."""
     number = key.rsplit("/", 1)[-1].split("-", 1)[0]
     return int(number) if len(number) == 8 and number.isdigit() else None
+
+
+def _run_of(relative: str) -> str:
+    """The run id in a segment's name (``<first offset>-<run id>.parquet``)."""
+    return relative.rsplit("/", 1)[-1].removesuffix(".parquet").partition("-")[2]
 
 
 def _below_committed_end(relative: str, ends: dict[TopicPartitionKey, int]) -> bool:

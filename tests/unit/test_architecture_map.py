@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "kbackup"
 MAP = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-STAGES = ["backup", "restore", "mapping", "reset", "prune"]
+STAGES = ["backup", "restore", "mapping", "reset", "prune", "erase"]
 
 
 def _rows(heading: str) -> dict[str, str]:

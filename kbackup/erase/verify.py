@@ -1,0 +1,83 @@
+"""``erase --verify``: the proof that a key is gone from a backup, and which erasure record lists it.
+
+Every segment of every increment (each newest manifest revision, as a restore reads them) is
+scanned for the key; every erasure record of the backup is opened and asked whether it lists the
+key (the keyed hash of the key under the record's own secret). Only counts and request ids come
+out, never the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbackup.erase.plan import count_matches
+from kbackup.format.catalog import BackupCatalog
+from kbackup.format.erasure import erasures_prefix, parse_erasure_record, request_of_key
+from kbackup.format.record_match import EntrySet, RecordMatcher
+from kbackup.storage import Storage
+
+
+@dataclass
+class KeyProof:
+    backup_id: str
+    segments_checked: int = 0
+    records_checked: int = 0
+    #: Records still holding the key, per segment (object key relative to the backup).
+    found: dict[str, int] = field(default_factory=dict)
+    #: Erasure records (request ids) that list the key.
+    listed_by: list[str] = field(default_factory=list)
+    #: Every erasure record of the backup.
+    requests: int = 0
+
+    @property
+    def gone(self) -> bool:
+        return not self.found
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backup_id": self.backup_id,
+            "gone": self.gone,
+            "segments_checked": self.segments_checked,
+            "records_checked": self.records_checked,
+            "records_found": sum(self.found.values()),
+            "segments_holding_it": sorted(self.found),
+            "listed_by": self.listed_by,
+            "erasure_records": self.requests,
+        }
+
+
+def verify_key_erased(
+    storage: Storage, backup_ids: list[str], key: bytes, *, scratch_dir: Path | None = None
+) -> list[KeyProof]:
+    """Per backup: whether any segment still holds ``key``, and which erasure records list it."""
+    matcher = RecordMatcher(keys=EntrySet(exact=frozenset({key})))
+    catalog = BackupCatalog(storage)
+    proofs = []
+    for backup_id in backup_ids:
+        backup = catalog.load(backup_id)
+        proof = KeyProof(backup_id)
+        for manifest in backup.manifests:
+            for segment in manifest.segments:
+                matches = count_matches(storage, backup, segment, matcher, scratch_dir)
+                proof.segments_checked += 1
+                proof.records_checked += segment.record_count
+                if matches:
+                    proof.found[segment.key] = matches
+        for info in storage.list(erasures_prefix(backup_id)):
+            request_id = request_of_key(info.key)
+            if request_id is None:
+                continue
+            record = parse_erasure_record(
+                storage.get_bytes(info.key),
+                info.key,
+                backup_id=backup_id,
+                request_id=request_id,
+                keys=backup.keys,
+            )
+            proof.requests += 1
+            if record.lists_key(key):
+                proof.listed_by.append(request_id)
+        proofs.append(proof)
+    return proofs
