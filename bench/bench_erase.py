@@ -1,28 +1,28 @@
-"""What erasing 1 % of the keys of a backup costs, against what writing the backup cost.
+"""What erasing 1 % of the keys of a backup costs, against what taking the backup cost.
 
     .venv/bin/python -m bench.bench_erase [--records N] [--keys K] [--fraction F] [--partitions P]
                                           [--quick] [--write-docs]
 
-No cluster: one synthetic backup in a local folder, written through the format's own segment
-writer (kbackup.sandbox.synthetic_backup, as a backup run writes: zstd level 1 segments of at
-most ``--segment-records`` records, checksummed, then the manifest), of ``--records`` records
-(2,000,000 by default) over ``--partitions`` partitions, record ``n`` in partition ``n mod
-partitions`` with key ``user-<n mod keys>`` (each key in one partition, its records spread over
-the whole of it, as a customer's over years of a topic), a 100-byte value and one header.
-Writing it is timed: the backup's own time to write what it holds (without reading a source
-cluster).
+One local single-node Kafka broker (kbackup.sandbox) and one topic of ``--partitions``
+partitions, filled with ``--records`` records (2,000,000 by default): record ``n`` in partition
+``n mod partitions`` with key ``user-<n mod keys>`` (each key in one partition, its records spread
+over the whole of it, as a customer's over years of a topic), a 100-byte random value (incompressible,
+as most payloads are after their producer's compression) and one header.
+Then a real ``kafka-backup backup`` (a child process, its segments of at most
+``--segment-records`` records, zstd level 1, into a local folder) copies the topic, timed by the
+run's own summary: the backup's own time.
 
 Then ``--fraction`` of the keys (1 % by default; a fixed pseudo-random choice) are erased with the functions
 ``kafka-backup erase --execute`` calls (``plan_erase``, then ``execute_erase``), each phase
 timed: the plan scans the key and header columns of every segment; the execution rewrites each
 segment that holds a match, commits the revisions and the erasure record, and deletes the old
-segments. The result is checked: the records left are the records written less those of the
+segments. The result is checked: the records left are the records backed up less those of the
 erased keys (counted from the manifests), and ``verify_key_erased`` finds the first erased key in
 no segment.
 
-The table gives the times, the erase's time against the backup's write time, and the bytes
-rewritten against the bytes stored (with keys spread this way, nearly every segment holds one of
-1 % of the keys, so nearly every byte is rewritten: the worst case, and the common one).
+The table gives the times, the erase's time against the backup's, and the bytes rewritten
+against the bytes stored (with keys spread this way, nearly every segment holds one of 1 % of
+the keys, so nearly every byte is rewritten: the worst case, and the common one).
 ``--write-docs`` replaces the section between ``<!-- erase:start -->`` and ``<!-- erase:end -->``
 of docs/benchmarks.md.
 """
@@ -35,17 +35,18 @@ import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench._perf import refuse_smoke_figures_in_docs, replace_section
+from confluent_kafka import Producer
+
+from bench._perf import create_topic, measured_backup, refuse_smoke_figures_in_docs, replace_section
 from kbackup.core.config import StorageSettings
 from kbackup.erase import execute_erase, plan_erase, verify_key_erased
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.record_match import RecordMatcher, RecordMatchSettings
-from kbackup.format.segments import SegmentLimits
-from kbackup.sandbox.synthetic_backup import BackupBuilder, SegmentRow
+from kbackup.sandbox.jars import KAFKA_VERSION
+from kbackup.sandbox.kafka import local_clusters
 from kbackup.storage import open_storage
 
 START_MARKER = "<!-- erase:start -->"
@@ -54,8 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
 BACKUP_ID = "bench-erase"
 TOPIC = "bench-erase"
-VALUE = b"v" * 100
-FIRST_TIME_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
+VALUE_BYTES = 100
 
 
 def key_of(number: int) -> bytes:
@@ -68,32 +68,45 @@ def erased_key(number: int, fraction: float) -> bool:
     return (number * 2_654_435_761) % 2**32 < fraction * 2**32
 
 
-def rows(partition: int, partitions: int, records: int, keys: int) -> Iterator[SegmentRow]:
-    """The partition's share of records ``n`` (``n mod partitions == partition``), offsets from 0."""
-    for offset, number in enumerate(range(partition, records, partitions)):
-        yield (offset, FIRST_TIME_MS + number, 0, key_of(number % keys), VALUE, [("trace", b"%d" % number)])
-
-
-def write_backup(root: Path, args: argparse.Namespace) -> float:
-    storage = open_storage(StorageSettings(url=str(root)))
-    started = time.perf_counter()
-    builder = BackupBuilder(
-        storage,
-        BACKUP_ID,
-        scratch_dir=root.parent,
-        limits=SegmentLimits(max_records=args.segment_records, compression_level=1),
-    )
-    builder.topic(TOPIC, args.partitions)
-    for partition in range(args.partitions):
-        builder.partition_rows(TOPIC, partition, rows(partition, args.partitions, args.records, args.keys))
-    builder.commit(tool_version="bench-erase")
-    return time.perf_counter() - started
+def fill(bootstrap: str, args: argparse.Namespace) -> None:
+    """The topic: record ``n`` in partition ``n mod partitions`` with key ``user-<n mod keys>``."""
+    create_topic(bootstrap, TOPIC, args.partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1"})
+    for number in range(args.records):
+        while True:
+            try:
+                producer.produce(
+                    TOPIC,
+                    key=key_of(number % args.keys),
+                    value=os.urandom(VALUE_BYTES),
+                    headers=[("trace", b"%d" % number)],
+                    partition=number % args.partitions,
+                )
+                break
+            except BufferError:  # the local queue is full: let it drain
+                producer.poll(0.05)
+        if number % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(300) != 0:
+        raise SystemExit("records were not delivered to the bench topic")
 
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, float | int]:
     root = work / "store"
-    root.mkdir()
-    write_secs = write_backup(root, args)
+    with local_clusters(["bench-erase"]) as clusters:
+        bootstrap = clusters[0].bootstrap_servers
+        fill(bootstrap, args)
+        backed_up = measured_backup(
+            bootstrap,
+            TOPIC,
+            root,
+            BACKUP_ID,
+            segment_max_records=args.segment_records,
+            compression_level=1,
+        )
+    if backed_up.records != args.records:
+        raise SystemExit(f"the backup copied {backed_up.records} records of {args.records}")
+    write_secs = backed_up.seconds
     storage = open_storage(StorageSettings(url=str(root)))
     stored_bytes = BackupCatalog(storage).load(BACKUP_ID).total_bytes()
     erased = [key_of(number) for number in range(args.keys) if erased_key(number, args.fraction)]
@@ -130,13 +143,15 @@ def table(result: dict[str, float | int]) -> str:
     return "\n".join(
         [
             f"Erasing {result['erased_keys']:,} of {result['keys']:,} keys ({result['erased_records']:,} of "
-            f"{result['records']:,} records) from one synthetic backup of {result['segments']:,} segments "
+            f"{result['records']:,} records, 100-byte values) from a backup of {result['segments']:,} "
+            "segments "
+            f"that `kafka-backup backup` took of one local Kafka {KAFKA_VERSION} broker into a local folder "
             f"(`python -m bench.bench_erase`, {datetime.now(UTC):%Y-%m-%d}, {os.cpu_count()} CPU(s), "
             f"{platform.machine()}).",
             "",
-            "| what | seconds | against the backup's write |",
+            "| what | seconds | against the backup |",
             "|---|---:|---:|",
-            f"| writing the backup (segments and manifest) | {write_secs:.1f} | 1.00 |",
+            f"| the backup run (its own summary's seconds) | {write_secs:.1f} | 1.00 |",
             f"| erase: plan (scan keys and headers) | {float(result['plan_secs']):.1f} | "
             f"{float(result['plan_secs']) / write_secs:.2f} |",
             f"| erase: execute (rewrite, revisions, record, deletes) | {float(result['execute_secs']):.1f} | "
