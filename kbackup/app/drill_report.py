@@ -569,9 +569,19 @@ def render_html(report: DrillReport) -> str:
         *(("Note", note) for note in report.notes),
     ]
     facts_html = "".join(f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>" for key, value in facts)
+    topic_rows = report.topics()
+    # The filters' columns only where a rule changed something: a drill without filters reads as before.
+    filtered = any(
+        row["records_dropped_by_filters"] or row["records_tombstoned_by_filters"] for row in topic_rows
+    )
     topics = _table(
-        ["source topic", "restored as", "records restored"],
-        [[row["topic"], row["restored_as"], row["records_restored"]] for row in report.topics()],
+        ["source topic", "restored as", "records restored"]
+        + (["dropped by filters", "tombstoned by filters"] if filtered else []),
+        [
+            [row["topic"], row["restored_as"], row["records_restored"]]
+            + ([row["records_dropped_by_filters"], row["records_tombstoned_by_filters"]] if filtered else [])
+            for row in topic_rows
+        ],
     )
     groups = _table(
         ["group", "partitions", "records skipped", "records re-read"],

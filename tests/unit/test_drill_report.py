@@ -272,3 +272,17 @@ def test_the_report_says_how_many_brokers_each_cluster_had() -> None:
     assert (clusters["source"]["brokers"], clusters["target"]["brokers"]) == (3, 1)
     page = render_html(report)
     assert "SRC-kafka-id-4f2a, kafka-1:9093 (SASL_SSL), 3 broker(s)" in html.unescape(page)
+
+
+def test_the_topics_table_shows_what_the_filters_changed_only_when_they_did() -> None:
+    report = sample_report()
+    assert "dropped by filters" not in render_html(report)
+    report.three_phase["phases"]["restore"]["filtered_per_topic"] = {
+        "drill.orders": {"dropped": 1_234, "tombstoned": 56}
+    }
+    rows = {row["topic"]: row for row in report.topics()}
+    assert rows["orders"]["records_dropped_by_filters"] == 1_234
+    assert rows["payments"]["records_tombstoned_by_filters"] == 0
+    page = render_html(report)
+    assert "<th>dropped by filters</th><th>tombstoned by filters</th>" in page
+    assert "<td>1234</td><td>56</td>" in page
