@@ -145,8 +145,19 @@ def anchored_paths(config: KBackupConfig, folder: Path) -> KBackupConfig:
             },
         }
     )
+    restore = config.restore.model_copy(
+        update={
+            "filters": [
+                rule.model_copy(update={"keys_file": Path(anchor(str(rule.keys_file)))})
+                if rule.keys_file is not None
+                else rule
+                for rule in config.restore.filters
+            ]
+        }
+    )
     return config.model_copy(
         update={
+            "restore": restore,
             "source": _anchored_connection(config.source, anchor),
             "target": _anchored_connection(config.target, anchor),
             "storage": storage,

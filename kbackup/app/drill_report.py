@@ -39,12 +39,16 @@ HIDDEN_VALUE = "<secret>"
 #: key's name (a JAAS line under a custom name, an S3 key in a Spark setting), so only their keys
 #: are digested.
 PROPERTY_MAPS = frozenset({"properties", "producer_properties", "kafka_options", "spark_conf"})
+#: Config lists of record keys and maps of header values to match (``restore.filters``): a person's
+#: data that an erasure request named, so each value is hidden like a secret (their number counts).
+ERASED_VALUES = frozenset({"keys", "headers"})
 
 CONFIG_DIGEST_COVERS = (
     "SHA-256 of the effective configuration (the config file with the command's flags over it and "
     "every default filled in) as JSON with sorted keys; every secret field (SASL and key passwords, "
     "S3 credentials) and every value of a properties map (source and target properties, "
     "restore.producer_properties, mapping.kafka_options, mapping.spark_conf: only their keys count) "
+    "and every key and header value of restore.filters "
     f"is replaced by {HIDDEN_VALUE}, and so is the user info of a URL; a backup id the drill "
     "named after the time is not in it"
 )
@@ -132,7 +136,11 @@ def _digestible(value: Any, name: str = "") -> Any:
     if isinstance(value, dict):
         if name in PROPERTY_MAPS:
             return {str(key): HIDDEN_VALUE for key in value}
+        if name in ERASED_VALUES:
+            return {str(key): [HIDDEN_VALUE for _ in item] for key, item in value.items()}
         return {str(key): _digestible(item) for key, item in value.items()}
+    if isinstance(value, list) and name in ERASED_VALUES:
+        return [HIDDEN_VALUE for _ in value]
     if isinstance(value, list | tuple | set | frozenset):
         items = [_digestible(item) for item in value]
         return sorted(items, key=json.dumps) if isinstance(value, set | frozenset) else items
@@ -297,11 +305,18 @@ class DrillReport:
         """Each restored topic: its source name, its drill copy, and records backed up and restored."""
         restore = self.three_phase.get("phases", {}).get("restore", {})
         restored: dict[str, int] = restore.get("records_per_topic", {})
+        filtered: dict[str, dict[str, int]] = restore.get("filtered_per_topic", {})
         return [
             {
                 "topic": name,
                 "restored_as": self.topic_copies.get(name, name),
                 "records_restored": restored.get(self.topic_copies.get(name, name)),
+                "records_dropped_by_filters": filtered.get(self.topic_copies.get(name, name), {}).get(
+                    "dropped", 0
+                ),
+                "records_tombstoned_by_filters": filtered.get(self.topic_copies.get(name, name), {}).get(
+                    "tombstoned", 0
+                ),
             }
             for name in self.backup.get("topics", [])
         ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -212,6 +213,9 @@ class RestoreFlags:
     create_topics: bool | None = None
     skip_checksums: bool = False
     log_append_time: str | None = None
+    #: ``--drop-keys-file`` / ``--tombstone-keys-file``: a rule for every topic, after the file's.
+    drop_keys_file: str | None = None
+    tombstone_keys_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -277,12 +281,30 @@ def restore_inputs(
     if flags.log_append_time is not None:
         updates["log_append_time"] = flags.log_append_time
         typed["log_append_time"] = f"--log-append-time {flags.log_append_time}"
+    _add_keys_file_rules(base, flags, updates, typed)
     return RestoreInputs(
         backup_id=backup_id or config.backup_id,
         storage=storage_settings(config, path, run=True),
         target=with_bootstrap_servers(config.target, bootstrap_servers, KafkaConnection),
         settings=_over(base, updates, RestoreSettings, "command line", typed),
     )
+
+
+def _add_keys_file_rules(
+    base: RestoreSettings, flags: RestoreFlags, updates: dict[str, Any], typed: dict[str, str]
+) -> None:
+    """The rules ``--drop-keys-file`` and ``--tombstone-keys-file`` add for every topic, after the
+    file's; a relative path is the current folder's, as for every flag."""
+    given = [
+        (action, path)
+        for action, path in (("drop", flags.drop_keys_file), ("tombstone", flags.tombstone_keys_file))
+        if path is not None
+    ]
+    if not given:
+        return
+    added = [{"action": action, "keys_file": str(Path(path).absolute())} for action, path in given]
+    updates["filters"] = [*base.model_dump()["filters"], *added]
+    typed["filters"] = " ".join(f"--{action}-keys-file {path}" for action, path in given)
 
 
 @dataclass(frozen=True)
@@ -402,11 +424,13 @@ def three_phase_config(
     topics: list[str] | None = None,
     state_dir: str | None = None,
     accept_gap: bool = False,
+    drop_keys_file: str | None = None,
+    tombstone_keys_file: str | None = None,
 ) -> KBackupConfig:
     """The config ``three-phase-restore`` runs with: the flags over it as ``restore`` puts them
     (:func:`restore_inputs`: ``--bootstrap-servers`` over ``target``, ``--path`` over ``storage``,
-    ``--topic`` over ``restore.topics``), ``--backup-id`` over ``backup_id``, ``--state-dir`` and
-    ``--accept-gap``; every
+    ``--topic`` over ``restore.topics``, ``--drop-keys-file``/``--tombstone-keys-file`` after
+    ``restore.filters``), ``--backup-id`` over ``backup_id``, ``--state-dir`` and ``--accept-gap``; every
     phase reads this one config, so the mapping and the reset see the target, backup and topics the
     restore used (and the run key names them)."""
     inputs = restore_inputs(
@@ -414,7 +438,9 @@ def three_phase_config(
         bootstrap_servers=bootstrap_servers,
         path=path,
         backup_id=backup_id_of(config, backup_id),
-        flags=RestoreFlags(topics=topics or []),
+        flags=RestoreFlags(
+            topics=topics or [], drop_keys_file=drop_keys_file, tombstone_keys_file=tombstone_keys_file
+        ),
     )
     flagged = config.model_copy(
         update={

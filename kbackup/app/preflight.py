@@ -22,6 +22,7 @@ from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, KafkaUnreachableError, KBackupError, UsageError
 from kbackup.core.kafka import check_client_properties, open_admin
 from kbackup.core.kafka.clients import check_producer_properties, unreachable_reason
+from kbackup.format.record_match import RecordMatcher
 from kbackup.mapping.settings import MappingSettings
 from kbackup.mapping.spark_kafka import spark_kafka_options
 from kbackup.restore.settings import RESTORE_PRODUCER_KEYS
@@ -291,6 +292,7 @@ def cross_section_problems(config: KBackupConfig) -> list[tuple[str, ConfigError
             config.restore_metadata.load_passwords()
         except ConfigError as error:
             problems.append(("restore_metadata", error))
+    problems += _keys_file_problems(config)
     metrics_file = config.metrics.textfile
     if metrics_file and not Path(metrics_file).parent.is_dir():
         problems.append(
@@ -307,6 +309,20 @@ def cross_section_problems(config: KBackupConfig) -> list[tuple[str, ConfigError
         problems.append(
             ("backup", ConfigError(f"backup.scratch_dir: {scratch}: no such folder", hint="create it first"))
         )
+    return problems
+
+
+def _keys_file_problems(config: KBackupConfig) -> list[tuple[str, ConfigError]]:
+    """The keys files of ``restore.filters``, read and parsed (never printed): a missing or broken
+    one is found before a restore after an erasure request is started."""
+    problems: list[tuple[str, ConfigError]] = []
+    for rule in config.restore.filters:
+        if rule.keys_file is None:
+            continue
+        try:
+            RecordMatcher.from_settings(rule)
+        except ConfigError as error:
+            problems.append(("restore", error))
     return problems
 
 

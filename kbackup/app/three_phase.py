@@ -226,6 +226,11 @@ def three_phase_restore(
             "restore_id": restored.restore_id,
             "records": restored.records,
             "records_per_topic": {topic.target_topic: topic.records for topic in restored.topics},
+            "filtered_per_topic": {
+                topic.target_topic: {"dropped": topic.dropped, "tombstoned": topic.tombstoned}
+                for topic in restored.topics
+                if topic.dropped or topic.tombstoned
+            },
             "created_topics": restored.created_topics,
             "compaction": [facts.to_dict() for facts in restored.compaction],
             "warnings": restored.warnings,

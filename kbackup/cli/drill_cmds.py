@@ -27,6 +27,7 @@ from kbackup.cli.common import (
     print_json,
     run_context,
 )
+from kbackup.cli.restore_cmds import DropKeysFileOption, TombstoneKeysFileOption
 from kbackup.core.errors import UsageError
 
 
@@ -62,6 +63,8 @@ def three_phase_restore(
             help="Exit 0 when groups resume after a recovery gap (three_phase.accept_gap); else exit 12.",
         ),
     ] = False,
+    drop_keys_file: DropKeysFileOption = None,
+    tombstone_keys_file: TombstoneKeysFileOption = None,
     engine: EngineOption = None,
     spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
@@ -100,6 +103,8 @@ def three_phase_restore(
         topics=topics,
         state_dir=str(state_dir) if state_dir is not None else None,
         accept_gap=accept_gap,
+        drop_keys_file=drop_keys_file,
+        tombstone_keys_file=tombstone_keys_file,
     )
     if dry_run:
         check_store_exists(cfg.storage)

@@ -36,6 +36,27 @@ from kbackup.cli.common import (
 )
 from kbackup.core.errors import ConfigError
 
+#: ``--drop-keys-file``: a ``restore.filters`` rule for every topic (``three-phase-restore`` too).
+DropKeysFileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--drop-keys-file",
+        metavar="FILE",
+        help="Do not restore the records whose key the file lists (one a line: text, hex:, base64: or "
+        "sha256:; # comments), in every topic; added after restore.filters.",
+    ),
+]
+#: ``--tombstone-keys-file``: the same, restored as tombstones.
+TombstoneKeysFileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tombstone-keys-file",
+        metavar="FILE",
+        help="Restore the records whose key the file lists as tombstones (null value, key and headers "
+        "kept), in every topic; added after restore.filters.",
+    ),
+]
+
 
 def _offset_ranges(values: list[str] | None) -> dict[str, dict[str, dict[str, int | None]]]:
     ranges: dict[str, dict[str, dict[str, int | None]]] = {}
@@ -146,6 +167,8 @@ def restore(
             show_default="restore.log_append_time, else keep-original",
         ),
     ] = None,
+    drop_keys_file: DropKeysFileOption = None,
+    tombstone_keys_file: TombstoneKeysFileOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would be created and written; change nothing.")
     ] = False,
@@ -184,6 +207,8 @@ def restore(
         create_topics=create_topics,
         skip_checksums=skip_checksums,
         log_append_time=log_append_time,
+        drop_keys_file=drop_keys_file,
+        tombstone_keys_file=tombstone_keys_file,
     )
     inputs = restore_inputs(
         cfg,

@@ -1,8 +1,9 @@
 """One Parquet batch of a segment to the records restore produces: selected, routed and stamped.
 
 Column by column (``to_pylist`` per column, never per row): the selection (offset range, time
-window, what an earlier idempotent run already landed), the target partition of each record, and
-its headers (the record's own, then the origin headers of :func:`kbackup.format.origin.stamp_batch`).
+window), the filter rules of ``restore.filters`` (records dropped, or given a null value), what an
+earlier idempotent run already landed, the target partition of each record, and its headers (the
+record's own, then the origin headers of :func:`kbackup.format.origin.stamp_batch`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kbackup.format.origin import Header, stamp_batch
 from kbackup.format.schema import RECORD_SCHEMA
 from kbackup.restore.partitioner import partition_for_key, partition_for_null_key
 from kbackup.restore.plan import PartitionPlan
+from kbackup.restore.record_filters import apply_rules
 from kbackup.restore.resume import PartitionState
 
 _OFFSET = RECORD_SCHEMA.get_field_index("offset")
@@ -41,13 +43,18 @@ class BatchRecords:
     size: int
     #: Selected records found already on the target (an idempotent run continued), not produced.
     already_landed: int = 0
+    #: Selected records a filter rule dropped (not produced).
+    dropped: int = 0
+    #: Selected records a filter rule made tombstones (produced with a null value, unless landed).
+    tombstoned: int = 0
 
 
 def batch_records(
     state: PartitionState, batch: pa.RecordBatch, *, source_cluster: str, stamp: bool
 ) -> BatchRecords | None:
-    """The selected records of ``batch`` (None if there are none), and ``state.next_offset`` moved past
-    the batch: the caller produces every record returned before it commits that progress."""
+    """The selected records of ``batch`` after the filter rules (None if none was selected), and
+    ``state.next_offset`` moved past the batch, dropped records included: the caller produces every
+    record returned before it commits that progress, so a rerun neither repeats nor loses one."""
     plan = state.plan
     offsets_column = batch.column(_OFFSET)
     batch_last = offsets_column[-1].as_py()
@@ -57,6 +64,10 @@ def batch_records(
     state.next_offset = max(state.next_offset, min(batch_last + 1, plan.offset_end))
     if batch.num_rows == 0:
         return None
+    filtered = apply_rules(plan.rules, batch)
+    batch = filtered.batch
+    if batch.num_rows == 0:
+        return BatchRecords([], [], [], [], None, [], 0, dropped=filtered.dropped)
     offsets: list[int] = batch.column(_OFFSET).to_pylist()
     timestamps: list[int] = batch.column(_TIMESTAMP).to_pylist()
     keys: list[bytes | None] = batch.column(_KEY).to_pylist()
@@ -81,7 +92,7 @@ def batch_records(
                 own = [own[i] for i in keep]
             batch = batch.take(pa.array(keep, pa.int64()))
         if not offsets:
-            return BatchRecords([], [], [], [], None, [], 0, already_landed=landed)
+            return BatchRecords([], [], [], [], None, [], 0, landed, filtered.dropped, filtered.tombstoned)
     headers = (
         stamp_batch(source_cluster, plan.source_topic, plan.source_partition, offsets, timestamps, own)
         if stamp
@@ -90,7 +101,18 @@ def batch_records(
     size = 0
     for column in (batch.column(_KEY), batch.column(_VALUE)):
         size += int(pc.sum(pc.binary_length(column)).as_py() or 0)
-    return BatchRecords(offsets, timestamps, keys, values, headers, targets, size, already_landed=landed)
+    return BatchRecords(
+        offsets,
+        timestamps,
+        keys,
+        values,
+        headers,
+        targets,
+        size,
+        landed,
+        filtered.dropped,
+        filtered.tombstoned,
+    )
 
 
 def _targets(plan: PartitionPlan, keys: list[bytes | None], offsets: list[int]) -> list[int]:

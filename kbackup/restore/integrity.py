@@ -19,7 +19,7 @@ from kbackup.format.layout import object_key
 from kbackup.format.manifest import SegmentEntry
 from kbackup.format.segments import open_segment
 from kbackup.restore.plan import PartitionPlan
-from kbackup.restore.record_filters import RecordFilter
+from kbackup.restore.record_filters import RecordFilter, apply_rules
 from kbackup.storage import Storage
 
 
@@ -66,20 +66,29 @@ def count_selected(
     scratch_dir: Path | None = None,
     keys: BackupKeys | None = None,
 ) -> int:
-    """Open a segment (checking its SHA-256 when ``verify``) and count its selected records."""
-    record_filter: RecordFilter = work.partition.record_filter
-    whole = record_filter.segment_inside(work.segment) and work.from_offset <= work.segment.first_offset
+    """Open a segment (checking its SHA-256 when ``verify``) and count its selected records, less
+    those the filter rules drop (tombstones are produced, so counted)."""
+    partition = work.partition
+    record_filter: RecordFilter = partition.record_filter
+    whole = partition.counted_by_manifest(work.segment) and work.from_offset <= work.segment.first_offset
+    drops = [rule for rule in partition.rules if rule.action == "drop"]
     with open_segment(
         storage, backup_id, work.segment, scratch_dir=scratch_dir, verify=verify, keys=keys
     ) as parquet:
         if whole:
             return work.segment.record_count
         total = 0
+        columns = ["offset", "timestamp", "key", "headers"] if drops else ["offset", "timestamp"]
         try:
             for index in range(parquet.metadata.num_row_groups):
-                group = parquet.read_row_group(index, columns=["offset", "timestamp"])
+                group = parquet.read_row_group(index, columns=columns)
                 for batch in group.to_batches():
-                    total += record_filter.count(batch.column(0), batch.column(1), work.from_offset)
+                    if not drops:
+                        total += record_filter.count(batch.column(0), batch.column(1), work.from_offset)
+                        continue
+                    mask = record_filter.mask(batch.column(0), batch.column(1), work.from_offset)
+                    selected = batch if mask is None else batch.filter(mask)
+                    total += selected.num_rows - apply_rules(drops, selected).dropped
         except Exception as exc:
             key = object_key(backup_id, work.segment.key)
             raise BackupIntegrityError(f"segment {key} cannot be decoded: {exc}") from None
@@ -104,7 +113,7 @@ def verify_work(
     check_sizes(storage, backup_id, [item.segment for item in work])
     counts: dict[str, int] = {}
     for item in work:
-        whole = item.partition.record_filter.segment_inside(item.segment) and (
+        whole = item.partition.counted_by_manifest(item.segment) and (
             item.from_offset <= item.segment.first_offset
         )
         if checksums:

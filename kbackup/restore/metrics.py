@@ -33,6 +33,13 @@ RESTORE_METRICS = {
         "Key and value bytes of the records produced into the target topic by this run.",
         ("topic",),
     ),
+    "filtered": MetricDeclaration(
+        "kafka_backup_restore_filtered_records",
+        "counter",
+        "Records of the selection that a rule of restore.filters dropped (action drop, not produced) "
+        "or restored as tombstones (action tombstone, produced with a null value), per target topic.",
+        ("topic", "action"),
+    ),
     "landed": MetricDeclaration(
         "kafka_backup_restore_landed_records",
         "gauge",
@@ -98,6 +105,7 @@ class RestoreMetrics(RunMetrics):
         declared["info"].labels(backup_id).info({"command": command, "version": __version__})
         self._records = declared["records"]
         self._bytes = declared["bytes"]
+        self._filtered = declared["filtered"]
         self._landed = declared["landed"]
         self._planned = declared["planned"]
         self._transactions = declared["transactions"].labels(backup_id)
@@ -157,6 +165,12 @@ class RestoreMetrics(RunMetrics):
         found.landed_count += count
         found.landed.set(found.landed_count)
         self.health.turned(progressed=count > 0)
+
+    def records_filtered(self, topic: str, *, dropped: int, tombstoned: int) -> None:
+        """Records of a batch the filter rules dropped or made tombstones."""
+        for action, count in (("drop", dropped), ("tombstone", tombstoned)):
+            if count:
+                self._filtered.labels(self.backup_id, topic, action).inc(count)
 
     def records_already_landed(self, topic: str, count: int) -> None:
         """Records of a batch found already on the target (an idempotent run resumed)."""

@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,7 +21,8 @@ from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
 from kbackup.core.times import iso_of_ms
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import SegmentEntry, TopicEntry
-from kbackup.restore.record_filters import RecordFilter
+from kbackup.format.record_match import RecordMatcher
+from kbackup.restore.record_filters import FilterRule, RecordFilter
 from kbackup.restore.settings import ExistingTopicsPolicy, LogAppendTimePolicy, RestoreSettings
 from kbackup.restore.topic_drift import (
     PARTITIONS,
@@ -96,10 +97,19 @@ class PartitionPlan:
     partial_segments: list[str]
     #: Records of the partial segments that pass, once counted (integrity check).
     counted_partial_records: int | None = None
+    #: The rules of ``restore.filters`` that apply to this partition's topic, in their order.
+    rules: tuple[FilterRule, ...] = ()
 
     @property
     def record_filter(self) -> RecordFilter:
         return RecordFilter(self.offset_start, self.offset_end, self.time_start, self.time_end)
+
+    def counted_by_manifest(self, segment: SegmentEntry) -> bool:
+        """Whether the manifest's count of the segment is exact: every record selected, and no
+        filter rule can drop one (a rule whose time window misses the segment cannot)."""
+        return self.record_filter.segment_inside(segment) and not any(
+            rule.action == "drop" and rule.may_touch(segment) for rule in self.rules
+        )
 
     @property
     def records_upper_bound(self) -> int:
@@ -140,6 +150,7 @@ class PartitionPlan:
             "bytes": self.bytes,
             "expected_records": self.expected_records,
             "records_upper_bound": self.records_upper_bound,
+            "filter_rules": [rule.number for rule in self.rules],
         }
 
 
@@ -224,6 +235,12 @@ class RestorePlan:
     existing_topics: ExistingTopicsPolicy = "validate"
     #: ``engine: spark``: the plan is one unit of the restore (one source partition, in its own task).
     unit: str | None = None
+    #: Every rule of ``restore.filters``, in order (each partition holds those of its topic).
+    filter_rules: list[FilterRule] = field(default_factory=list)
+
+    def filter_topics(self, rule: FilterRule) -> list[str]:
+        """The source topics of the plan that ``rule`` applies to."""
+        return sorted({p.source_topic for p in self.partitions if rule in p.rules})
 
     @property
     def transactional_id(self) -> str:
@@ -269,6 +286,15 @@ class RestorePlan:
             "time_window": {"start": self.time_start, "end": self.time_end},
             "log_append_time": self.log_append_time,
             "existing_topics": self.existing_topics,
+            "filters": [
+                {
+                    "rule": rule.number,
+                    "action": rule.action,
+                    "matches": rule.describe(),
+                    "source_topics": self.filter_topics(rule),
+                }
+                for rule in self.filter_rules
+            ],
             "topics": [topic.to_dict() for topic in self.topics],
             "partitions": [partition.to_dict() for partition in self.partitions],
             "expected_records": self.expected_records,
@@ -413,6 +439,13 @@ def restore_identity(backup: Backup, settings: RestoreSettings, target_cluster: 
             t: {str(p): [r.start, r.end] for p, r in sorted(ranges.items())}
             for t, ranges in sorted(settings.offset_ranges.items())
         },
+        # As written: a keys file is named by its path, so keys added to the file continue the
+        # restore (with the longer list) rather than start another one that restores it all again.
+        **(
+            {"filters": [rule.model_dump(mode="json") for rule in settings.filters]}
+            if settings.filters
+            else {}
+        ),
         # Resolved: unset and true (the default before the key could be unset) give the same id, so
         # a restore begun with the earlier default continues.
         "origin_headers": origin_headers_of(backup, settings)[0],
@@ -508,6 +541,7 @@ def build_plan(
     restore_id = restore_identity(backup, settings, target_id)
 
     drift = existing_topic_drift(selected, settings, target, warnings)
+    rules = compiled_rules(settings)
     topics: list[TopicPlan] = []
     partitions: list[PartitionPlan] = []
     for item in selected:
@@ -561,8 +595,11 @@ def build_plan(
                 f"{item.entry.partitions}: records keep their partition numbers and partitions "
                 f"{item.entry.partitions}..{count - 1} stay empty (restore.repartition spreads them by key)"
             )
+        topic_rules = tuple(rule for rule, applies in rules if applies(name))
         topic_partitions = [
-            _partition_plan(coverage[(name, p)], settings, target_topic, routing, routes.get(p), count)
+            _partition_plan(
+                coverage[(name, p)], settings, target_topic, routing, routes.get(p), count, topic_rules
+            )
             for p in item.partitions
         ]
         partitions.extend(topic_partitions)
@@ -587,7 +624,11 @@ def build_plan(
             "repartitioned topics interleave several source partitions in each target partition: a "
             "consumer group moved across re-reads the records interleaved before its position"
         )
+    for rule, _applies in rules:
+        if not any(rule in partition.rules for partition in partitions):
+            warnings.append(f"restore.filters {rule.describe()}: applies to no topic this restore writes")
     return RestorePlan(
+        filter_rules=[rule for rule, _applies in rules],
         log_append_time=settings.log_append_time,
         existing_topics=settings.existing_topics,
         restore_id=restore_id,
@@ -811,6 +852,7 @@ def _partition_plan(
     routing: Routing,
     target_partition: int | None,
     target_partitions: int,
+    rules: tuple[FilterRule, ...] = (),
 ) -> PartitionPlan:
     start, end = coverage.start_offset, coverage.end_offset
     chosen = settings.offset_ranges.get(coverage.topic, {}).get(coverage.partition)
@@ -822,9 +864,7 @@ def _partition_plan(
         end = max(start, end)
     record_filter = RecordFilter(start, end, settings.time_window_start, settings.time_window_end)
     segments = [segment for segment in coverage.segments if record_filter.segment_overlaps(segment)]
-    whole = [segment for segment in segments if record_filter.segment_inside(segment)]
-    whole_keys = {segment.key for segment in whole}
-    return PartitionPlan(
+    partition = PartitionPlan(
         source_topic=coverage.topic,
         source_partition=coverage.partition,
         target_topic=target_topic,
@@ -836,9 +876,30 @@ def _partition_plan(
         time_start=settings.time_window_start,
         time_end=settings.time_window_end,
         segments=segments,
-        records_in_whole_segments=sum(segment.record_count for segment in whole),
-        partial_segments=[segment.key for segment in segments if segment.key not in whole_keys],
+        records_in_whole_segments=0,
+        partial_segments=[],
+        rules=rules,
     )
+    whole = [segment for segment in segments if partition.counted_by_manifest(segment)]
+    whole_keys = {segment.key for segment in whole}
+    partition.records_in_whole_segments = sum(segment.record_count for segment in whole)
+    partition.partial_segments = [segment.key for segment in segments if segment.key not in whole_keys]
+    return partition
+
+
+def compiled_rules(settings: RestoreSettings) -> list[tuple[FilterRule, Callable[[str], bool]]]:
+    """Each rule of ``restore.filters`` ready to apply (its keys file read once, here), with the
+    test of the source topics it applies to; a bad keys file or entry is a ConfigError naming it."""
+    compiled: list[tuple[FilterRule, Callable[[str], bool]]] = []
+    for number, rule in enumerate(settings.filters, start=1):
+        matcher = None if rule.is_empty() else RecordMatcher.from_settings(rule)
+        compiled.append(
+            (
+                FilterRule(number, rule.action, matcher, rule.time_window_start, rule.time_window_end),
+                rule.applies_to,
+            )
+        )
+    return compiled
 
 
 def _mode(settings: RestoreSettings, target: TargetState, warnings: list[str]) -> tuple[Mode, str]:

@@ -23,6 +23,9 @@ def plan_lines(plan: RestorePlan) -> list[str]:
     ]
     if plan.time_start is not None or plan.time_end is not None:
         lines.append(f"  time window: {format_time(plan.time_start)} .. {format_time(plan.time_end)}")
+    for rule in plan.filter_rules:
+        topics = plan.filter_topics(rule)
+        lines.append(f"  filter {rule.describe()}; on {', '.join(topics) if topics else 'no topic'}")
     if plan.mode == "exactly-once":
         created = " (created on first use)" if plan.create_progress_topic else ""
         lines.append(

@@ -1,18 +1,23 @@
-"""Record filters: what part of a backup a restore replays (offset ranges and a time window).
+"""Record filters: what part of a backup a restore replays (offset ranges and a time window), and
+the rules of ``restore.filters`` that drop records of it or turn them into tombstones.
 
-Pure functions: the plan uses them to pick segments, the runner to pick records.
+Pure functions: the plan uses them to pick segments, the runner to pick records, both vectorised
+over Arrow batches of the record schema.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kbackup.core.times import iso_of_ms
 from kbackup.format.manifest import SegmentEntry
+from kbackup.format.record_match import RecordMatcher
 
 
 def parse_time_ms(value: Any) -> int:
@@ -108,3 +113,96 @@ def _overlaps(low: int, high: int, start: int | None, end: int | None) -> bool:
 def _inside(low: int, high: int, start: int | None, end: int | None) -> bool:
     """Whether ``low..high`` (inclusive) lies within ``start..end`` (end exclusive; None: unbounded)."""
     return (start is None or low >= start) and (end is None or high < end)
+
+
+# ---------------------------------------------------------------------------
+# Filter rules (``restore.filters``): records of the selection dropped or turned into tombstones.
+
+FilterAction = Literal["drop", "tombstone"]
+
+
+@dataclass(frozen=True)
+class FilterRule:
+    """One rule of ``restore.filters`` as a run applies it: the records ``matcher`` matches (any
+    record when it is None) with ``time_start <= timestamp < time_end`` are dropped, or produced
+    with a null value (key, own headers and origin headers kept)."""
+
+    #: The rule's place in ``restore.filters``, from 1 (a flag's rule follows the file's).
+    number: int
+    action: FilterAction
+    matcher: RecordMatcher | None
+    time_start: int | None = None
+    time_end: int | None = None
+
+    def may_touch(self, segment: SegmentEntry) -> bool:
+        """Whether the rule can match a record of the segment (from the manifest's times alone)."""
+        return _overlaps(segment.min_timestamp, segment.max_timestamp, self.time_start, self.time_end)
+
+    def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray:
+        """The records of a batch the rule matches (its columns of the record schema, by name: the
+        count before a run reads only those it needs)."""
+        timestamps = batch.column("timestamp")
+        conditions: list[pa.Array] = []
+        if self.matcher is not None:
+            conditions.append(self.matcher.mask(batch))
+        if self.time_start is not None:
+            conditions.append(pc.greater_equal(timestamps, self.time_start))
+        if self.time_end is not None:
+            conditions.append(pc.less(timestamps, self.time_end))
+        if not conditions:
+            return pa.array([True] * batch.num_rows, pa.bool_())
+        mask = conditions[0]
+        for condition in conditions[1:]:
+            mask = pc.and_(mask, condition)
+        # A null (no key) never matches: only a True drops or tombstones a record.
+        return pc.fill_null(mask, False)
+
+    def describe(self) -> str:
+        """What the rule matches, with counts of keys and headers, never the keys themselves."""
+        parts = [self.matcher.describe()] if self.matcher is not None else []
+        if self.time_start is not None or self.time_end is not None:
+            start = "-" if self.time_start is None else iso_of_ms(self.time_start)
+            end = "-" if self.time_end is None else iso_of_ms(self.time_end)
+            parts.append(f"timestamps in [{start}, {end})")
+        return f"rule {self.number}: {self.action} " + (", ".join(parts) or "every record")
+
+
+@dataclass(frozen=True)
+class FilteredBatch:
+    """A batch after the filter rules: the records kept (tombstones with a null value), and counts."""
+
+    batch: pa.RecordBatch
+    dropped: int = 0
+    tombstoned: int = 0
+
+
+def apply_rules(rules: Sequence[FilterRule], batch: pa.RecordBatch) -> FilteredBatch:
+    """Drop and tombstone the records of ``batch`` the rules match; a record that a drop rule and
+    a tombstone rule both match is dropped (the stronger of the two)."""
+    if not rules or batch.num_rows == 0:
+        return FilteredBatch(batch)
+    drop = _any_match([rule for rule in rules if rule.action == "drop"], batch)
+    tombstone = _any_match([rule for rule in rules if rule.action == "tombstone"], batch)
+    dropped = 0 if drop is None else int(pc.sum(drop).as_py() or 0)
+    if dropped:
+        assert drop is not None
+        keep = pc.invert(drop)
+        batch = batch.filter(keep)
+        if tombstone is not None:
+            tombstone = tombstone.filter(keep)
+    tombstoned = 0 if tombstone is None else int(pc.sum(tombstone).as_py() or 0)
+    if tombstoned:
+        assert tombstone is not None
+        index = batch.schema.get_field_index("value")
+        values = pc.if_else(tombstone, pa.scalar(None, pa.binary()), batch.column(index))
+        batch = batch.set_column(index, batch.schema.field(index), values)
+    return FilteredBatch(batch, dropped=dropped, tombstoned=tombstoned)
+
+
+def _any_match(rules: Sequence[FilterRule], batch: pa.RecordBatch) -> pa.BooleanArray | None:
+    if not rules:
+        return None
+    mask = rules[0].matches(batch)
+    for rule in rules[1:]:
+        mask = pc.or_(mask, rule.matches(batch))
+    return mask

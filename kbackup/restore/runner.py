@@ -285,6 +285,14 @@ class Restorer:
         if records is None:
             return
         metrics = self.metrics
+        topic_totals = totals[partition.source_topic]
+        if records.dropped or records.tombstoned:
+            topic_totals.dropped += records.dropped
+            topic_totals.tombstoned += records.tombstoned
+            if metrics is not None:
+                metrics.records_filtered(
+                    partition.target_topic, dropped=records.dropped, tombstoned=records.tombstoned
+                )
         if records.already_landed:
             self._landed_by_topic[partition.source_topic] = (
                 self._landed_by_topic.get(partition.source_topic, 0) + records.already_landed
@@ -298,7 +306,6 @@ class Restorer:
         if tally is not None and produced:
             tally.add(records.targets, records.keys, records.values)
         state.restored_records += produced
-        topic_totals = totals[partition.source_topic]
         topic_totals.records += produced
         topic_totals.bytes += records.size
         tasks[partition.source_topic].advance(produced, data_bytes=records.size)
@@ -425,6 +432,8 @@ def merged_totals(plan: RestorePlan, parts: list[ProducedPart]) -> list[TopicTot
                 continue
             into.records += item.records
             into.bytes += item.bytes
+            into.dropped += item.dropped
+            into.tombstoned += item.tombstoned
             into.earlier = (
                 None if into.earlier is None or item.earlier is None else into.earlier + item.earlier
             )

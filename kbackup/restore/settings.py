@@ -8,7 +8,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import KAFKA_INT64_MAX, KafkaConnection, StrictModel, check_patterns
-from kbackup.restore.record_filters import parse_time_ms
+from kbackup.format.record_match import RecordMatchSettings
+from kbackup.restore.record_filters import FilterAction, parse_time_ms
 
 #: Where restores keep their progress on the target (exactly-once mode); see docs/restore.md.
 DEFAULT_PROGRESS_TOPIC = "kafka-backup.restore-progress"
@@ -50,6 +51,71 @@ class OffsetRange(StrictModel):
         if self.start is not None and self.end is not None and self.end < self.start:
             raise ValueError(f"end {self.end} is below start {self.start}")
         return self
+
+
+def _time_ms(value: Any) -> Any:
+    """A ``time_window_*`` key: epoch ms or ISO-8601, within Kafka's signed 64-bit range."""
+    if value is None or isinstance(value, bool):
+        return value
+    parsed = parse_time_ms(value)
+    # Kafka timestamps are signed 64-bit milliseconds; larger numbers cannot select anything.
+    if not -KAFKA_INT64_MAX <= parsed <= KAFKA_INT64_MAX:
+        raise ValueError(f"{parsed} is outside Kafka's timestamp range (signed 64-bit milliseconds)")
+    return parsed
+
+
+def _check_window(start: int | None, end: int | None) -> None:
+    if start is not None and end is not None and end <= start:
+        raise ValueError(f"time_window_end ({end}) must be after time_window_start ({start})")
+
+
+class FilterRuleSettings(RecordMatchSettings):
+    """One rule of ``restore.filters``: which records of which topics are dropped or tombstoned."""
+
+    action: FilterAction = Field(
+        description=(
+            "`drop`: the matched records are not produced. `tombstone`: they are produced with a null "
+            "value, keeping their key, their own headers and the origin headers."
+        ),
+    )
+    topics: list[str] = Field(
+        default_factory=list,
+        description="Source topics the rule applies to: full-match regular expressions. Empty: all.",
+    )
+    time_window_start: int | None = Field(
+        default=None,
+        description=(
+            "The rule matches only records with a timestamp at or after this: epoch ms or ISO-8601 "
+            "(no zone: UTC)."
+        ),
+    )
+    time_window_end: int | None = Field(
+        default=None,
+        description="The rule matches only records with a timestamp before this (epoch ms or ISO-8601).",
+    )
+
+    @field_validator("time_window_start", "time_window_end", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> Any:
+        return _time_ms(value)
+
+    @field_validator("topics")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        return check_patterns(patterns)
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> FilterRuleSettings:
+        _check_window(self.time_window_start, self.time_window_end)
+        if self.is_empty() and self.time_window_start is None and self.time_window_end is None:
+            raise ValueError(
+                f"a {self.action} rule needs keys, keys_file, headers or a time window "
+                "(restore.topics chooses whole topics)"
+            )
+        return self
+
+    def applies_to(self, source_topic: str) -> bool:
+        return not self.topics or any(re.fullmatch(pattern, source_topic) for pattern in self.topics)
 
 
 class RestoreSettings(StrictModel):
@@ -157,6 +223,15 @@ class RestoreSettings(StrictModel):
         default_factory=dict,
         description="Source offset ranges `{source_topic: {partition: {start, end}}}` (end exclusive).",
     )
+    filters: list[FilterRuleSettings] = Field(
+        default_factory=list,
+        description=(
+            "Rules that drop records of the selection, or restore them as tombstones, by key (`keys`, "
+            "`keys_file`: text, `hex:`, `base64:` or `sha256:` entries), by header value (`headers`) "
+            'and/or by time window, per topic or for all (docs/restore.md, "Filters"). Keys are never '
+            "printed."
+        ),
+    )
 
     exactly_once: bool | Literal["auto"] = Field(
         default="auto",
@@ -201,9 +276,7 @@ class RestoreSettings(StrictModel):
     @field_validator("time_window_start", "time_window_end", mode="before")
     @classmethod
     def _time(cls, value: Any) -> Any:
-        if value is None or isinstance(value, bool):
-            return value
-        return parse_time_ms(value)
+        return _time_ms(value)
 
     @field_validator("topic_mapping")
     @classmethod
@@ -246,19 +319,9 @@ class RestoreSettings(StrictModel):
                 raise ValueError(f"{topic}: a topic needs at least 1 partition")
         return value
 
-    @field_validator("time_window_start", "time_window_end")
-    @classmethod
-    def _time_in_range(cls, value: int | None) -> int | None:
-        # Kafka timestamps are signed 64-bit milliseconds; larger numbers cannot select anything.
-        if value is not None and not -KAFKA_INT64_MAX <= value <= KAFKA_INT64_MAX:
-            raise ValueError(f"{value} is outside Kafka's timestamp range (signed 64-bit milliseconds)")
-        return value
-
     @model_validator(mode="after")
     def _window(self) -> RestoreSettings:
-        start, end = self.time_window_start, self.time_window_end
-        if start is not None and end is not None and end <= start:
-            raise ValueError(f"time_window_end ({end}) must be after time_window_start ({start})")
+        _check_window(self.time_window_start, self.time_window_end)
         return self
 
     def repartitions(self, source_topic: str) -> bool:

@@ -203,6 +203,9 @@ def run_on_spark(
         for part in parts:
             for totals in part.totals:
                 metrics.records_produced(totals.target_topic, totals.records, totals.bytes)
+                metrics.records_filtered(
+                    totals.target_topic, dropped=totals.dropped, tombstoned=totals.tombstoned
+                )
     return conclude(plan, clients, settings, parts, created=created, seconds_since=started, changed=changed)
 
 

@@ -18,8 +18,12 @@ class TopicTotals:
     bytes: int = 0
     #: Restored by earlier runs of the same restore (exactly-once progress), if known.
     earlier: int | None = 0
-    #: Selected records this run had to restore, if known.
+    #: Selected records this run had to restore, if known (those the filter rules drop left out).
     expected: int | None = 0
+    #: Selected records this run read that a rule of ``restore.filters`` dropped ...
+    dropped: int = 0
+    #: ... or restored as tombstones (counted in ``records`` too).
+    tombstoned: int = 0
 
 
 @dataclass
@@ -83,6 +87,8 @@ class RestoreSummary:
                     "bytes": t.bytes,
                     "restored_by_earlier_runs": t.earlier,
                     "expected": t.expected,
+                    "dropped_by_filters": t.dropped,
+                    "tombstoned_by_filters": t.tombstoned,
                 }
                 for t in self.topics
             ],
@@ -109,8 +115,15 @@ class RestoreSummary:
             )
         for topic in self.topics:
             earlier = f", {topic.earlier:,} by earlier runs" if topic.earlier else ""
+            filtered = "".join(
+                f", {count:,} {what} by restore.filters"
+                for what, count in (("dropped", topic.dropped), ("tombstoned", topic.tombstoned))
+                if count
+            )
             lines.append(
-                f"  {topic.source_topic} -> {topic.target_topic}: {topic.records:,} record(s){earlier}"
+                f"  {topic.source_topic} -> {topic.target_topic}: {topic.records:,} record(s)"
+                + earlier
+                + filtered
             )
         if self.created_topics:
             lines.append(f"  created topics: {', '.join(self.created_topics)}")

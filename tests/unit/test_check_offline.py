@@ -111,6 +111,8 @@ def _on_this_machine(text: str, root: Path) -> str:
             path.write_bytes(b"")
         elif suffix == ".yaml":  # restore_metadata.scram_passwords_file
             path.write_text("order-app: order-app-Pa55word\n")
+        elif suffix == ".txt":  # restore.filters keys_file
+            path.write_text("# erasure request\nuser-1042\n")
         elif not suffix:
             path.mkdir(exist_ok=True)  # a folder: scratch_dir, state_dir
         return str(path)
