@@ -10,9 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbackup.format.erasure import erasure_key
+from kbackup.core.config import EncryptionSettings
+from kbackup.format.catalog import BackupCatalog, commit_revision
+from kbackup.format.encryption import keys_for_new_backup
+from kbackup.format.erasure import encode_erasure_record, erasure_key, parse_erasure_record
 from kbackup.sandbox.kafka import LocalKafkaCluster
-from kbackup.storage import Storage
+from kbackup.storage import LocalStorage, Storage
+from kbackup.storage.keys import new_key_text, open_key
 from tests.support.erase_backups import erase_keys, keyed_backup, user_key
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "damaged_backups"
@@ -115,3 +119,27 @@ ERASURE_DAMAGE: dict[str, tuple[Callable[[Storage, Path], None], str]] = {
         "names revision 1 of increment 0, whose newest revision 1 has no erasure note of GHOST-1",
     ),
 }
+
+
+def sealed_erased_backup(store: Path, scratch: Path) -> Path:
+    """An erased backup whose manifest revisions and erasure record are sealed under a new key
+    (``store``/nightly; returns the key file). Its segments are the plain ones of an erased backup
+    built beside it: enough for what validate checks without ``--deep`` (manifests, sizes,
+    checksums, erasure records), not for a read of the records."""
+    plain = LocalStorage(scratch / "plain-store")
+    erased_backup(plain, scratch)
+    shutil.copytree(scratch / "plain-store" / "nightly" / "data", store / "nightly" / "data")
+    key_file = scratch / "backup.key"
+    key_file.write_text(new_key_text())
+    storage = LocalStorage(store)
+    storage.key_encryption_key = open_key(EncryptionSettings(key_file=str(key_file)))
+    keys = keys_for_new_backup(storage, "nightly")
+    assert keys is not None
+    for manifest in BackupCatalog(plain).load("nightly").manifests:
+        commit_revision(storage, manifest, keys)
+    key = erasure_key("nightly", REQUEST)
+    record = parse_erasure_record(
+        plain.get_bytes(key), key, backup_id="nightly", request_id=REQUEST, keys=None
+    )
+    storage.put_bytes(key, encode_erasure_record(record, keys))
+    return key_file

@@ -11,14 +11,14 @@ import pytest
 
 from kbackup.backup.inspect import describe_backup, validate_backup
 from kbackup.cli.main import run
-from kbackup.core.config import StorageSettings
+from kbackup.core.config import EncryptionSettings, StorageSettings
 from kbackup.core.times import iso_utc
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.erasure import erasure_key
 from kbackup.prune import execute_prune, plan_prune
 from kbackup.prune.settings import RetentionSettings
 from kbackup.storage import Storage, open_storage
-from tests.support.damaged_backups import ERASURE_DAMAGE, REQUEST, erased_backup
+from tests.support.damaged_backups import ERASURE_DAMAGE, REQUEST, erased_backup, sealed_erased_backup
 from tests.support.erase_backups import erase_keys, user_key
 
 BACKUP = "nightly"
@@ -119,3 +119,25 @@ def test_cli_describe_and_validate_print_the_erasures(
     assert run(["validate", "-p", store.url, "--backup-id", BACKUP, "--json"]) != 0
     report = json.loads(capsys.readouterr().out)
     assert any(says in error for error in report["errors"])
+
+
+def test_sealed_erasure_records_open_with_the_key_and_are_named_unchecked_without_it(tmp_path: Path) -> None:
+    key_file = sealed_erased_backup(tmp_path / "store", tmp_path)
+    sealed = open_storage(
+        StorageSettings(url=str(tmp_path / "store"), encryption=EncryptionSettings(key_file=str(key_file)))
+    )
+    report = validate_backup(sealed, BACKUP)
+    assert (report.errors, report.warnings, report.erasure_records_checked) == ([], [], 1)
+    assert describe_backup(sealed, BACKUP)["erasures"][0]["request_id"] == REQUEST
+    plain = open_storage(StorageSettings(url=str(tmp_path / "store")))
+    report = validate_backup(plain, BACKUP)
+    assert (report.errors, report.erasure_records_checked) == ([], 0)
+    assert report.warnings[-1].endswith("; 1 erasure record(s) not checked (sealed: they open with the key)")
+    # A sealed record edited (its sealed bytes changed) no longer opens: damage, named.
+    key = erasure_key(BACKUP, REQUEST)
+    record = json.loads(sealed.get_bytes(key))
+    record["sealed"] = record["sealed"][:-8] + ("A" * 8 if record["sealed"][-8:] != "A" * 8 else "B" * 8)
+    sealed.put_bytes(key, json.dumps(record).encode())
+    errors = validate_backup(sealed, BACKUP).errors
+    assert len(errors) == 1
+    assert errors[0].startswith(f"erasure record {key}")
