@@ -141,3 +141,16 @@ def test_sealed_erasure_records_open_with_the_key_and_are_named_unchecked_withou
     errors = validate_backup(sealed, BACKUP).errors
     assert len(errors) == 1
     assert errors[0].startswith(f"erasure record {key}")
+
+
+def test_describe_names_an_unreadable_erasure_record_and_goes_on(
+    store: Storage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    erased_backup(store, tmp_path)
+    damage, says = ERASURE_DAMAGE["truncated-record"]
+    damage(store, tmp_path)
+    (row,) = describe_backup(store, BACKUP)["erasures"]
+    assert row["request_id"] == REQUEST
+    assert says in row["error"]
+    assert run(["describe", "-p", store.url, "--backup-id", BACKUP]) == 0
+    assert f"  {REQUEST}: unreadable ({says}" in capsys.readouterr().out
