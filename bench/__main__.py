@@ -7,7 +7,7 @@ Runs each benchmark module in its own process (each starts and stops the
 local Kafka clusters it needs): backup, restore, mapping, reset (when
 ``bench/bench_reset.py`` exists), recovery, the cost of metrics, prune (no cluster: a folder and
 moto's S3 server), the engines, encryption, the storage backends (a folder, moto's S3 server,
-fake-gcs-server and Azurite) and the accuracy study. A full run passes
+fake-gcs-server and Azurite), the rate limits and the accuracy study. A full run passes
 ``--write-docs``: each module rewrites its own section of docs/benchmarks.md
 (between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``), then this runner
 writes the ``run`` section (machine, what ran, how long) and a plot of the
@@ -49,6 +49,7 @@ BENCHMARKS = {
     "engine": "bench.bench_engine",
     "encryption": "bench.bench_encryption",
     "storage": "bench.bench_storage",
+    "throttle": "bench.bench_throttle",
     "accuracy": "bench.accuracy",
 }
 #: Hours a benchmark may take before the runner gives up on it.

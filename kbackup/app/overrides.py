@@ -139,6 +139,7 @@ def backup_job(
     backup_id: str | None = None,
     source_cluster_id: str | None = None,
     follow: bool = False,
+    max_bytes_per_second: str | None = None,
 ) -> BackupJob:
     """What one ``backup`` run needs: the file's source, storage and backup sections, flags over them."""
     source = with_bootstrap_servers(config.source, bootstrap_servers, SourceSettings)
@@ -164,6 +165,9 @@ def backup_job(
     if follow:
         updates["continuous"] = True
         flags["continuous"] = "--follow"
+    if max_bytes_per_second is not None:
+        updates["max_bytes_per_second"] = max_bytes_per_second
+        flags["max_bytes_per_second"] = f"--max-bytes-per-second {max_bytes_per_second}"
     return BackupJob(
         backup_id=backup_id_of(config, backup_id),
         source=source,
@@ -216,6 +220,10 @@ class RestoreFlags:
     #: ``--drop-keys-file`` / ``--tombstone-keys-file``: a rule for every topic, after the file's.
     drop_keys_file: str | None = None
     tombstone_keys_file: str | None = None
+    max_bytes_per_second: str | None = None
+    max_records_per_second: int | None = None
+    purge_target: str | None = None
+    force_purge: bool = False
 
 
 @dataclass(frozen=True)
@@ -282,6 +290,7 @@ def restore_inputs(
         updates["log_append_time"] = flags.log_append_time
         typed["log_append_time"] = f"--log-append-time {flags.log_append_time}"
     _add_keys_file_rules(base, flags, updates, typed)
+    _rate_and_purge_flags(flags, updates, typed)
     return RestoreInputs(
         backup_id=backup_id or config.backup_id,
         storage=storage_settings(config, path, run=True),
@@ -305,6 +314,21 @@ def _add_keys_file_rules(
     added = [{"action": action, "keys_file": str(Path(path).absolute())} for action, path in given]
     updates["filters"] = [*base.model_dump()["filters"], *added]
     typed["filters"] = " ".join(f"--{action}-keys-file {path}" for action, path in given)
+
+
+def _rate_and_purge_flags(flags: RestoreFlags, updates: dict[str, Any], typed: dict[str, str]) -> None:
+    """``--max-bytes-per-second``, ``--max-records-per-second``, ``--purge-target``, ``--force-purge``."""
+    given: dict[str, Any] = {
+        "max_bytes_per_second": flags.max_bytes_per_second,
+        "max_records_per_second": flags.max_records_per_second,
+        "purge_target": flags.purge_target,
+        "force_purge": True if flags.force_purge else None,
+    }
+    for key, value in given.items():
+        if value is not None:
+            updates[key] = value
+            flag = "--" + key.replace("_", "-")
+            typed[key] = flag if value is True else f"{flag} {value}"
 
 
 @dataclass(frozen=True)
@@ -426,11 +450,13 @@ def three_phase_config(
     accept_gap: bool = False,
     drop_keys_file: str | None = None,
     tombstone_keys_file: str | None = None,
+    rates: RestoreFlags | None = None,
 ) -> KBackupConfig:
     """The config ``three-phase-restore`` runs with: the flags over it as ``restore`` puts them
     (:func:`restore_inputs`: ``--bootstrap-servers`` over ``target``, ``--path`` over ``storage``,
     ``--topic`` over ``restore.topics``, ``--drop-keys-file``/``--tombstone-keys-file`` after
-    ``restore.filters``), ``--backup-id`` over ``backup_id``, ``--state-dir`` and ``--accept-gap``; every
+    ``restore.filters``), ``--backup-id`` over ``backup_id``, ``--state-dir`` and ``--accept-gap``, and
+    ``rates``' ``--max-bytes-per-second``/``--max-records-per-second``; every
     phase reads this one config, so the mapping and the reset see the target, backup and topics the
     restore used (and the run key names them)."""
     inputs = restore_inputs(
@@ -439,7 +465,11 @@ def three_phase_config(
         path=path,
         backup_id=backup_id_of(config, backup_id),
         flags=RestoreFlags(
-            topics=topics or [], drop_keys_file=drop_keys_file, tombstone_keys_file=tombstone_keys_file
+            topics=topics or [],
+            drop_keys_file=drop_keys_file,
+            tombstone_keys_file=tombstone_keys_file,
+            max_bytes_per_second=rates.max_bytes_per_second if rates is not None else None,
+            max_records_per_second=rates.max_records_per_second if rates is not None else None,
         ),
     )
     flagged = config.model_copy(

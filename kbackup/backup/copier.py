@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.plan import PartitionPlan
@@ -45,6 +46,7 @@ from kbackup.core.kafka import (
     translate_kafka_error,
 )
 from kbackup.core.logs import get_logger
+from kbackup.core.throttle import Throttle
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.layout import new_run_id
@@ -157,8 +159,13 @@ class Copier:
         on_progress: Callable[[int, int], None] | None = None,
         metrics: BackupMetrics | None = None,
         keys: BackupKeys | None = None,
+        throttle: Throttle | None = None,
     ) -> None:
         self.consumer = consumer
+        #: ``backup.max_bytes_per_second`` (None: none): asked after every poll that read records.
+        self.throttle = throttle if throttle is not None and throttle.limited else None
+        #: Key and value bytes read since the last poll, counted only for the throttle.
+        self._throttled_bytes = 0
         #: An encrypted backup's keys (None: segments are written in plaintext).
         self.keys = keys
         #: Counted per batch of records, the lag once a second (docs/observability.md).
@@ -383,6 +390,11 @@ class Copier:
                 copy.sink.writer.abort()
                 copy.sink = None
 
+    @property
+    def throttled_secs(self) -> float:
+        """Seconds this copier waited on its rate limit."""
+        return self.throttle.waited_secs if self.throttle is not None else 0.0
+
     def close(self) -> None:
         self.io.close()
         self.uploads.close()
@@ -418,6 +430,11 @@ class Copier:
         if self.on_progress is not None:
             self.on_progress(read, self.arrow_bytes - self._reported_bytes)
             self._reported_bytes = self.arrow_bytes
+        if self.throttle is not None and read:
+            # After the batch is taken, before the next fetch: the consumer's prefetch is bounded,
+            # so waiting here holds the bytes read from the source to the rate.
+            self.throttle.acquire(records=read, data_bytes=self._throttled_bytes)
+            self._throttled_bytes = 0
         self._housekeeping(now)
         return read
 
@@ -588,6 +605,8 @@ class Copier:
             sink.batches.append(batch)
             sink.buffered_bytes += batch.nbytes
             self.arrow_bytes += batch.nbytes
+            if self.throttle is not None:
+                self._throttled_bytes += key_value_bytes(batch)
         if sink.buffered_bytes >= self._share:
             self._flush(copy, sink)
 
@@ -669,6 +688,11 @@ class Copier:
 
     def position(self) -> dict[TopicPartitionKey, int]:
         return {key: copy.next_offset for key, copy in self.partitions.items()}
+
+
+def key_value_bytes(batch: pa.RecordBatch) -> int:
+    """Bytes of a batch's keys and values, what the rate limit counts (as the restore's does)."""
+    return sum(int(pc.sum(pc.binary_length(batch.column(name))).as_py() or 0) for name in ("key", "value"))
 
 
 def partition_entry(copy: PartitionCopy, end: int, segments: list[SegmentEntry]) -> PartitionEntry:

@@ -57,6 +57,16 @@ BACKUP_METRICS = {
         "Time to commit an increment: finish and upload its open segments, write its manifest.",
         buckets=COMMIT_BUCKETS,
     ),
+    "rate_limit": MetricDeclaration(
+        "kafka_backup_rate_limit_bytes_per_second",
+        "gauge",
+        "backup.max_bytes_per_second as set for this run (absent: no limit).",
+    ),
+    "throttled": MetricDeclaration(
+        "kafka_backup_throttled_seconds",
+        "counter",
+        "Seconds the copy waited on its rate limit (backup.max_bytes_per_second).",
+    ),
 }
 
 
@@ -83,6 +93,8 @@ class BackupMetrics(RunMetrics):
         self._increments = declared["increments"].labels(backup_id)
         self._last_increment = declared["last_increment"]
         self._commit_duration = declared["commit_duration"].labels(backup_id)
+        self._rate_limit = declared["rate_limit"]
+        self._throttled = declared["throttled"].labels(backup_id)
         self._topic_records: dict[str, Any] = {}
         self._partitions: dict[tuple[str, int], _PartitionLag] = {}
 
@@ -94,6 +106,14 @@ class BackupMetrics(RunMetrics):
         if counter is None:
             counter = self._topic_records[topic] = self._records.labels(self.backup_id, topic)
         counter.inc(count)
+
+    def rate_limited(self, bytes_per_second: float) -> None:
+        """The run's rate limit, set once before it copies."""
+        self._rate_limit.labels(self.backup_id).set(bytes_per_second)
+
+    def throttled(self, seconds: float) -> None:
+        """The copy waited ``seconds`` on its rate limit."""
+        self._throttled.inc(seconds)
 
     def segment_written(self, topic: str, size_bytes: int) -> None:
         self._segments.labels(self.backup_id, topic).inc()

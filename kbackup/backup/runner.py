@@ -57,6 +57,7 @@ from kbackup.core.kafka import ClusterMetadata, KafkaClients, check_client_prope
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress, ProgressTask
 from kbackup.core.spark import SparkEngine
+from kbackup.core.throttle import Throttle
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.encryption import BackupKeys, keys_for_new_backup
 from kbackup.format.layout import check_backup_id, new_run_id
@@ -150,6 +151,9 @@ def run_backup(
         state.increment,
         extra={"backup_id": backup_id, "increment": state.increment, "topics": topics},
     )
+    throttle = Throttle(bytes_per_second=settings.max_bytes_per_second, on_wait=metrics.throttled)
+    if settings.max_bytes_per_second is not None:
+        metrics.rate_limited(settings.max_bytes_per_second)
     # On the Spark engine the job's tasks have a bar of their own instead.
     bar = _ProgressBar(progress if engine is None else None, f"backup {job.backup_id}", follow=follow)
     scratch_parent = Path(settings.scratch_dir) if settings.scratch_dir else None
@@ -162,11 +166,11 @@ def run_backup(
         consumer: Any = None
         copier: Copier | SparkCopier
         if engine is not None:
-            copier = _spark_copier(job, engine, source_cluster_id, keys, metrics, progress)
+            copier = _spark_copier(job, engine, source_cluster_id, keys, metrics, progress, throttle)
         else:
             consumer = cluster.clients.consumer(**_consumer_properties(job))
             copier = _local_copier(
-                job, consumer, storage, source_cluster_id, Path(scratch), keys, metrics, bar
+                job, consumer, storage, source_cluster_id, Path(scratch), keys, metrics, bar, throttle
             )
         try:
             committer = Committer(
@@ -201,6 +205,7 @@ def run_backup(
                     consumer.close()
     summary.partitions = len(copier.partitions) or summary.partitions
     summary.seconds = time.monotonic() - started
+    summary.throttled_secs = copier.throttled_secs
     return summary
 
 
@@ -311,6 +316,7 @@ def _local_copier(
     keys: BackupKeys | None,
     metrics: BackupMetrics,
     bar: _ProgressBar,
+    throttle: Throttle,
 ) -> Copier:
     settings = job.settings
     return Copier(
@@ -329,6 +335,7 @@ def _local_copier(
         stall_timeout_secs=settings.stall_timeout_secs,
         on_progress=bar.advance,
         keys=keys,
+        throttle=throttle,
     )
 
 
@@ -339,6 +346,7 @@ def _spark_copier(
     keys: BackupKeys | None,
     metrics: BackupMetrics,
     progress: Progress | None,
+    throttle: Throttle,
 ) -> SparkCopier:
     """The copier whose increments are Spark jobs: each task gets what the local one has."""
     settings = job.settings
@@ -361,6 +369,7 @@ def _spark_copier(
         task_records=settings.spark_task_records,
         metrics=metrics,
         progress=progress,
+        throttle=throttle,
     )
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from kbackup.core.config import KafkaConnection, StrictModel, check_patterns
+from kbackup.core.sizes import SizeBytes
 
 
 class TopicSelection(StrictModel):
@@ -146,5 +147,13 @@ class BackupSettings(StrictModel):
         description=(
             "Give up (committing what was copied) when no record and no broker answer arrived for "
             "this long while partitions still had records to copy."
+        ),
+    )
+    max_bytes_per_second: SizeBytes | None = Field(
+        default=None,
+        description=(
+            "Rate limit of the copy: bytes of records (keys, values, headers) read from the source a "
+            "second, a number or a size (`50MiB`, `200MB`); unset: no limit. On the Spark engine it "
+            'is split evenly over the tasks that run at once (docs/backup.md, "Rate limit").'
         ),
     )

@@ -34,6 +34,7 @@ from kbackup.core.kafka import KafkaClients
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
+from kbackup.core.throttle import Throttle
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.layout import new_run_id
@@ -131,6 +132,8 @@ class CopyTask:
     slices: list[Slice]
     #: An encrypted backup's keys, opened by the driver (a worker needs no key source of its own).
     keys: BackupKeys | None = None
+    #: This task's share of ``backup.max_bytes_per_second`` (None: no limit).
+    max_bytes_per_second: float | None = None
 
 
 @dataclass
@@ -141,6 +144,8 @@ class CopyResult:
     segments: list[SegmentEntry] = field(default_factory=list)
     #: The kafka-backup error the task met (see TaskFailure).
     failure: TaskFailure | None = None
+    #: Seconds the task waited on its share of the rate limit.
+    throttled_secs: float = 0.0
 
 
 def copy_slices(task: CopyTask) -> CopyResult:
@@ -173,6 +178,7 @@ def _copy(task: CopyTask) -> CopyResult:
             stall_timeout_secs=task.stall_timeout_secs,
             metrics=BackupMetrics(task.backup_id, mode="snapshot"),
             keys=task.keys,
+            throttle=Throttle(bytes_per_second=task.max_bytes_per_second),
         )
         try:
             copier.start_increment([item.plan() for item in task.slices])
@@ -186,7 +192,7 @@ def _copy(task: CopyTask) -> CopyResult:
             copier.close()
             with contextlib.suppress(Exception):
                 consumer.close()
-    return CopyResult(entries=entries, segments=segments)
+    return CopyResult(entries=entries, segments=segments, throttled_secs=copier.throttled_secs)
 
 
 def merge_slices(
@@ -217,8 +223,13 @@ class SparkCopier:
         task_records: int,
         metrics: BackupMetrics,
         progress: Progress | None,
+        throttle: Throttle | None = None,
     ) -> None:
         self.engine = engine
+        #: The run's rate limit, split over the tasks that run at once (each its own bucket).
+        self.throttle = throttle
+        #: Seconds the tasks waited on their shares of it, added up over the increments.
+        self.throttled_secs = 0.0
         self.template = template
         self.task_records = task_records
         self.metrics = metrics
@@ -249,7 +260,10 @@ class SparkCopier:
             self._session.sparkContext.master,
             extra={"backup_id": self.template.backup_id},
         )
-        tasks = [replace(self.template, slices=members) for members in cuts]
+        # The tasks that run at once share the rate: as many as there are, up to the cores Spark has.
+        share = self.throttle.share(min(len(cuts), parallelism)) if self.throttle is not None else None
+        rate = share.bytes_per_second if share is not None else None
+        tasks = [replace(self.template, slices=members, max_bytes_per_second=rate) for members in cuts]
         self._done.clear()
         self._results, self._failure = [], None
         self._thread = threading.Thread(
@@ -266,6 +280,10 @@ class SparkCopier:
                 description=f"kafka-backup backup {self.template.backup_id}",
                 progress=self.progress,
             )
+            waited = sum(result.throttled_secs for result in self._results)
+            if waited > 0:
+                self.throttled_secs += waited
+                self.metrics.throttled(waited)
         except BaseException as exc:  # handed to the run's thread by poll()
             self._failure = exc
         finally:

@@ -42,6 +42,8 @@ class BackupSummary:
     #: What this run did back up but could not back up all of, which does not make it incomplete
     #: (a kind of cluster metadata its principal may not read): said once each, exit code 0.
     warnings: list[str] = field(default_factory=list)
+    #: Seconds the copy waited on ``backup.max_bytes_per_second`` (on Spark: the tasks' waits added up).
+    throttled_secs: float = 0.0
 
     @property
     def records(self) -> int:
@@ -73,4 +75,5 @@ class BackupSummary:
             "nothing_new_since": self.nothing_new_since,
             "problems": self.problems,
             "warnings": self.warnings,
+            "throttled_seconds": round(self.throttled_secs, 3),
         }

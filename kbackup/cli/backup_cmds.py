@@ -44,6 +44,7 @@ from kbackup.core.errors import (
     UsageError,
 )
 from kbackup.core.secrets import redact
+from kbackup.core.throttle import throttled_text
 from kbackup.core.times import iso_of_ms
 from kbackup.storage import Storage, open_storage
 
@@ -60,6 +61,27 @@ SourceClusterOption = Annotated[
         "--source-cluster",
         metavar="NAME",
         help="Origin cluster name stamped on every record (x-kafka-backup-cluster).",
+    ),
+]
+
+
+#: backup, restore and three-phase-restore: the rate limit of the copy (docs/backup.md, docs/restore.md).
+MaxBytesPerSecondOption = Annotated[
+    str | None,
+    typer.Option(
+        "--max-bytes-per-second",
+        metavar="SIZE",
+        help="Rate limit: bytes of keys and values a second, a number or a size (50MiB, 200MB).",
+        show_default="no limit",
+    ),
+]
+MaxRecordsPerSecondOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-records-per-second",
+        metavar="N",
+        help="Rate limit: records produced a second.",
+        show_default="no limit",
     ),
 ]
 
@@ -107,6 +129,7 @@ def backup(
     metrics_textfile: MetricsTextfileOption = None,
     as_json: JsonOption = False,
     encryption_key: EncryptionKeyOption = None,
+    max_bytes_per_second: MaxBytesPerSecondOption = None,
 ) -> None:
     """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage.
 
@@ -132,6 +155,7 @@ def backup(
         backup_id=backup_id,
         source_cluster_id=source_cluster_id,
         follow=follow,
+        max_bytes_per_second=max_bytes_per_second,
     )
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
     prepared = backup_run.prepare(cfg, job, observed)
@@ -166,6 +190,9 @@ def backup(
         f"{summary.records:,} records, {size_text(summary.bytes)}, {summary.segments} segment(s), "
         f"{summary.seconds:.1f}s{rate}"
     )
+    throttled = throttled_text(summary.throttled_secs, "backup.max_bytes_per_second")
+    if throttled is not None:
+        typer.echo(throttled)
     for problem in summary.problems:
         typer.echo(f"problem: {problem}")
     for warning in summary.warnings:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kbackup.cli.backup_cmds import check_store_exists
+from kbackup.cli.backup_cmds import MaxBytesPerSecondOption, MaxRecordsPerSecondOption, check_store_exists
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -65,6 +65,8 @@ def three_phase_restore(
     ] = False,
     drop_keys_file: DropKeysFileOption = None,
     tombstone_keys_file: TombstoneKeysFileOption = None,
+    max_bytes_per_second: MaxBytesPerSecondOption = None,
+    max_records_per_second: MaxRecordsPerSecondOption = None,
     engine: EngineOption = None,
     spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
@@ -91,7 +93,13 @@ def three_phase_restore(
     """
     json_mode(as_json)
     from kbackup.app.metrics import RecoveryMetrics
-    from kbackup.app.overrides import metrics_settings, three_phase_config, with_encryption_key, with_engine
+    from kbackup.app.overrides import (
+        RestoreFlags,
+        metrics_settings,
+        three_phase_config,
+        with_encryption_key,
+        with_engine,
+    )
     from kbackup.app.three_phase import checked_backup_id, three_phase_dry_run
     from kbackup.app.three_phase import three_phase_restore as run_three_phase
 
@@ -105,6 +113,9 @@ def three_phase_restore(
         accept_gap=accept_gap,
         drop_keys_file=drop_keys_file,
         tombstone_keys_file=tombstone_keys_file,
+        rates=RestoreFlags(
+            max_bytes_per_second=max_bytes_per_second, max_records_per_second=max_records_per_second
+        ),
     )
     if dry_run:
         check_store_exists(cfg.storage)

@@ -15,7 +15,7 @@ from kbackup.app.overrides import (
     with_encryption_key,
     with_engine,
 )
-from kbackup.cli.backup_cmds import check_store_exists
+from kbackup.cli.backup_cmds import MaxBytesPerSecondOption, MaxRecordsPerSecondOption, check_store_exists
 from kbackup.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -169,6 +169,22 @@ def restore(
     ] = None,
     drop_keys_file: DropKeysFileOption = None,
     tombstone_keys_file: TombstoneKeysFileOption = None,
+    max_bytes_per_second: MaxBytesPerSecondOption = None,
+    max_records_per_second: MaxRecordsPerSecondOption = None,
+    purge_target: Annotated[
+        str | None,
+        typer.Option(
+            "--purge-target",
+            metavar="none|records|topics",
+            help="Before the first record, empty the existing target topics: records (delete their "
+            "records) or topics (delete and create them again as the backup's).",
+            show_default="restore.purge_target, else none",
+        ),
+    ] = None,
+    force_purge: Annotated[
+        bool,
+        typer.Option("--force-purge", help="Purge even while a consumer group is active on a purged topic."),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would be created and written; change nothing.")
     ] = False,
@@ -209,6 +225,10 @@ def restore(
         log_append_time=log_append_time,
         drop_keys_file=drop_keys_file,
         tombstone_keys_file=tombstone_keys_file,
+        max_bytes_per_second=max_bytes_per_second,
+        max_records_per_second=max_records_per_second,
+        purge_target=purge_target,
+        force_purge=force_purge,
     )
     inputs = restore_inputs(
         cfg,

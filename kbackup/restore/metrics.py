@@ -70,6 +70,18 @@ RESTORE_METRICS = {
         "How long each phase of this run took (a phase done by an earlier run: 0).",
         ("phase",),
     ),
+    "rate_limit": MetricDeclaration(
+        "kafka_backup_restore_rate_limit",
+        "gauge",
+        "The produce's rate limit as set for this run, by unit: bytes (restore.max_bytes_per_second) "
+        "or records (restore.max_records_per_second) a second (absent: no limit).",
+        ("unit",),
+    ),
+    "throttled": MetricDeclaration(
+        "kafka_backup_restore_throttled_seconds",
+        "counter",
+        "Seconds the produce waited on its rate limits (on Spark: the tasks' waits added up).",
+    ),
 }
 
 
@@ -113,6 +125,8 @@ class RestoreMetrics(RunMetrics):
         self._phase_seconds = declared["phase_seconds"]
         for phase in self.phases:
             self._phase.labels(backup_id, phase).set(0)
+        self._rate_limit = declared["rate_limit"]
+        self._throttled = declared["throttled"].labels(backup_id)
         self._topics: dict[str, _TopicRestore] = {}
         self.current_phase: str | None = None
         self._phase_started = self._clock()
@@ -171,6 +185,16 @@ class RestoreMetrics(RunMetrics):
         for action, count in (("drop", dropped), ("tombstone", tombstoned)):
             if count:
                 self._filtered.labels(self.backup_id, topic, action).inc(count)
+
+    def rate_limited(self, *, bytes_per_second: float | None, records_per_second: float | None) -> None:
+        """The run's rate limits, set once before it produces."""
+        for unit, rate in (("bytes", bytes_per_second), ("records", records_per_second)):
+            if rate is not None:
+                self._rate_limit.labels(self.backup_id, unit).set(rate)
+
+    def throttled(self, seconds: float) -> None:
+        """The produce waited ``seconds`` on its rate limits."""
+        self._throttled.inc(seconds)
 
     def records_already_landed(self, topic: str, count: int) -> None:
         """Records of a batch found already on the target (an idempotent run resumed)."""

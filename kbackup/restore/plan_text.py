@@ -8,6 +8,7 @@ application layer may not import the CLI.
 from __future__ import annotations
 
 from kbackup.restore.plan import RestorePlan, TopicPlan, format_time
+from kbackup.restore.target import PurgePlan
 
 
 def plan_lines(plan: RestorePlan) -> list[str]:
@@ -74,3 +75,16 @@ def _existing_action(topic: TopicPlan) -> str:
     if topic.config_changes:
         action += f", configs {topic.config_changes} set before the first record"
     return action
+
+
+def purge_lines(purge: PurgePlan) -> list[str]:
+    """``restore.purge_target`` in the dry run: a line per purged topic, or why none is."""
+    setting = f"restore.purge_target: {purge.how}"
+    if purge.skipped:
+        return [
+            f"  purge ({setting}): skipped, an earlier run of this restore already restored into "
+            "the target (a restore purges once, before its first record)"
+        ]
+    if not purge.steps:
+        return [f"  purge ({setting}): no existing target topic to purge"]
+    return [f"  purge ({setting}): {step.describe()}" for step in purge.steps]

@@ -18,15 +18,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbackup.core.errors import PreconditionError
+from kbackup.core.faults import crash_point
 from kbackup.core.kafka import KafkaClients
+from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.format.encryption import BackupKeys
 from kbackup.restore.integrity import SegmentWork, remaining_segments, verify_work
 from kbackup.restore.plan import Mode, RestorePlan, refuse_rewritten_timestamps
 from kbackup.restore.resume import ResumePoint, resume_point
 from kbackup.restore.settings import RestoreSettings
-from kbackup.restore.target import create_topics
+from kbackup.restore.target import PurgePlan, create_topics, purge_target_topics
 from kbackup.storage import Storage
+
+log = get_logger("restore.run_plan")
 
 
 @dataclass
@@ -170,3 +175,30 @@ def _check(
             on_segment=lambda _item: task.advance(),
             keys=keys,
         )
+
+
+def purge_before_first_record(
+    clients: KafkaClients, purge: PurgePlan | None, settings: RestoreSettings, *, mode: Mode
+) -> list[str]:
+    """``restore.purge_target``, once per restore: after earlier runs are fenced, before the
+    first record. What a run restored is its resume point (the exactly-once progress, or the
+    origin headers at the target's ends), read again now from the plan made before any purge:
+    an earlier run that restored anything is continued, never purged. A run killed after the
+    purge and before its first committed record left nothing of its own there (an open
+    transaction is aborted by the fence), so its rerun purges again. What was purged, a line per topic.
+    """
+    if purge is None or purge.skipped or not purge.steps:
+        return []
+    if resume_point(purge.original, clients, settings, mode=mode, dry_run=False).resumed:
+        if purge.how == "topics":
+            # This run was planned for created topics: only a new plan continues the earlier run.
+            raise PreconditionError(
+                "an earlier run of this restore restored records into the target since this run "
+                "was planned: its topics are not purged",
+                hint="run the same command again: it continues that run without purging",
+            )
+        log.info("an earlier run of this restore restored into the target: nothing purged")
+        return []
+    purged = purge_target_topics(clients, purge, timeout_secs=settings.timeout_secs)
+    crash_point("restore:purged")
+    return purged

@@ -25,6 +25,7 @@ from kbackup.core.kafka import Admin, KafkaClients, KafkaException
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
 from kbackup.core.retry import call_with_retries
+from kbackup.core.throttle import Throttle
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.restore_progress import PartitionProgress
@@ -34,11 +35,16 @@ from kbackup.restore.integrity import SegmentWork
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import Mode, PartitionPlan, RestorePlan
 from kbackup.restore.resume import PartitionState
-from kbackup.restore.run_plan import RunPlan, plan_run, plan_run_after_fence
+from kbackup.restore.run_plan import RunPlan, plan_run, plan_run_after_fence, purge_before_first_record
 from kbackup.restore.segment_reader import READ_BATCH_RECORDS, PrefetchingReader, SegmentEnd
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary, TopicTotals
-from kbackup.restore.target import change_existing_topics, create_topics, switch_to_log_append_time
+from kbackup.restore.target import (
+    PurgePlan,
+    change_existing_topics,
+    create_topics,
+    switch_to_log_append_time,
+)
 from kbackup.restore.writer import TargetWriter
 from kbackup.storage import Storage
 
@@ -60,8 +66,12 @@ class Restorer:
         stop: threading.Event | None = None,
         metrics: RestoreMetrics | None = None,
         keys: BackupKeys | None = None,
+        throttle_share: int = 1,
+        purge: PurgePlan | None = None,
     ) -> None:
         self.plan = plan
+        #: ``restore.purge_target``, done by :meth:`run` once earlier runs are fenced.
+        self.purge = purge
         self.storage = storage
         #: An encrypted backup's keys (None: not encrypted).
         self.keys = keys
@@ -74,6 +84,13 @@ class Restorer:
         self.warnings = list(plan.warnings)
         self.metrics = metrics
         self.writer = TargetWriter(plan, clients, settings, self.warnings, metrics=metrics)
+        #: The rate limits (restore.max_*_per_second), this run's ``throttle_share`` of them (Spark
+        #: tasks that run at once split them); asked after every batch produced.
+        self.throttle = restore_throttle(settings, metrics).share(throttle_share)
+        if metrics is not None:
+            self.throttle.on_wait = metrics.throttled
+        #: The batch just produced, not yet paid for: (records, bytes).
+        self._owed = (0, 0)
         #: Source partitions whose progress advanced since the last commit.
         self._dirty: dict[TopicPartitionKey, PartitionState] = {}
         self._landed_by_topic: dict[str, int] = {}
@@ -91,6 +108,7 @@ class Restorer:
         # check leaves an existing topic as it was.
         changed = change_existing_topics(self.clients, self.plan)
         run = self.fenced(checked, started)
+        purged = purge_before_first_record(self.clients, self.purge, self.settings, mode=run.mode)
         created = create_topics(self.clients, self.plan, progress_topic=run.creates_progress_topic)
         self._phase("topics created", started)
         produced = self.produce(run, started)
@@ -102,6 +120,7 @@ class Restorer:
             created=created,
             seconds_since=started,
             changed=changed,
+            purged=purged,
         )
 
     def check(self, started: float) -> RunPlan:
@@ -178,6 +197,7 @@ class Restorer:
             resumed=run.point.resumed,
             warnings=list(self.warnings),
             compaction=[tally.facts(resumed=run.point.resumed) for tally in self._compaction.values()],
+            throttled_secs=self.throttle.waited_secs,
         )
 
     def _phase(self, what: str, started: float) -> None:
@@ -309,6 +329,7 @@ class Restorer:
         topic_totals.records += produced
         topic_totals.bytes += records.size
         tasks[partition.source_topic].advance(produced, data_bytes=records.size)
+        self._owed = (produced, records.size)
         if metrics is not None:
             metrics.records_produced(partition.target_topic, produced, records.size)
 
@@ -317,8 +338,13 @@ class Restorer:
         produced and end the run."""
         writer = self.writer
         writer.serve_deliveries()
-        if writer.transaction_due():
+        (records, size), self._owed = self._owed, (0, 0)
+        wait = self.throttle.reserve(records=records, data_bytes=size)
+        # Due by the end of the wait: committed before it, so no transaction stays open while the
+        # run waits on its rate limit (a long wait would outlast transaction.timeout.ms).
+        if writer.transaction_due(after_secs=wait):
             writer.commit(self._take_progress(), begin_next=True)
+        self.throttle.wait(wait)
         if self.stop.is_set():
             writer.finish(self._take_progress())
             raise InterruptedByUser(
@@ -361,6 +387,17 @@ def report_planned(metrics: RestoreMetrics, totals: Iterable[TopicTotals]) -> No
         metrics.restore_planned(name, planned=count, landed=landed[name])
 
 
+def restore_throttle(settings: RestoreSettings, metrics: RestoreMetrics | None = None) -> Throttle:
+    """The restore's rate limits as set (no limit: a throttle that never waits); ``metrics`` hears them."""
+    if metrics is not None:
+        metrics.rate_limited(
+            bytes_per_second=settings.max_bytes_per_second, records_per_second=settings.max_records_per_second
+        )
+    return Throttle(
+        bytes_per_second=settings.max_bytes_per_second, records_per_second=settings.max_records_per_second
+    )
+
+
 @dataclass
 class ProducedPart:
     """What producing a run plan did: the whole restore's on the local engine, one unit's on Spark."""
@@ -374,6 +411,8 @@ class ProducedPart:
     resumed: bool
     warnings: list[str]
     compaction: list[CompactionFacts]
+    #: Seconds the run (or the unit's task) waited on its rate limits.
+    throttled_secs: float = 0.0
 
 
 def conclude(
@@ -385,6 +424,7 @@ def conclude(
     created: list[str],
     seconds_since: float,
     changed: list[str] | None = None,
+    purged: list[str] | None = None,
 ) -> RestoreSummary:
     """After every record is produced: wait until read_committed consumers see them (every run
     waits, also one with nothing left to write: the run that wrote the records may have stopped
@@ -416,6 +456,8 @@ def conclude(
         compaction=merged_compaction(parts),
         switched_to_log_append_time=switched,
         existing_topics_changed=list(changed or []),
+        throttled_secs=sum(part.throttled_secs for part in parts),
+        purged=list(purged or []),
     )
     check_counts(summary, landed)
     return summary

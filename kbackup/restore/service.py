@@ -20,13 +20,22 @@ from kbackup.core.spark import SparkEngine
 from kbackup.format.catalog import Backup, BackupCatalog
 from kbackup.format.layout import check_backup_id
 from kbackup.restore.metrics import RestoreMetrics
-from kbackup.restore.plan import RestorePlan, build_plan, restored_topics
-from kbackup.restore.plan_text import plan_lines
+from kbackup.restore.plan import RestorePlan, TargetState, build_plan, restored_topics
+from kbackup.restore.plan_text import plan_lines, purge_lines
+from kbackup.restore.resume import resume_point
 from kbackup.restore.run_plan import plan_run
 from kbackup.restore.runner import Restorer
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary
-from kbackup.restore.target import inspect_target
+from kbackup.restore.target import (
+    PurgePlan,
+    as_existing,
+    inspect_target,
+    plan_purge,
+    purgeable_topics,
+    recreated_as,
+    without_topics,
+)
 from kbackup.storage import Storage, open_storage
 
 CLIENT_ID = "kafka-backup-restore"
@@ -43,6 +52,8 @@ class RestoreJob:
     settings: RestoreSettings
     #: The store's settings, for the Spark engine's tasks (they open it themselves).
     storage_settings: StorageSettings | None = None
+    #: ``restore.purge_target`` (None: none).
+    purge: PurgePlan | None = None
 
 
 def prepare(
@@ -75,10 +86,52 @@ def prepare(
     clients = KafkaClients(target, client_id=CLIENT_ID, observer=metrics)
     target_topics = [settings.topic_mapping.get(name, name) for name in backup.topics]
     state = inspect_target(clients, [*target_topics, settings.progress_topic])
-    plan = build_plan(backup, settings, state, storage_url=opened.url)
+    purge = None
+    if settings.purge_target == "none":
+        plan = build_plan(backup, settings, state, storage_url=opened.url)
+    else:
+        plan, purge = _with_purge(backup, settings, state, clients, storage_url=opened.url)
     return RestoreJob(
-        plan=plan, backup=backup, storage=opened, clients=clients, settings=settings, storage_settings=storage
+        plan=plan,
+        backup=backup,
+        storage=opened,
+        clients=clients,
+        settings=settings,
+        storage_settings=storage,
+        purge=purge,
     )
+
+
+def _with_purge(
+    backup: Backup, settings: RestoreSettings, state: TargetState, clients: KafkaClients, *, storage_url: str
+) -> tuple[RestorePlan, PurgePlan]:
+    """The purge of the existing target topics, and the plan a run follows: for a ``topics`` purge
+    the plan made as if they were missing, so they are created again as the restore creates topics
+    (whatever shape they have now). Skipped where an earlier run of this restore already restored
+    into the target: the run continues it with the topics as they are."""
+    targets = [topic.target_topic for topic in restored_topics(backup, settings)]
+    topics = purgeable_topics(targets, state.topics, progress_topic=settings.progress_topic)
+    recreate = settings.purge_target == "topics" and bool(topics)
+    if recreate:
+        plan = build_plan(
+            backup,
+            settings.model_copy(update={"create_topics": True}),
+            without_topics(state, topics),
+            storage_url=storage_url,
+        )
+        # An earlier run of this restore created them so: it resumes from them as they exist.
+        original = as_existing(plan, topics)
+    else:
+        plan = original = build_plan(backup, settings, state, storage_url=storage_url)
+    resumed = resume_point(original, clients, settings, mode=original.mode, dry_run=True).resumed
+    purge = plan_purge(
+        clients, original, settings.purge_target, topics, resumed=resumed, force=settings.force_purge
+    )
+    if recreate and resumed:
+        plan = build_plan(backup, settings, state, storage_url=storage_url)
+    elif recreate:
+        recreated_as(purge, plan)
+    return plan, purge
 
 
 def required_backup_id(backup_id: str | None) -> str:
@@ -104,6 +157,8 @@ class DryRunReport:
     undecided_progress: int
     #: About earlier runs (e.g. a target topic deleted since).
     warnings: list[str]
+    #: ``restore.purge_target`` (None: none).
+    purge: PurgePlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,10 +171,27 @@ class DryRunReport:
             "checksums_verified": self.checksums_verified,
             "undecided_progress": self.undecided_progress,
             "warnings": self.warnings,
+            "purge": None
+            if self.purge is None
+            else {
+                "how": self.purge.how,
+                "skipped": self.purge.skipped,
+                "topics": [
+                    {
+                        "topic": step.topic,
+                        "end_offsets": {str(q): end for q, (_, end) in sorted(step.ranges.items())},
+                        "records": step.records,
+                        "partitions_after": step.partitions_after,
+                    }
+                    for step in self.purge.steps
+                ],
+            },
         }
 
     def lines(self) -> list[str]:
         lines = ["dry run: nothing is created or written", *plan_lines(self.plan)]
+        if self.purge is not None:
+            lines.extend(purge_lines(self.purge))
         count = (
             f"{self.records_to_write:,}"
             if self.records_to_write is not None
@@ -171,6 +243,7 @@ def dry_run(
         checksums_verified=job.settings.verify_checksums,
         undecided_progress=run.point.undecided,
         warnings=run.point.warnings,
+        purge=job.purge,
     )
 
 
@@ -200,6 +273,7 @@ def run(
             stop=stop,
             metrics=metrics,
             keys=job.backup.keys,
+            purge=job.purge,
         )
     return Restorer(
         job.plan,
@@ -211,4 +285,5 @@ def run(
         stop=stop,
         metrics=metrics,
         keys=job.backup.keys,
+        purge=job.purge,
     ).run()

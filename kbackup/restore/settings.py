@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import KAFKA_INT64_MAX, KafkaConnection, StrictModel, check_patterns
+from kbackup.core.sizes import SizeBytes
 from kbackup.format.record_match import RecordMatchSettings
 from kbackup.restore.record_filters import FilterAction, parse_time_ms
 
@@ -19,6 +20,9 @@ LogAppendTimePolicy = Literal["keep-original", "switch-after", "rewrite"]
 
 #: Existing target topics that differ from the backup's topics (``restore.existing_topics``).
 ExistingTopicsPolicy = Literal["validate", "apply", "fail"]
+
+#: What a restore does to the target topics it writes before its first record (``restore.purge_target``).
+PurgeTarget = Literal["none", "records", "topics"]
 
 #: Producer properties the restore sets itself: its transactions and delivery guarantees need them.
 RESTORE_PRODUCER_KEYS = frozenset({"transactional.id", "enable.idempotence", "acks"})
@@ -271,6 +275,33 @@ class RestoreSettings(StrictModel):
         description=(
             "librdkafka properties for the restore's producer, over kafka-backup's throughput defaults."
         ),
+    )
+    max_bytes_per_second: SizeBytes | None = Field(
+        default=None,
+        description=(
+            "Rate limit of the produce: bytes of keys and values a second, a number or a size "
+            "(`50MiB`, `200MB`); unset: no limit. On the Spark engine it is split evenly over the "
+            'tasks that run at once (docs/restore.md, "Rate limits").'
+        ),
+    )
+    max_records_per_second: int | None = Field(
+        default=None,
+        ge=1,
+        description="Rate limit of the produce in records a second (with the byte limit: both hold).",
+    )
+    purge_target: PurgeTarget = Field(
+        default="none",
+        description=(
+            "Before the first record, empty the existing target topics the restore writes. `records`: "
+            "delete their records up to each partition's end offset (DeleteRecords). `topics`: "
+            "delete each topic and create it again as the restore creates a missing one (the "
+            "backup's configs and partition count). Done once per restore: a rerun that continues "
+            'it does not purge again (docs/restore.md, "Purging the target").'
+        ),
+    )
+    force_purge: bool = Field(
+        default=False,
+        description="Purge even while a consumer group has active members on a purged topic.",
     )
 
     @field_validator("time_window_start", "time_window_end", mode="before")

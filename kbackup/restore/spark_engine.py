@@ -41,11 +41,18 @@ from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_t
 from kbackup.format.encryption import BackupKeys
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import PartitionPlan, RestorePlan
-from kbackup.restore.run_plan import RunPlan
-from kbackup.restore.runner import ProducedPart, Restorer, conclude, report_planned, run_totals
+from kbackup.restore.run_plan import RunPlan, purge_before_first_record
+from kbackup.restore.runner import (
+    ProducedPart,
+    Restorer,
+    conclude,
+    report_planned,
+    restore_throttle,
+    run_totals,
+)
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary
-from kbackup.restore.target import change_existing_topics, create_topics
+from kbackup.restore.target import PurgePlan, change_existing_topics, create_topics
 from kbackup.storage import open_storage
 
 if TYPE_CHECKING:
@@ -68,6 +75,8 @@ class UnitTask:
     checked: RunPlan | None = None
     #: An encrypted backup's keys, opened by the driver (a worker needs no key source of its own).
     keys: BackupKeys | None = None
+    #: Units producing at once, which split the rate limits evenly (each task its own bucket).
+    throttle_share: int = 1
 
 
 @dataclass
@@ -104,6 +113,7 @@ def _restorer(task: UnitTask) -> Restorer:
         KafkaClients(task.target, client_id=CLIENT_ID),
         task.settings,
         keys=task.keys,
+        throttle_share=task.throttle_share,
     )
 
 
@@ -141,6 +151,7 @@ def run_on_spark(
     stop: threading.Event | None = None,
     metrics: RestoreMetrics | None = None,
     keys: BackupKeys | None = None,
+    purge: PurgePlan | None = None,
 ) -> RestoreSummary:
     """Run the restore ``plan`` as Spark tasks, one per source partition (see the module)."""
     started = time.monotonic()
@@ -175,7 +186,16 @@ def run_on_spark(
         result.checked is not None and result.checked.mode == "exactly-once" for result in checks
     )
     changed = change_existing_topics(clients, plan)
+    # The driver purges: no unit has produced yet, and each unit's earlier attempts (a rerun's) are
+    # read from the progress or the target as a local run reads them.
+    purged = purge_before_first_record(
+        clients, purge, settings, mode="exactly-once" if exactly_once else "idempotent"
+    )
     created = create_topics(clients, plan, progress_topic=exactly_once and plan.create_progress_topic)
+    # The rate limits are split over the units that produce at once: all of them, up to the cores
+    # Spark has (restore_throttle sets the metrics' gauges to the whole limits).
+    share = min(len(partitions), int(session.sparkContext.defaultParallelism))
+    restore_throttle(settings, metrics)
     units = []
     for partition, result in zip(partitions, checks, strict=True):
         assert result.checked is not None
@@ -187,6 +207,7 @@ def run_on_spark(
                 settings,
                 result.checked,
                 keys=keys,
+                throttle_share=share,
             )
         )
     if metrics is not None:
@@ -206,7 +227,10 @@ def run_on_spark(
                 metrics.records_filtered(
                     totals.target_topic, dropped=totals.dropped, tombstoned=totals.tombstoned
                 )
-    return conclude(plan, clients, settings, parts, created=created, seconds_since=started, changed=changed)
+            metrics.throttled(part.throttled_secs)
+    return conclude(
+        plan, clients, settings, parts, created=created, seconds_since=started, changed=changed, purged=purged
+    )
 
 
 def _run(

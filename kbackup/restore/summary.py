@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbackup.core.throttle import throttled_text
 from kbackup.restore.compaction import CompactionFacts
 
 
@@ -50,6 +51,10 @@ class RestoreSummary:
     switched_to_log_append_time: list[str] = field(default_factory=list)
     #: What ``restore.existing_topics: apply`` changed on existing topics, a line per topic.
     existing_topics_changed: list[str] = field(default_factory=list)
+    #: Seconds the produce waited on its rate limits (on Spark: the tasks' waits added up).
+    throttled_secs: float = 0.0
+    #: What ``restore.purge_target`` purged before the first record, a line per topic.
+    purged: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -95,6 +100,8 @@ class RestoreSummary:
             "compaction": [facts.to_dict() for facts in self.compaction],
             "switched_to_log_append_time": self.switched_to_log_append_time,
             "existing_topics_changed": self.existing_topics_changed,
+            "throttled_seconds": round(self.throttled_secs, 3),
+            "purged": self.purged,
             "warnings": self.warnings,
         }
 
@@ -127,6 +134,11 @@ class RestoreSummary:
             )
         if self.created_topics:
             lines.append(f"  created topics: {', '.join(self.created_topics)}")
+        for purged in self.purged:
+            lines.append(f"  purged before the first record (restore.purge_target): {purged}")
+        throttled = throttled_text(self.throttled_secs, "restore.max_bytes_per_second/max_records_per_second")
+        if throttled is not None:
+            lines.append(f"  {throttled}")
         for change in self.existing_topics_changed:
             lines.append(f"  changed to the backup's (restore.existing_topics: apply): {change}")
         if self.switched_to_log_append_time:

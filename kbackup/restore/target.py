@@ -6,12 +6,15 @@ Everything here goes through :class:`kbackup.core.kafka.Admin`, so an unreachabl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from kbackup.core.errors import KafkaOperationError, KafkaUnreachableError, KBackupError, PreconditionError
 from kbackup.core.kafka import Admin, ClusterMetadata, ConfigValue, KafkaClients, TopicSpec
 from kbackup.core.logs import get_logger
 from kbackup.restore.plan import LOG_APPEND_TIME, RestorePlan, TargetState
+from kbackup.restore.settings import PurgeTarget
 from kbackup.restore.topic_drift import TIMESTAMP_TYPE
 
 log = get_logger("restore.target")
@@ -230,3 +233,184 @@ def change_existing_topics(clients: KafkaClients, plan: RestorePlan) -> list[str
                 "existing target topic %s changed to the backup's: %s", topic.target_topic, ", ".join(done)
             )
     return changed
+
+
+# -- restore.purge_target ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PurgeStep:
+    """What ``restore.purge_target`` does to one existing target topic before the first record."""
+
+    topic: str
+    how: Literal["records", "topics"]
+    #: Each partition's log start and end offset when the purge was planned.
+    ranges: dict[int, tuple[int, int]]
+    #: ``topics``: the partition count and configs the restore creates it with again.
+    partitions_after: int | None = None
+    configs_after: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        return sum(end - start for start, end in self.ranges.values())
+
+    def describe(self) -> str:
+        if self.how == "records":
+            ends = ", ".join(f"{partition}:{end}" for partition, (_, end) in sorted(self.ranges.items()))
+            return (
+                f"topic {self.topic}: delete its records below the end offsets (partition:offset) "
+                f"{ends} ({self.records:,} record(s))"
+            )
+        configs = f", configs {self.configs_after}" if self.configs_after else ""
+        return (
+            f"topic {self.topic}: delete it ({len(self.ranges)} partition(s), {self.records:,} record(s)) "
+            f"and create it again with {self.partitions_after} partition(s){configs}"
+        )
+
+
+@dataclass
+class PurgePlan:
+    """``restore.purge_target`` of one restore: a step per existing target topic it writes."""
+
+    how: PurgeTarget
+    steps: list[PurgeStep]
+    #: The restore plan as made against the target before any purge: where a run of this restore
+    #: resumes is read from it (a ``topics`` purge plans the run as if the topics were missing).
+    original: RestorePlan
+    #: An earlier run of this restore already restored into the target: nothing is purged again.
+    skipped: bool = False
+    #: ``restore.force_purge``: purge even while a consumer group is active on a purged topic.
+    force: bool = False
+
+    @property
+    def topics(self) -> list[str]:
+        return [step.topic for step in self.steps]
+
+
+def purgeable_topics(targets: Iterable[str], existing: Container[str], *, progress_topic: str) -> list[str]:
+    """The target topics a purge empties: those of ``targets`` that exist, never an internal topic
+    (``__``) nor the progress topic."""
+    return sorted(
+        {
+            name
+            for name in targets
+            if name in existing and not name.startswith("__") and name != progress_topic
+        }
+    )
+
+
+def as_existing(plan: RestorePlan, topics: Iterable[str]) -> RestorePlan:
+    """``plan`` (made for created ``topics``) with ``topics`` existing: where an earlier run of the
+    restore, which created them, resumes from."""
+    names = set(topics)
+    return replace(
+        plan, topics=[replace(t, create=False) if t.target_topic in names else t for t in plan.topics]
+    )
+
+
+def plan_purge(
+    clients: KafkaClients,
+    plan: RestorePlan,
+    how: PurgeTarget,
+    topics: list[str],
+    *,
+    resumed: bool,
+    force: bool,
+) -> PurgePlan:
+    """The purge of the existing target ``topics`` of ``plan``, refused while a consumer group is
+    active on one of them (unless ``force``); ``resumed``: an earlier run restored into them, so
+    nothing is purged."""
+    purge = PurgePlan(how=how, steps=[], original=plan, skipped=resumed, force=force)
+    if resumed or not topics:
+        return purge
+    admin = Admin(clients)
+    refuse_active_groups(admin, topics, force=force)
+    counts = admin.partition_counts(topics)
+    spans = admin.partition_ranges([(topic, q) for topic in topics for q in range(counts[topic])])
+    assert how != "none"
+    purge.steps = [
+        PurgeStep(
+            topic,
+            how,
+            {q: (spans[(topic, q)].log_start, spans[(topic, q)].log_end) for q in range(counts[topic])},
+        )
+        for topic in topics
+    ]
+    return purge
+
+
+def without_topics(state: TargetState, topics: Iterable[str]) -> TargetState:
+    """``state`` as it will be once ``topics`` are deleted: a ``topics`` purge plans the restore
+    against it, so the topics are created as a missing one is."""
+    gone = set(topics)
+
+    def kept(values: dict[str, Any]) -> dict[str, Any]:
+        return {name: value for name, value in values.items() if name not in gone}
+
+    return replace(
+        state,
+        topics=kept(state.topics),
+        timestamp_types=kept(state.timestamp_types),
+        cleanup_policies=kept(state.cleanup_policies),
+        retention_ms=kept(state.retention_ms),
+        topic_configs=kept(state.topic_configs),
+        replication_factors=kept(state.replication_factors),
+    )
+
+
+def recreated_as(purge: PurgePlan, plan: RestorePlan) -> None:
+    """A ``topics`` purge: each step says how ``plan`` (made as if the topics were missing) creates
+    its topic again."""
+    created = {topic.target_topic: topic for topic in plan.topics}
+    purge.steps = [
+        replace(
+            step,
+            partitions_after=created[step.topic].target_partitions,
+            configs_after=dict(created[step.topic].configs),
+        )
+        for step in purge.steps
+    ]
+
+
+def refuse_active_groups(admin: Admin, topics: Iterable[str], *, force: bool) -> None:
+    """A PreconditionError naming the first consumer group with active members assigned a purged
+    topic (the purge would pull records from under it); with ``force`` a warning only."""
+    purged = set(topics)
+    candidates = [group for group, state in admin.list_groups().items() if state not in ("Empty", "Dead")]
+    for group in admin.describe_groups(candidates).values():
+        busy = sorted(purged & group.topics) if group.is_active else []
+        if not busy:
+            continue
+        if force:
+            log.warning(
+                "purging %s while consumer group %s is active on it (restore.force_purge)",
+                busy[0],
+                group.group_id,
+            )
+            continue
+        raise PreconditionError(
+            f"refusing to purge topic {busy[0]}: consumer group {group.group_id} has active members "
+            f"on it ({len(group.members)} member(s))",
+            hint="stop the group's consumers, or purge anyway with --force-purge (restore.force_purge: true)",
+        )
+
+
+def purge_target_topics(clients: KafkaClients, purge: PurgePlan, *, timeout_secs: float) -> list[str]:
+    """Execute the purge: DeleteRecords to each partition's end offset now, or delete the topics
+    and wait until they are gone (the restore's topic creation makes them again); a line per topic."""
+    admin = Admin(clients)
+    refuse_active_groups(admin, purge.topics, force=purge.force)
+    done: list[str] = []
+    if purge.how == "records":
+        partitions = [(step.topic, q) for step in purge.steps for q in step.ranges]
+        ends = admin.list_offsets(partitions, "latest", read_committed=False)
+        admin.delete_records(ends)
+        for step in purge.steps:
+            ends_now = ", ".join(f"{q}:{ends[(step.topic, q)]}" for q in sorted(step.ranges))
+            done.append(f"{step.topic}: records deleted below the end offsets {ends_now}")
+    else:
+        admin.delete_topics(purge.topics, within_secs=timeout_secs)
+        done.extend(f"{topic}: deleted, created again as the backup's" for topic in purge.topics)
+    for line in done:
+        log.info("purged %s", line)
+    return done

@@ -329,10 +329,11 @@ class TargetWriter:
 
     # -- committing -------------------------------------------------------------------------------
 
-    def transaction_due(self) -> bool:
+    def transaction_due(self, *, after_secs: float = 0.0) -> bool:
+        """The open transaction is to be committed now (``after_secs``: or would be by then)."""
         return self.transactional and (
             self._tx_records >= self.settings.transaction_max_records
-            or (time.monotonic() - self._tx_started) * 1000 >= self.settings.transaction_max_ms
+            or (time.monotonic() + after_secs - self._tx_started) * 1000 >= self.settings.transaction_max_ms
         )
 
     def commit(self, progress: Iterable[PartitionProgress], *, begin_next: bool) -> None:

@@ -140,6 +140,9 @@ def consume_all(
             "enable.auto.commit": False,
             "isolation.level": isolation_level,
             "enable.partition.eof": True,
+            # A partition whose records below some offset were deleted (DeleteRecords, retention)
+            # starts at its log start, not at its end.
+            "auto.offset.reset": "earliest",
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])

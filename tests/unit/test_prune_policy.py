@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from kbackup.core.durations import parse_duration
+from kbackup.core.sizes import parse_size
 from kbackup.core.types import TopicPartitionKey
 from kbackup.prune.policy import SegmentAge, kept_backups, window_cuts
-from kbackup.prune.settings import RetentionSettings, parse_size
+from kbackup.prune.settings import RetentionSettings
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

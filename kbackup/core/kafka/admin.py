@@ -191,6 +191,8 @@ class GroupDescription:
     state: str
     #: "client-id@host" of each member.
     members: tuple[str, ...]
+    #: Topics assigned to its members (what the group consumes now).
+    topics: frozenset[str] = frozenset()
 
     @property
     def is_active(self) -> bool:
@@ -707,6 +709,73 @@ class Admin:
                 )
         return outcome
 
+    def delete_records(self, before: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """Delete every record of each partition below the given offset (DeleteRecords); each
+        partition's log start offset after. Sent again on a transient error: deleting below an
+        offset twice deletes nothing more."""
+        wanted = sorted(before.items())
+        if not wanted:
+            return {}
+        action = "delete records (DeleteRecords) of " + ", ".join(f"{t}/{p}" for (t, p), _ in wanted[:5])
+
+        def once() -> dict[TopicPartitionKey, int]:
+            futures = self._wait_request(
+                lambda: self.client.delete_records(
+                    [TopicPartition(topic, partition, offset) for (topic, partition), offset in wanted],
+                    request_timeout=self.timeout,
+                    operation_timeout=self.timeout,
+                ),
+                action,
+            )
+            return {
+                (tp.topic, tp.partition): int(
+                    self._result(
+                        future, f"delete the records of {tp.topic}/{tp.partition} below offset {tp.offset}"
+                    ).low_watermark
+                )
+                for tp, future in futures.items()
+            }
+
+        return self._retried(once)
+
+    def delete_topics(self, names: Iterable[str], *, within_secs: float) -> None:
+        """Delete topics and wait until no broker lists them (the brokers delete asynchronously,
+        and a topic of the same name cannot be created before). A topic already gone is fine."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return
+        futures = self._wait_request(
+            lambda: self.client.delete_topics(
+                wanted, request_timeout=self.timeout, operation_timeout=self.timeout
+            ),
+            "delete topics " + ", ".join(wanted),
+        )
+        for name, future in futures.items():
+            try:
+                self._result(future, f"delete topic {name}")
+            except KafkaOperationError as exc:
+                if exc.code_name != "UNKNOWN_TOPIC_OR_PART":
+                    raise
+
+        def still_listed() -> list[str]:
+            metadata = self.metadata()
+            return [name for name in wanted if name in metadata.topics or name in metadata.unavailable]
+
+        left = call_with_retries(
+            still_listed,
+            within_secs=within_secs,
+            delay_secs=0.1,
+            max_delay_secs=1.0,
+            until=lambda left: not left,
+        )
+        if left:
+            raise KafkaOperationError(
+                f"topic(s) {', '.join(left)} on {self.servers} still listed {within_secs:g}s after "
+                "being deleted",
+                hint="run the same command again: it continues once the brokers finished deleting",
+                retryable=True,
+            )
+
     def create_partitions(self, topic: str, total: int) -> bool:
         """Add partitions to ``topic`` until it has ``total``: True when some were added, False when
         it has ``total`` or more already (Kafka cannot remove partitions; INVALID_PARTITIONS then)."""
@@ -804,7 +873,15 @@ class Admin:
         for group_id, description in answers.items():
             members = tuple(f"{member.client_id}@{member.host}" for member in description.members or [])
             state = getattr(description.state, "name", str(description.state))
-            result[group_id] = GroupDescription(group_id=group_id, state=state, members=members)
+            topics = frozenset(
+                tp.topic
+                for member in description.members or []
+                if member.assignment is not None
+                for tp in member.assignment.topic_partitions or []
+            )
+            result[group_id] = GroupDescription(
+                group_id=group_id, state=state, members=members, topics=topics
+            )
         return result
 
     def alter_offsets(self, group_id: str, offsets: Mapping[TopicPartitionKey, int]) -> None:
