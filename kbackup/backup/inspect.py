@@ -11,11 +11,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbackup.backup.erasure_inspect import check_erasure_records, erasure_rows, note_rows
 from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage
 from kbackup.format.cluster_metadata import METADATA_FOLDER, read_cluster_metadata
 from kbackup.format.encryption import is_encrypted
+from kbackup.format.erasure import erasures_prefix
 from kbackup.format.layout import DATA_FOLDER, object_key
 from kbackup.format.manifest import ConsumerGroupsSnapshot, Manifest, PartitionEntry, SegmentEntry
 from kbackup.format.segments import check_segment_contents, segment_checksum_problem
@@ -105,6 +107,8 @@ def describe_backup(storage: Storage, backup_id: str) -> dict[str, Any]:
             "taken_at": groups_snapshot.taken_at,
             "groups": [group.model_dump(mode="json") for group in groups_snapshot.groups],
         },
+        # What each erase request removed, in counts (docs/erasure.md); never a key or a hash.
+        "erasures": erasure_rows(storage, backup),
     }
 
 
@@ -120,6 +124,8 @@ def increment_row(manifest: Manifest) -> dict[str, Any]:
         "segments": len(manifest.segments),
         "consumer_groups": None if manifest.consumer_groups is None else len(manifest.consumer_groups.groups),
         "cluster_metadata": None if manifest.cluster_metadata is None else manifest.cluster_metadata.kinds(),
+        "revision": manifest.revision,
+        "erasures": note_rows(manifest),
     }
 
 
@@ -152,6 +158,8 @@ class ValidationReport:
     segments_checked: int = 0
     #: Cluster-metadata files read in full and checked (``deep``).
     cluster_metadata_checked: int = 0
+    #: Erasure records read (opened, in an encrypted backup) and checked against the revisions.
+    erasure_records_checked: int = 0
     records: int = 0
     #: An encrypted backup (format version 2).
     encrypted: bool = False
@@ -170,6 +178,7 @@ class ValidationReport:
             "increments": self.increments,
             "segments_checked": self.segments_checked,
             "cluster_metadata_checked": self.cluster_metadata_checked,
+            "erasure_records_checked": self.erasure_records_checked,
             "records": self.records,
             "encrypted": self.encrypted,
             "contents_checked": self.contents_checked,
@@ -207,6 +216,9 @@ def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> 
     report.records = backup.total_records()
     report.encrypted = backup.keys is not None
     check_manifests(backup, report)
+    errors, warnings, report.erasure_records_checked = check_erasure_records(storage, backup)
+    report.errors += errors
+    report.warnings += warnings
     listed, unsound = check_objects(storage, backup, report)
     metadata_listed = check_metadata_objects(storage, backup, report, unsound)
     find_orphans(storage, backup_id, DATA_FOLDER, listed, report)
@@ -254,10 +266,16 @@ def validate_without_key(storage: Storage, backup_id: str, report: ValidationRep
                     report.errors.append(problem)
                 report.segments_checked += 1
     find_orphans(storage, backup_id, DATA_FOLDER, listed, report)
+    sealed_erasures = sum(1 for _ in storage.list(erasures_prefix(backup_id)))
     report.warnings.append(
         "encrypted backup checked without its key: presence, sizes and SHA-256 of the segments only; "
         "records, offsets, group snapshots and the cluster-metadata files (which only the sealed "
         "manifests name) need the key (validate --deep with storage.encryption)"
+        + (
+            f"; {sealed_erasures} erasure record(s) not checked (sealed: they open with the key)"
+            if sealed_erasures
+            else ""
+        )
     )
     return report
 

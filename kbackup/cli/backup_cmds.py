@@ -265,8 +265,9 @@ def describe(
     as_json: JsonOption = False,
     encryption_key: EncryptionKeyOption = None,
 ) -> None:
-    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots, and
-    per increment the ACLs, SCRAM users and broker configs it captured.
+    """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots, per
+    increment the ACLs, SCRAM users and broker configs it captured and the erasures that rewrote
+    it, and the backup's erasure records (counts only, never a key).
 
     \b
     Example:
@@ -304,7 +305,13 @@ def describe(
             f"  {row['increment']:>4}  {row['started_at']} to {row['finished_at']}  {row['mode'] or '':<8} "
             f"{row['records']:>12,} records {size_text(row['bytes']):>10}  groups {groups}"
             + (f", {metadata_text(metadata)}" if metadata is not None else "")
+            + (f", revision {row['revision']}" if row["revision"] else "")
         )
+        for note in row["erasures"]:
+            typer.echo(
+                f"        erased by {note['request_id']} at {note['erased_at']}: "
+                f"{erased_text(note['records'], note['topics'])}"
+            )
     typer.echo("partitions:")
     for row in info["partitions"]:
         typer.echo(
@@ -312,6 +319,17 @@ def describe(
             f"(log start {row['log_start_offset']}), {row['records']:,} records, "
             f"time {_time(row['min_timestamp'])} to {_time(row['max_timestamp'])}, "
             f"{row['segments']} segment(s)"
+        )
+    if info["erasures"]:
+        typer.echo("erasure records:")
+    for erasure in info["erasures"]:
+        if "error" in erasure:
+            typer.echo(f"  {erasure['request_id']}: unreadable ({erasure['error']})")
+            continue
+        increments = ", ".join(map(str, erasure["increments"]))
+        typer.echo(
+            f"  {erasure['request_id']} at {erasure['erased_at']}: "
+            f"{erased_text(erasure['records'], erasure['topics'])}, increment(s) {increments or '-'}"
         )
     groups_info = info["consumer_groups"]
     if groups_info is None:
@@ -323,6 +341,12 @@ def describe(
     for group in groups_info["groups"]:
         offsets = ", ".join(f"{o['topic']}/{o['partition']}@{o['offset']}" for o in group["offsets"])
         typer.echo(f"  {group['group_id']} ({group['state']}): {offsets}")
+
+
+def erased_text(records: int, topics: dict[str, int]) -> str:
+    """``17 records erased (orders 12, payments 5)``: what an erasure removed, in counts only."""
+    per_topic = ", ".join(f"{topic} {count:,}" for topic, count in topics.items())
+    return f"{records:,} records erased" + (f" ({per_topic})" if per_topic else "")
 
 
 #: How a run's summary and ``describe`` name each kind of cluster metadata, and each status.
@@ -391,6 +415,8 @@ def validate(
     checked = f", {report.segments_checked} segment(s) re-read and checksummed" if deep else ""
     if report.cluster_metadata_checked:
         checked += f", {report.cluster_metadata_checked} cluster-metadata file(s) read and checked"
+    if report.erasure_records_checked:
+        checked += f", {report.erasure_records_checked} erasure record(s) checked"
     if not report.contents_checked:
         checked = f", {report.segments_checked} encrypted segment(s) checksummed without the key"
     warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""

@@ -7,7 +7,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from kbackup.erase import execute_erase, plan_erase
 from kbackup.format.catalog import BackupCatalog
+from kbackup.format.record_match import RecordMatcher, RecordMatchSettings
 from kbackup.format.segments import SegmentLimits, iter_segment_batches
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import Storage
@@ -64,6 +66,13 @@ def keyed_backup(
             ends[partition] += per_partition
         builder.commit()
     return rows
+
+
+def erase_keys(storage: Storage, backup_id: str, scratch: Path, request_id: str, *keys: bytes) -> None:
+    """Plan and execute the erasure of ``keys`` (UTF-8 text) from one backup, in process."""
+    matcher = RecordMatcher.from_settings(RecordMatchSettings(keys=[key.decode() for key in keys]))
+    plan = plan_erase(storage, matcher, [backup_id], request_id=request_id)
+    execute_erase(storage, plan, matcher, scratch_dir=scratch)
 
 
 def held_rows(storage: Storage, backup_id: str) -> list[Row]:
