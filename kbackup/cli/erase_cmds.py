@@ -28,10 +28,10 @@ from kbackup.core.config import validate_config
 from kbackup.core.errors import ConfigError, UsageError, VerificationError
 from kbackup.core.files import check_writable, write_file
 from kbackup.core.progress import Progress
-from kbackup.erase import ErasePlan, EraseResult, execute_erase, plan_erase, verify_key_erased
+from kbackup.erase import ErasePlan, EraseResult, execute_erase, plan_erase, verify_keys_erased
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.erasure import check_request_id
-from kbackup.format.record_match import RecordMatcher, RecordMatchSettings, parse_entry
+from kbackup.format.record_match import RecordMatcher, RecordMatchSettings, parse_entry, read_keys_file
 from kbackup.storage import Storage, open_storage
 
 #: The word that names every backup of the store in place of one backup id.
@@ -119,9 +119,9 @@ def erase(
     """
     json_mode(as_json)
     cfg = with_encryption_key(load_config(config), encryption_key)
-    if verify and (execute or keys_file or headers or not keys):
+    if verify and (execute or headers or not (keys or keys_file)):
         raise UsageError(
-            "--verify takes --key only (one or more), without --execute, --keys-file or --header"
+            "--verify takes --key or --keys-file (the keys themselves), without --execute or --header"
         )
     if execute and request_id is None:
         # A rerun after a kill finishes the request only under the same id: a generated one would
@@ -136,7 +136,7 @@ def erase(
     storage = existing_store(open_storage(storage_settings(cfg, path, run=execute)))
     chosen = None if backup == ALL else [backup]
     if verify:
-        _verify(storage, chosen, keys or [], as_json)
+        _verify(storage, chosen, [*(keys or []), *(read_keys_file(keys_file) if keys_file else [])], as_json)
         return
     matcher = RecordMatcher.from_settings(settings, base_dir=Path.cwd())
     pattern = _topics(topics)
@@ -192,16 +192,20 @@ def _verify(storage: Storage, chosen: list[str] | None, keys: list[str], as_json
     backup_ids = chosen if chosen is not None else BackupCatalog(storage).backup_ids()
     results: list[dict[str, Any]] = []
     still_there = 0
+    values = []
     for number, entry in enumerate(keys, start=1):
         is_digest, value = parse_entry(entry)
         if is_digest:
-            raise ConfigError(f"--key {number}: --verify needs the key itself, not its sha256:")
-        for proof in verify_key_erased(storage, backup_ids, value):
+            raise ConfigError(f"key {number}: --verify needs the key itself, not its sha256:")
+        values.append(value)
+    for number, key_proofs in enumerate(verify_keys_erased(storage, backup_ids, values), start=1):
+        for proof in key_proofs:
             results.append({"key": number, **proof.to_dict()})
             still_there += 0 if proof.gone else 1
-    if as_json:
-        print_json({"storage": storage.url, "verified": results})
-    else:
+    document = {"storage": storage.url, "verified": results}
+    if as_json and not still_there:
+        print_json(document)
+    elif not as_json:
         for row in results:
             state = "gone" if row["gone"] else f"STILL HELD by {row['records_found']} record(s)"
             listed = ", ".join(row["listed_by"]) or "no erasure record"
@@ -210,10 +214,13 @@ def _verify(storage: Storage, chosen: list[str] | None, keys: list[str], as_json
                 f"{row['records_checked']:,} records checked); listed by {listed}"
             )
     if still_there:
-        raise VerificationError(
+        error = VerificationError(
             f"{still_there} key/backup pair(s) still hold the key",
             hint="run 'kafka-backup erase ... --execute' with that key",
         )
+        # Under --json the one document printed is the error's, with the proofs beside it.
+        error.json_context = document
+        raise error
 
 
 def _show(plan: ErasePlan, as_json: bool, result: EraseResult | None) -> None:

@@ -14,7 +14,7 @@ What it offers:
 
 from kbackup.erase.execute import EraseResult, execute_erase, new_erase_run_id
 from kbackup.erase.plan import BackupErasePlan, ErasePlan, plan_erase
-from kbackup.erase.verify import KeyProof, verify_key_erased
+from kbackup.erase.verify import KeyProof, verify_key_erased, verify_keys_erased
 
 __all__ = [
     "BackupErasePlan",
@@ -25,4 +25,5 @@ __all__ = [
     "new_erase_run_id",
     "plan_erase",
     "verify_key_erased",
+    "verify_keys_erased",
 ]

@@ -52,19 +52,32 @@ def verify_key_erased(
     storage: Storage, backup_ids: list[str], key: bytes, *, scratch_dir: Path | None = None
 ) -> list[KeyProof]:
     """Per backup: whether any segment still holds ``key``, and which erasure records list it."""
-    matcher = RecordMatcher(keys=EntrySet(exact=frozenset({key})))
+    return verify_keys_erased(storage, backup_ids, [key], scratch_dir=scratch_dir)[0]
+
+
+def verify_keys_erased(
+    storage: Storage, backup_ids: list[str], keys: list[bytes], *, scratch_dir: Path | None = None
+) -> list[list[KeyProof]]:
+    """For each of ``keys``, per backup: whether any segment still holds it, and which erasure
+    records list it. Each segment is read once for all the keys (a request's file may list
+    thousands); only a segment that holds one is read again, key by key, to say which."""
+    every_key = RecordMatcher(keys=EntrySet(exact=frozenset(keys)))
     catalog = BackupCatalog(storage)
-    proofs = []
+    proofs: list[list[KeyProof]] = [[] for _ in keys]
     for backup_id in backup_ids:
         backup = catalog.load(backup_id)
-        proof = KeyProof(backup_id)
+        backup_proofs = [KeyProof(backup_id) for _ in keys]
         for manifest in backup.manifests:
             for segment in manifest.segments:
-                matches = count_matches(storage, backup, segment, matcher, scratch_dir)
-                proof.segments_checked += 1
-                proof.records_checked += segment.record_count
-                if matches:
-                    proof.found[segment.key] = matches
+                held = count_matches(storage, backup, segment, every_key, scratch_dir)
+                for number, proof in enumerate(backup_proofs):
+                    proof.segments_checked += 1
+                    proof.records_checked += segment.record_count
+                    if held:
+                        one_key = RecordMatcher(keys=EntrySet(exact=frozenset({keys[number]})))
+                        matches = count_matches(storage, backup, segment, one_key, scratch_dir)
+                        if matches:
+                            proof.found[segment.key] = matches
         for info in storage.list(erasures_prefix(backup_id)):
             request_id = request_of_key(info.key)
             if request_id is None:
@@ -76,8 +89,10 @@ def verify_key_erased(
                 request_id=request_id,
                 keys=backup.keys,
             )
-            proof.requests += 1
-            if record.lists_key(key):
-                proof.listed_by.append(request_id)
-        proofs.append(proof)
+            for key, proof in zip(keys, backup_proofs, strict=True):
+                proof.requests += 1
+                if record.lists_key(key):
+                    proof.listed_by.append(request_id)
+        for number, proof in enumerate(backup_proofs):
+            proofs[number].append(proof)
     return proofs

@@ -168,6 +168,32 @@ def test_a_second_erasure_writes_the_next_revision_and_its_own_record(store: Sto
     assert not verify_key_erased(store, [BACKUP], user_key(3))[0].gone
 
 
+def test_verify_reads_a_keys_file_and_proves_each_key_in_one_pass(
+    store: Storage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keyed_backup(store, BACKUP, tmp_path, increments=2)
+    erase(store, tmp_path, "first", user_key(1))
+    erase(store, tmp_path, "second", user_key(2))
+    keys_file = tmp_path / "request.txt"
+    keys_file.write_bytes(
+        b"# the request's keys\n" + b"\n".join([user_key(1), user_key(2), user_key(3)]) + b"\n"
+    )
+    url = str(tmp_path / "store")
+    assert run(["erase", BACKUP, "-p", url, "--verify", "--keys-file", str(keys_file), "--json"]) == 11
+    verified = json.loads(capsys.readouterr().out)["verified"]
+    assert [(row["key"], row["gone"], row["listed_by"]) for row in verified] == [
+        (1, True, ["first"]),
+        (2, True, ["second"]),
+        (3, False, []),
+    ]
+    assert verified[2]["records_found"] > 0
+    keys_file.write_bytes(user_key(1) + b"\n" + user_key(2) + b"\n")
+    assert run(["erase", BACKUP, "-p", url, "--verify", "--keys-file", str(keys_file)]) == 0
+    out = capsys.readouterr().out
+    assert user_key(1).decode() not in out
+    assert out.count(": gone") == 2
+
+
 def test_a_request_id_already_recorded_is_refused_when_records_match_again(
     store: Storage, tmp_path: Path
 ) -> None:
