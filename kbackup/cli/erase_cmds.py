@@ -202,7 +202,7 @@ def _verify(storage: Storage, chosen: list[str] | None, keys: list[str], as_json
         for proof in key_proofs:
             results.append({"key": number, **proof.to_dict()})
             still_there += 0 if proof.gone else 1
-    document = {"storage": storage.url, "verified": results}
+    document: dict[str, object] = {"storage": storage.url, "verified": results}
     if as_json and not still_there:
         print_json(document)
     elif not as_json:

@@ -116,7 +116,9 @@ def test_erase_of_an_encrypted_backup_rewrites_it_encrypted_and_seals_its_record
         run(["erase", backup_id, "-c", str(config), "--key", "user-5", "--request-id", "R", "--execute"]) == 0
     )
     assert read_backup(storage, backup_id) == records_without(source, {user_key(5)})
-    assert validate_backup(storage, backup_id, deep=True).errors == []
+    deep = validate_backup(storage, backup_id, deep=True)
+    assert deep.errors == []
+    assert deep.erasure_records_checked == 1  # the sealed record opened with the key and checked
     backup = BackupCatalog(storage).load(backup_id)
     rewritten = [s for m in backup.manifests for s in m.segments if s.key not in before]
     assert rewritten
