@@ -224,6 +224,8 @@ class RestoreFlags:
     max_records_per_second: int | None = None
     purge_target: str | None = None
     force_purge: bool = False
+    #: ``--workers N``: worker processes of the local engine.
+    workers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -317,8 +319,10 @@ def _add_keys_file_rules(
 
 
 def _rate_and_purge_flags(flags: RestoreFlags, updates: dict[str, Any], typed: dict[str, str]) -> None:
-    """``--max-bytes-per-second``, ``--max-records-per-second``, ``--purge-target``, ``--force-purge``."""
+    """``--max-bytes-per-second``, ``--max-records-per-second``, ``--purge-target``, ``--force-purge``,
+    ``--workers``."""
     given: dict[str, Any] = {
+        "workers": flags.workers,
         "max_bytes_per_second": flags.max_bytes_per_second,
         "max_records_per_second": flags.max_records_per_second,
         "purge_target": flags.purge_target,
@@ -456,7 +460,7 @@ def three_phase_config(
     (:func:`restore_inputs`: ``--bootstrap-servers`` over ``target``, ``--path`` over ``storage``,
     ``--topic`` over ``restore.topics``, ``--drop-keys-file``/``--tombstone-keys-file`` after
     ``restore.filters``), ``--backup-id`` over ``backup_id``, ``--state-dir`` and ``--accept-gap``, and
-    ``rates``' ``--max-bytes-per-second``/``--max-records-per-second``; every
+    ``rates``' ``--max-bytes-per-second``/``--max-records-per-second``/``--workers``; every
     phase reads this one config, so the mapping and the reset see the target, backup and topics the
     restore used (and the run key names them)."""
     inputs = restore_inputs(
@@ -470,6 +474,7 @@ def three_phase_config(
             tombstone_keys_file=tombstone_keys_file,
             max_bytes_per_second=rates.max_bytes_per_second if rates is not None else None,
             max_records_per_second=rates.max_records_per_second if rates is not None else None,
+            workers=rates.workers if rates is not None else None,
         ),
     )
     flagged = config.model_copy(

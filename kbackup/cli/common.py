@@ -176,6 +176,15 @@ EngineOption = Annotated[
         callback=checked_engine,
     ),
 ]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        help="Worker processes of the local engine, each restoring one source partition at a time.",
+        show_default="restore.workers, else auto: one per core for 100,000 records or more",
+    ),
+]
 SparkMasterOption = Annotated[
     str | None,
     typer.Option(

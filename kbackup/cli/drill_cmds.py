@@ -21,6 +21,7 @@ from kbackup.cli.common import (
     RestoreBackupIdOption,
     RestorePathOption,
     SparkMasterOption,
+    WorkersOption,
     json_mode,
     load_config,
     local_nodes_option,
@@ -67,6 +68,7 @@ def three_phase_restore(
     tombstone_keys_file: TombstoneKeysFileOption = None,
     max_bytes_per_second: MaxBytesPerSecondOption = None,
     max_records_per_second: MaxRecordsPerSecondOption = None,
+    workers: WorkersOption = None,
     engine: EngineOption = None,
     spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
@@ -114,7 +116,9 @@ def three_phase_restore(
         drop_keys_file=drop_keys_file,
         tombstone_keys_file=tombstone_keys_file,
         rates=RestoreFlags(
-            max_bytes_per_second=max_bytes_per_second, max_records_per_second=max_records_per_second
+            max_bytes_per_second=max_bytes_per_second,
+            max_records_per_second=max_records_per_second,
+            workers=workers,
         ),
     )
     if dry_run:

@@ -28,6 +28,7 @@ from kbackup.cli.common import (
     RestoreBackupIdOption,
     RestorePathOption,
     SparkMasterOption,
+    WorkersOption,
     json_mode,
     load_config,
     pairs,
@@ -188,6 +189,7 @@ def restore(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would be created and written; change nothing.")
     ] = False,
+    workers: WorkersOption = None,
     engine: EngineOption = None,
     spark_master: SparkMasterOption = None,
     metrics_port: MetricsPortOption = None,
@@ -198,7 +200,8 @@ def restore(
 ) -> None:
     """Replay a backup into a target cluster, stamping each record with x-kafka-backup-* origin headers.
 
-    With --engine spark each source partition is restored by a Spark task (kafka-backup docs scaling).
+    Source partitions are restored on --workers processes of this machine, or with --engine spark
+    each by a Spark task (kafka-backup docs restore, kafka-backup docs scaling).
 
     \b
     Example:
@@ -229,6 +232,7 @@ def restore(
         max_records_per_second=max_records_per_second,
         purge_target=purge_target,
         force_purge=force_purge,
+        workers=workers,
     )
     inputs = restore_inputs(
         cfg,

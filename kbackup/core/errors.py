@@ -169,6 +169,14 @@ class EncryptionKeyError(KBackupError):
     kind = "encryption-key"
 
 
+class WorkerDiedError(KBackupError):
+    """``restore.workers`` above 1: a worker process of the local engine died (killed, out of memory)."""
+
+    exit_code = 19
+    kind = "worker-died"
+    retryable_by_default = True
+
+
 class InterruptedByUser(KBackupError):
     """SIGINT/SIGTERM: the command stopped cleanly at a safe point."""
 
@@ -273,6 +281,12 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
         "--encryption-key), a key that is not the one the backup names, a KMS that refused or could "
         "not be reached (retryable), or an unencrypted backup read with encryption configured. "
         "Nothing was written to a store or a cluster (docs/security.md).",
+    ),
+    WorkerDiedError.exit_code: (
+        WorkerDiedError.kind,
+        "A worker process of a restore on several workers died (killed, out of memory); the other "
+        "workers committed what they had produced and stopped. Running the same command again "
+        'continues every source partition where it got to (docs/restore.md, "Workers").',
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -50,6 +50,17 @@ from kbackup.storage import Storage
 
 log = get_logger("restore")
 
+#: Told of each batch produced: (source topic, target topic, records, bytes); a worker process
+#: sends it to the parent's one progress bar and metrics registry.
+ProducedBatch = Callable[[str, str, int, int], None]
+
+
+class StopSignal(Protocol):
+    """Set to stop at the next batch: a ``threading.Event`` (the CLI's), or a ``multiprocessing``
+    one that the parent of worker processes sets for all of them."""
+
+    def is_set(self) -> bool: ...
+
 
 class Restorer:
     """Runs one restore plan against the target."""
@@ -63,11 +74,12 @@ class Restorer:
         *,
         progress: Progress | None = None,
         scratch_dir: Path | None = None,
-        stop: threading.Event | None = None,
+        stop: StopSignal | None = None,
         metrics: RestoreMetrics | None = None,
         keys: BackupKeys | None = None,
         throttle_share: int = 1,
         purge: PurgePlan | None = None,
+        on_produced: ProducedBatch | None = None,
     ) -> None:
         self.plan = plan
         #: ``restore.purge_target``, done by :meth:`run` once earlier runs are fenced.
@@ -80,7 +92,8 @@ class Restorer:
         self.progress = progress
         self.scratch_dir = scratch_dir
         #: Set by the CLI's signal handler: stop at the next batch, after committing what was produced.
-        self.stop = stop or threading.Event()
+        self.stop: StopSignal = stop or threading.Event()
+        self.on_produced = on_produced
         self.warnings = list(plan.warnings)
         self.metrics = metrics
         self.writer = TargetWriter(plan, clients, settings, self.warnings, metrics=metrics)
@@ -332,6 +345,8 @@ class Restorer:
         self._owed = (produced, records.size)
         if metrics is not None:
             metrics.records_produced(partition.target_topic, produced, records.size)
+        if self.on_produced is not None:
+            self.on_produced(partition.source_topic, partition.target_topic, produced, records.size)
 
     def _commit_or_stop(self) -> None:
         """After a batch: commit the transaction when it is due; on a stop signal, commit what was

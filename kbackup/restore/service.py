@@ -36,6 +36,7 @@ from kbackup.restore.target import (
     recreated_as,
     without_topics,
 )
+from kbackup.restore.worker_engine import run_on_workers, workers_for
 from kbackup.storage import Storage, open_storage
 
 CLIENT_ID = "kafka-backup-restore"
@@ -258,7 +259,8 @@ def run(
 ) -> RestoreSummary:
     """Restore the plan into the target (see kbackup.restore.runner); ``stop`` ends it at the next
     batch after committing what was produced (the CLI sets it on SIGINT/SIGTERM); ``metrics``
-    counts what it produces, per batch. ``engine``: in Spark tasks (kbackup.restore.spark_engine)."""
+    counts what it produces, per batch. ``engine``: in Spark tasks (kbackup.restore.spark_engine);
+    else on ``restore.workers`` processes (kbackup.restore.worker_engine), or in this one."""
     if engine is not None:
         from kbackup.restore.spark_engine import run_on_spark
 
@@ -266,6 +268,21 @@ def run(
         return run_on_spark(
             job.plan,
             engine,
+            storage=job.storage_settings,
+            clients=job.clients,
+            settings=job.settings,
+            progress=progress,
+            stop=stop,
+            metrics=metrics,
+            keys=job.backup.keys,
+            purge=job.purge,
+        )
+    workers = workers_for(job.settings.workers, job.plan)
+    if workers > 1:
+        assert job.storage_settings is not None
+        return run_on_workers(
+            job.plan,
+            workers,
             storage=job.storage_settings,
             clients=job.clients,
             settings=job.settings,

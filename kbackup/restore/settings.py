@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -282,6 +282,14 @@ class RestoreSettings(StrictModel):
             "Rate limit of the produce: bytes of keys and values a second, a number or a size "
             "(`50MiB`, `200MB`); unset: no limit. On the Spark engine it is split evenly over the "
             'tasks that run at once (docs/restore.md, "Rate limits").'
+        ),
+    )
+    workers: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        default="auto",
+        description=(
+            "Worker processes of the local engine, each restoring one source partition at a time with "
+            "its own producer. `auto`: one per core, no more than the source partitions, and 1 (this "
+            'process) for a restore under 100,000 records (docs/restore.md, "Workers").'
         ),
     )
     max_records_per_second: int | None = Field(

@@ -26,8 +26,8 @@ from kbackup.restore.plan import RestorePlan, TargetState, build_plan, restore_i
 from kbackup.restore.plan_text import plan_lines
 from kbackup.restore.resume import PartitionState
 from kbackup.restore.settings import RestoreSettings
-from kbackup.restore.spark_engine import UnitTask, unit_plan
 from kbackup.restore.summary import RestoreSummary, TopicTotals
+from kbackup.restore.units import UnitTask, unit_plan
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import LocalStorage
 

@@ -1,0 +1,80 @@
+"""The local engine's worker processes (kbackup.restore.worker_engine) without Kafka: the default
+number, and the pool with fake units (tests/support/worker_fakes.py): results in order, batches
+merged in the parent, a stop that reaches every worker, a dead worker named."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kbackup.core.errors import InterruptedByUser, KBackupError, WorkerDiedError
+from kbackup.restore.worker_engine import AUTO_MIN_RECORDS, WorkerPool, auto_workers
+from tests.support import worker_fakes
+
+
+def test_auto_is_one_process_for_a_small_restore() -> None:
+    assert auto_workers(AUTO_MIN_RECORDS - 1, units=12, cores=16) == 1
+
+
+def test_auto_is_one_worker_per_core_up_to_the_units() -> None:
+    assert auto_workers(AUTO_MIN_RECORDS, units=12, cores=16) == 12
+    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=4) == 4
+    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=None) == 1
+
+
+def _pool(
+    workers: int,
+    *,
+    stop: threading.Event | None = None,
+    on_done: Callable[[], None] | None = None,
+    stop_when_producing: tuple[str, ...] = (),
+) -> tuple[WorkerPool[str], Counter[str]]:
+    batches: Counter[str] = Counter()
+
+    def produced(source: str, target: str, records: int, size: int) -> None:
+        batches[f"{source}->{target} records"] += records
+        batches[f"{source}->{target} bytes"] += size
+        # The stop comes once the named units run (the workers' start-up takes its time on busy cores).
+        if (
+            stop is not None
+            and stop_when_producing
+            and all(batches[f"t->{item} records"] for item in stop_when_producing)
+        ):
+            stop.set()
+
+    return WorkerPool(workers, str, stop, on_produced=produced, on_done=on_done), batches
+
+
+def test_results_in_order_and_every_batch_reaches_the_parent() -> None:
+    done: list[None] = []
+    pool, batches = _pool(2, on_done=lambda: done.append(None))
+    assert pool.run(["a", "b", "c"], worker_fakes.count_batches) == ["A", "B", "C"]
+    assert batches == {"t->t-copy records": 90, "t->t-copy bytes": 900}
+    assert len(done) == 3
+
+
+def test_a_stop_reaches_every_worker_and_the_units_not_started_stay_undone() -> None:
+    stop = threading.Event()
+    pool, batches = _pool(2, stop=stop, stop_when_producing=("a", "b"))
+    with pytest.raises(InterruptedByUser):
+        pool.run(["a", "b", "c", "d"], worker_fakes.produce_until_stopped)
+    # Both running units saw the stop and said so before they ended.
+    assert batches["stopped->stopped records"] == 2
+
+
+def test_a_dead_worker_is_named_and_the_others_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(worker_fakes.RUNNING_MARKER, str(tmp_path / "a-runs"))
+    pool, batches = _pool(2)
+    with pytest.raises(WorkerDiedError, match=r"running b died \(exit code -9\)"):
+        pool.run(["a", "b"], worker_fakes.die_on_b)
+    assert batches["stopped->stopped records"] == 1
+
+
+def test_a_bug_in_a_worker_is_one_line_naming_its_unit() -> None:
+    pool, _ = _pool(1)
+    with pytest.raises(KBackupError, match="failed on b: ValueError: boom"):
+        pool.run(["a", "b", "c"], worker_fakes.fail_on_b)
