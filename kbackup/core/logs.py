@@ -72,6 +72,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(_redacted(payload), ensure_ascii=False)
 
 
+#: The arguments of the last :func:`configure_logging`, for a worker process to log as this one does.
+_configured: tuple[int, bool, str] | None = None
+
+
+def logging_configuration() -> tuple[int, bool, str] | None:
+    """``(verbosity, debug, log_format)`` as this process configured its logs (None: it did not)."""
+    return _configured
+
+
 def configure_logging(verbosity: int = 0, debug: bool = False, log_format: str = "text") -> None:
     """Send kafka-backup's logs to stderr, as text or (``log_format="json"``) JSON lines.
 
@@ -95,6 +104,8 @@ def configure_logging(verbosity: int = 0, debug: bool = False, log_format: str =
     root.setLevel(level)
     root.propagate = False
     logging.getLogger(LIBRDKAFKA_LOGGER_NAME).setLevel(logging.DEBUG if debug else logging.CRITICAL)
+    global _configured
+    _configured = (verbosity, debug, log_format)
 
 
 def get_logger(name: str) -> logging.Logger:

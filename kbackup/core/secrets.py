@@ -39,6 +39,13 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
+def registered_secrets() -> frozenset[str]:
+    """Every secret registered in this process, for a worker process of ours to register too (it
+    redacts what it logs as this one does; the values travel only in the pipe that starts it)."""
+    with _lock:
+        return frozenset(_registered)
+
+
 def redact(text: str) -> str:
     """Replace every registered secret value in ``text`` with ``***``."""
     with _lock:

@@ -36,8 +36,9 @@ from typing import Any, Generic, Literal, TypeVar
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import InterruptedByUser, KBackupError, WorkerDiedError
 from kbackup.core.kafka import KafkaClients
-from kbackup.core.logs import get_logger
+from kbackup.core.logs import configure_logging, get_logger, logging_configuration
 from kbackup.core.progress import Progress, ProgressTask
+from kbackup.core.secrets import register_secret, registered_secrets
 from kbackup.format.encryption import BackupKeys
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import RestorePlan
@@ -110,17 +111,33 @@ def _watch_parent(side: WorkerSide, parent: int) -> None:
         time.sleep(1.0)
 
 
+@dataclass(frozen=True)
+class WorkerStart:
+    """What a worker takes from its parent when it starts."""
+
+    parent: int
+    number: int
+    #: The parent's ``configure_logging`` arguments (None: not configured) and the secrets it
+    #: redacts: a worker logs as the parent does, and never a secret.
+    logging: tuple[int, bool, str] | None
+    secrets: frozenset[str]
+
+
 def _worker_main(
     jobs: Any,
     events: Any,
     stop_event: Any,
     function: Callable[[Any, WorkerSide], Any],
-    parent: int,
     running: Any,
-    number: int,
+    start: WorkerStart,
 ) -> None:
     """A worker: items from ``jobs`` until told to stop; ``running[number]`` says which it runs
     (shared memory, written before the item starts: a queued message may die with the process)."""
+    for secret in start.secrets:
+        register_secret(secret)
+    if start.logging is not None:
+        configure_logging(*start.logging)
+    parent, number = start.parent, start.number
     side = WorkerSide(stop_event, events)
     # A terminal's Ctrl-C reaches the whole process group: the parent turns it into the stop event.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -169,7 +186,14 @@ class WorkerPool(Generic[T]):
         processes = [
             context.Process(
                 target=_worker_main,
-                args=(jobs, events, stop_event, function, os.getpid(), self._running, number),
+                args=(
+                    jobs,
+                    events,
+                    stop_event,
+                    function,
+                    self._running,
+                    WorkerStart(os.getpid(), number, logging_configuration(), registered_secrets()),
+                ),
                 name=f"kafka-backup-restore-worker-{number}",
             )
             for number in range(count)

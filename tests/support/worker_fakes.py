@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+from kbackup.core.logs import get_logger
 from kbackup.restore.worker_engine import WorkerSide
 
 #: Bound on how long a fake unit waits for its stop, so a broken stop fails the test, not hangs it.
@@ -54,4 +55,10 @@ def die_on_b(item: str, side: WorkerSide) -> str:
 def fail_on_b(item: str, side: WorkerSide) -> str:
     if item == "b":
         raise ValueError("boom")
+    return item
+
+
+def log_a_secret(item: str, side: WorkerSide) -> str:
+    """A warning that holds ``item`` (a registered secret in the parent)."""
+    get_logger("test-worker").warning("the password is %s", item)
     return item

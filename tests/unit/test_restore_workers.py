@@ -4,6 +4,7 @@ merged in the parent, a stop that reaches every worker, a dead worker named."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from kbackup.core import logs
 from kbackup.core.errors import InterruptedByUser, KBackupError, WorkerDiedError
+from kbackup.core.secrets import register_secret
 from kbackup.restore.worker_engine import AUTO_MIN_RECORDS, WorkerPool, auto_workers
 from tests.support import worker_fakes
 
@@ -78,3 +81,16 @@ def test_a_bug_in_a_worker_is_one_line_naming_its_unit() -> None:
     pool, _ = _pool(1)
     with pytest.raises(KBackupError, match="failed on b: ValueError: boom"):
         pool.run(["a", "b", "c"], worker_fakes.fail_on_b)
+
+
+def test_a_worker_logs_as_the_parent_does_and_redacts_its_secrets(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if the CLI had configured JSON logs (configured for real, they would take this process's
+    # logger from the tests that read it).
+    monkeypatch.setattr(logs, "_configured", (0, False, "json"))
+    register_secret("hunter2-of-the-parent")
+    pool, _ = _pool(1)
+    assert pool.run(["hunter2-of-the-parent"], worker_fakes.log_a_secret) == ["hunter2-of-the-parent"]
+    line = json.loads(capfd.readouterr().err.strip().splitlines()[-1])
+    assert line["message"] == "the password is ***"

@@ -1,0 +1,137 @@
+"""A restore on several worker processes (``--workers 2``), as a user runs it (``python -m
+kbackup restore``), against the shared target cluster.
+
+Every source partition is restored once, in order, with its headers and origin headers, by the
+workers together (exactly-once, and idempotent into fewer partitions, where two units feed one
+target partition); a worker SIGKILLed at a crash point fails the run naming its unit and a rerun
+completes it exactly; SIGINT to the parent alone stops every worker, and a rerun completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from confluent_kafka import Consumer
+
+from kbackup.core.faults import ENVIRONMENT_VARIABLE as CRASH_AT
+from kbackup.core.faults import ONCE_VARIABLE
+from kbackup.sandbox.kafka import LocalKafkaCluster
+from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
+from tests.support.restore_checks import REPO, restore_command
+
+#: Few records: each worker still runs several transactions.
+PER_PARTITION = 4_000
+
+
+def _command(store: Path, target: LocalKafkaCluster, config: Path, *args: str) -> list[str]:
+    return restore_command(
+        "restore", "-c", str(config), "-p", str(store), "--backup-id", "crash",
+        "-b", target.bootstrap_servers, "--workers", "2", "--json", *args,
+    )  # fmt: skip
+
+
+def _run(command: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "KBACKUP_NO_PROGRESS": "1", **env},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mode", "target_partitions"),
+    [("--exactly-once", SOURCE_PARTITIONS), ("--idempotent", 2)],
+    ids=["exactly-once", "idempotent-repartitioned"],
+)
+def test_two_workers_restore_every_record_once_in_order_and_a_rerun_writes_nothing(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, mode: str, target_partitions: int
+) -> None:
+    topic = unique_name
+    expected = build_backup(tmp_path / "store", tmp_path, topic, per_partition=PER_PARTITION)
+    config = tmp_path / "restore.yaml"
+    config.write_text(
+        "restore:\n  transaction_max_records: 1000\n"
+        f"  repartition: {'true' if target_partitions != SOURCE_PARTITIONS else 'false'}\n"
+        f"  target_partitions: {{{topic}: {target_partitions}}}\n"
+    )
+    command = _command(tmp_path / "store", target_cluster, config, mode)
+    first = _run(command)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["topics"][0]["records"] == SOURCE_PARTITIONS * PER_PARTITION
+    assert summary["verified"] is True
+    if mode == "--exactly-once":
+        # Each unit commits its own transactions: at least one per 1,000 records of each.
+        assert summary["transactions"] >= SOURCE_PARTITIONS * PER_PARTITION // 1000
+    check_exactly_once(target_cluster, topic, target_partitions, expected, seed=0)
+    again = _run(command)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["topics"][0]["records"] == 0
+    check_exactly_once(target_cluster, topic, target_partitions, expected, seed=0)
+
+
+def test_a_worker_killed_mid_restore_fails_the_run_naming_its_unit_and_a_rerun_completes(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = unique_name
+    expected = build_backup(tmp_path / "store", tmp_path, topic, per_partition=PER_PARTITION)
+    config = tmp_path / "restore.yaml"
+    config.write_text("restore:\n  transaction_max_records: 500\n")
+    command = _command(tmp_path / "store", target_cluster, config, "--exactly-once")
+    # The crash point fires in a worker process (the environment reaches the spawned workers), once
+    # across them: the first worker to produce its 1,500th record dies, the other goes on.
+    (tmp_path / "once").mkdir()
+    killed = _run(
+        command, **{CRASH_AT: "restore:records-produced@1500", ONCE_VARIABLE: str(tmp_path / "once")}
+    )
+    assert killed.returncode == 19, killed.stderr
+    error = json.loads(killed.stdout)["error"]
+    assert error["kind"] == "worker-died", killed.stdout
+    assert f"the restore worker running source partition {topic}-" in error["message"]
+    assert any((tmp_path / "once").iterdir()), "the crash point did not fire"
+    final = _run(command)
+    assert final.returncode == 0, final.stderr
+    assert json.loads(final.stdout)["resumed"] is True
+    check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed=0)
+
+
+def test_sigint_to_the_parent_stops_every_worker_and_a_rerun_completes(
+    target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = unique_name
+    expected = build_backup(tmp_path / "store", tmp_path, topic, per_partition=PER_PARTITION)
+    config = tmp_path / "restore.yaml"
+    # Slow enough (2,000 records a second between the workers) to be stopped mid-way.
+    config.write_text("restore:\n  transaction_max_records: 200\n  max_records_per_second: 2000\n")
+    command = _command(tmp_path / "store", target_cluster, config, "--exactly-once")
+    process = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
+    )  # fmt: skip
+    probe = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": "workers-probe"})
+    try:
+        deadline = time.monotonic() + 120
+        while landed(probe, topic, SOURCE_PARTITIONS) < 1_000:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the restore produced nothing in 120s"
+            time.sleep(0.05)
+        workers = psutil.Process(process.pid).children()
+        assert len(workers) >= 2, workers
+        process.send_signal(signal.SIGINT)  # the parent alone, not its process group
+        out, err = process.communicate(timeout=120)
+    finally:
+        probe.close()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert json.loads(out)["error"]["kind"] == "interrupted"
+    assert not [worker for worker in workers if worker.is_running() and worker.status() != "zombie"]
+    final = _run(command)
+    assert final.returncode == 0, final.stderr
+    check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed=0)
