@@ -36,6 +36,7 @@ from kbackup.restore.target import (
     recreated_as,
     without_topics,
 )
+from kbackup.restore.units import UnitsJob
 from kbackup.restore.worker_engine import run_on_workers, workers_for
 from kbackup.storage import Storage, open_storage
 
@@ -261,37 +262,25 @@ def run(
     batch after committing what was produced (the CLI sets it on SIGINT/SIGTERM); ``metrics``
     counts what it produces, per batch. ``engine``: in Spark tasks (kbackup.restore.spark_engine);
     else on ``restore.workers`` processes (kbackup.restore.worker_engine), or in this one."""
-    if engine is not None:
-        from kbackup.restore.spark_engine import run_on_spark
+    if engine is not None or job.settings.workers != 1:
+        assert job.storage_settings is not None
+        units = UnitsJob(
+            job.storage_settings,
+            job.clients,
+            job.settings,
+            progress=progress,
+            stop=stop,
+            metrics=metrics,
+            keys=job.backup.keys,
+            purge=job.purge,
+        )
+        if engine is not None:
+            from kbackup.restore.spark_engine import run_on_spark
 
-        assert job.storage_settings is not None
-        return run_on_spark(
-            job.plan,
-            engine,
-            storage=job.storage_settings,
-            clients=job.clients,
-            settings=job.settings,
-            progress=progress,
-            stop=stop,
-            metrics=metrics,
-            keys=job.backup.keys,
-            purge=job.purge,
-        )
-    workers = workers_for(job.settings.workers, job.plan)
-    if workers > 1:
-        assert job.storage_settings is not None
-        return run_on_workers(
-            job.plan,
-            workers,
-            storage=job.storage_settings,
-            clients=job.clients,
-            settings=job.settings,
-            progress=progress,
-            stop=stop,
-            metrics=metrics,
-            keys=job.backup.keys,
-            purge=job.purge,
-        )
+            return run_on_spark(job.plan, engine, units)
+        workers = workers_for(job.settings.workers, job.plan)
+        if workers > 1:
+            return run_on_workers(job.plan, workers, units)
     return Restorer(
         job.plan,
         job.storage,

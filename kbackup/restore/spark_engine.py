@@ -15,39 +15,19 @@ exactly as a rerun of the command does.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
-from kbackup.core.config import StorageSettings
 from kbackup.core.errors import KBackupError
-from kbackup.core.kafka import KafkaClients
 from kbackup.core.logs import get_logger
-from kbackup.core.progress import Progress
 from kbackup.core.spark import SparkEngine, job_failed, run_spark_tasks
-from kbackup.format.encryption import BackupKeys
-from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import RestorePlan
-from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary
-from kbackup.restore.target import PurgePlan
-from kbackup.restore.units import UnitResult, UnitsRun, UnitTask, run_units
+from kbackup.restore.units import UnitResult, UnitsEngine, UnitsJob, UnitTask, run_units
 
 log = get_logger("restore.spark")
 
 
-def run_on_spark(
-    plan: RestorePlan,
-    engine: SparkEngine,
-    *,
-    storage: StorageSettings,
-    clients: KafkaClients,
-    settings: RestoreSettings,
-    progress: Progress | None = None,
-    stop: threading.Event | None = None,
-    metrics: RestoreMetrics | None = None,
-    keys: BackupKeys | None = None,
-    purge: PurgePlan | None = None,
-) -> RestoreSummary:
+def run_on_spark(plan: RestorePlan, engine: SparkEngine, job: UnitsJob) -> RestoreSummary:
     """Run the restore ``plan`` as Spark tasks, one per source partition (see the module)."""
     session = engine.session("kafka-backup-restore")
     log.info(
@@ -64,7 +44,7 @@ def run_on_spark(
         # timeouts and task retries stand for it), as between the phases of a local restore.
         try:
             return run_spark_tasks(
-                session, tasks, task, description=description, progress=progress, stop=stop
+                session, tasks, task, description=description, progress=job.progress, stop=job.stop
             )
         except KBackupError:
             raise
@@ -76,18 +56,8 @@ def run_on_spark(
                 "same command again: the restore continues where each source partition got to",
             ) from None
 
-    how = UnitsRun(
-        storage,
-        clients,
-        settings,
-        # The rate limits are split over the units that produce at once: all of them, up to the
-        # cores Spark has.
-        parallelism=int(session.sparkContext.defaultParallelism),
-        stop=stop,
-        metrics=metrics,
-        keys=keys,
-        purge=purge,
-    )
-    return run_units(
-        plan, how, run_job, description=f"kafka-backup restore {plan.backup_id} ({plan.restore_id})"
-    )
+    # The rate limits are split over the units that produce at once: all of them, up to the cores
+    # Spark has.
+    units = UnitsEngine(run_job, parallelism=int(session.sparkContext.defaultParallelism))
+    description = f"kafka-backup restore {plan.backup_id} ({plan.restore_id})"
+    return run_units(plan, job, units, description=description)

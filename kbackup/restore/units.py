@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from kbackup.core.config import KafkaConnection, StorageSettings
 from kbackup.core.errors import InterruptedByUser, KBackupError
 from kbackup.core.kafka import KafkaClients
+from kbackup.core.progress import Progress
 from kbackup.core.spark import TaskFailure
 from kbackup.format.encryption import BackupKeys
 from kbackup.restore.metrics import RestoreMetrics
@@ -140,25 +141,33 @@ def produce_unit(
 
 
 @dataclass(frozen=True)
-class UnitsRun:
-    """What the driver of a restore in units needs besides the plan."""
+class UnitsJob:
+    """What a restore in units needs besides its plan (the same for every engine)."""
 
     storage: StorageSettings
     clients: KafkaClients
     settings: RestoreSettings
-    #: Units that produce at once (the rate limits are split over them).
-    parallelism: int
-    client_id: str = CLIENT_ID
+    progress: Progress | None = None
     stop: threading.Event | None = None
     metrics: RestoreMetrics | None = None
     keys: BackupKeys | None = None
     purge: PurgePlan | None = None
+
+
+@dataclass(frozen=True)
+class UnitsEngine:
+    """How an engine runs the units: each job, and what the driver must know of it."""
+
+    run_job: JobRunner
+    #: Units that produce at once (the rate limits are split over them).
+    parallelism: int
+    client_id: str = CLIENT_ID
     #: The engine told the metrics of each batch as it was produced (else the driver counts the
     #: units' totals once they are done).
     counted_live: bool = False
 
 
-def run_units(plan: RestorePlan, how: UnitsRun, run_job: JobRunner, *, description: str) -> RestoreSummary:
+def run_units(plan: RestorePlan, how: UnitsJob, engine: UnitsEngine, *, description: str) -> RestoreSummary:
     """Run the restore ``plan`` in units, one per source partition, each job by ``run_job``
     (the steps of the module's docstring)."""
     started = time.monotonic()
@@ -174,11 +183,13 @@ def run_units(plan: RestorePlan, how: UnitsRun, run_job: JobRunner, *, descripti
             settings,
             checked,
             keys=how.keys,
-            throttle_share=min(len(partitions), how.parallelism) if created else 1,
-            client_id=how.client_id,
+            throttle_share=min(len(partitions), engine.parallelism) if created else 1,
+            client_id=engine.client_id,
         )
 
-    checks = run_job([task(p, created=False) for p in partitions], check_unit, f"{description}: checks")
+    checks = engine.run_job(
+        [task(p, created=False) for p in partitions], check_unit, f"{description}: checks"
+    )
     raise_failures(checks)
     if how.stop is not None and how.stop.is_set():
         raise InterruptedByUser(
@@ -199,13 +210,13 @@ def run_units(plan: RestorePlan, how: UnitsRun, run_job: JobRunner, *, descripti
     units = [task(p, created=True, checked=run) for p, run in zip(partitions, checked, strict=True)]
     if metrics is not None:
         report_planned(metrics, [totals for run in checked for totals in run_totals(run).values()])
-    produced = run_job(units, produce_unit, f"{description}: records")
+    produced = engine.run_job(units, produce_unit, f"{description}: records")
     raise_failures(produced)
     parts = [result.produced for result in produced if result.produced is not None]
     if metrics is not None:
         for part in parts:
             for totals in part.totals:
-                if not how.counted_live:
+                if not engine.counted_live:
                     metrics.records_produced(totals.target_topic, totals.records, totals.bytes)
                 metrics.records_filtered(
                     totals.target_topic, dropped=totals.dropped, tombstoned=totals.tombstoned

@@ -33,20 +33,23 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any, Generic, Literal, TypeVar
 
-from kbackup.core.config import StorageSettings
 from kbackup.core.errors import InterruptedByUser, KBackupError, WorkerDiedError
-from kbackup.core.kafka import KafkaClients
 from kbackup.core.logs import configure_logging, get_logger, logging_configuration
 from kbackup.core.progress import Progress, ProgressTask
 from kbackup.core.secrets import register_secret, registered_secrets
-from kbackup.format.encryption import BackupKeys
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import RestorePlan
 from kbackup.restore.runner import ProducedBatch, StopSignal, run_totals
-from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.summary import RestoreSummary
-from kbackup.restore.target import PurgePlan
-from kbackup.restore.units import UnitResult, UnitsRun, UnitTask, check_unit, produce_unit, run_units
+from kbackup.restore.units import (
+    UnitResult,
+    UnitsEngine,
+    UnitsJob,
+    UnitTask,
+    check_unit,
+    produce_unit,
+    run_units,
+)
 
 log = get_logger("restore.workers")
 
@@ -307,19 +310,7 @@ _IN_WORKER: dict[Callable[[UnitTask], UnitResult], Callable[[UnitTask, WorkerSid
 }
 
 
-def run_on_workers(
-    plan: RestorePlan,
-    workers: int,
-    *,
-    storage: StorageSettings,
-    clients: KafkaClients,
-    settings: RestoreSettings,
-    progress: Progress | None = None,
-    stop: threading.Event | None = None,
-    metrics: RestoreMetrics | None = None,
-    keys: BackupKeys | None = None,
-    purge: PurgePlan | None = None,
-) -> RestoreSummary:
+def run_on_workers(plan: RestorePlan, workers: int, job: UnitsJob) -> RestoreSummary:
     """Run the restore ``plan`` on ``workers`` processes, one unit per source partition at a time."""
     log.info(
         "restoring %d source partition(s) on %d worker process(es)",
@@ -331,26 +322,15 @@ def run_on_workers(
     def run_job(
         tasks: list[UnitTask], task: Callable[[UnitTask], UnitResult], description: str
     ) -> list[UnitResult]:
-        with progress or Progress(enabled=False) as bars:
+        with job.progress or Progress(enabled=False) as bars:
             if task is produce_unit:
-                return _produce_job(tasks, bars, workers, stop, metrics)
+                return _produce_job(tasks, bars, workers, job.stop, job.metrics)
             with bars.task(description, total=len(tasks), unit="partitions") as bar:
-                pool: WorkerPool[UnitTask] = WorkerPool(workers, _unit_of, stop, on_done=bar.advance)
+                pool: WorkerPool[UnitTask] = WorkerPool(workers, _unit_of, job.stop, on_done=bar.advance)
                 return pool.run(tasks, _IN_WORKER[task])
 
-    how = UnitsRun(
-        storage,
-        clients,
-        settings,
-        parallelism=workers,
-        client_id=CLIENT_ID,
-        stop=stop,
-        metrics=metrics,
-        keys=keys,
-        purge=purge,
-        counted_live=True,
-    )
-    return run_units(plan, how, run_job, description=f"restore {plan.backup_id}")
+    units = UnitsEngine(run_job, parallelism=workers, client_id=CLIENT_ID, counted_live=True)
+    return run_units(plan, job, units, description=f"restore {plan.backup_id}")
 
 
 def _unit_of(task: UnitTask) -> str:

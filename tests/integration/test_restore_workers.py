@@ -23,6 +23,7 @@ from confluent_kafka import Consumer
 from kbackup.core.faults import ENVIRONMENT_VARIABLE as CRASH_AT
 from kbackup.core.faults import ONCE_VARIABLE
 from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox.synthetic_backup import BackupRecord
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.restore_checks import REPO, restore_command
 
@@ -30,9 +31,16 @@ from tests.support.restore_checks import REPO, restore_command
 PER_PARTITION = 4_000
 
 
-def _command(store: Path, target: LocalKafkaCluster, config: Path, *args: str) -> list[str]:
-    return restore_command(
-        "restore", "-c", str(config), "-p", str(store), "--backup-id", "crash",
+def _backup_and_command(
+    tmp_path: Path, target: LocalKafkaCluster, topic: str, restore_section: str, *args: str
+) -> tuple[dict[int, list[BackupRecord]], list[str]]:
+    """A backup of ``topic`` (its records by source partition) and the restore command on two
+    workers with ``restore_section`` as its config's ``restore`` section."""
+    expected = build_backup(tmp_path / "store", tmp_path, topic, per_partition=PER_PARTITION)
+    config = tmp_path / "restore.yaml"
+    config.write_text(f"restore:\n{restore_section}")
+    return expected, restore_command(
+        "restore", "-c", str(config), "-p", str(tmp_path / "store"), "--backup-id", "crash",
         "-b", target.bootstrap_servers, "--workers", "2", "--json", *args,
     )  # fmt: skip
 
@@ -53,14 +61,15 @@ def test_two_workers_restore_every_record_once_in_order_and_a_rerun_writes_nothi
     target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, mode: str, target_partitions: int
 ) -> None:
     topic = unique_name
-    expected = build_backup(tmp_path / "store", tmp_path, topic, per_partition=PER_PARTITION)
-    config = tmp_path / "restore.yaml"
-    config.write_text(
-        "restore:\n  transaction_max_records: 1000\n"
+    expected, command = _backup_and_command(
+        tmp_path,
+        target_cluster,
+        topic,
+        "  transaction_max_records: 1000\n"
         f"  repartition: {'true' if target_partitions != SOURCE_PARTITIONS else 'false'}\n"
-        f"  target_partitions: {{{topic}: {target_partitions}}}\n"
+        f"  target_partitions: {{{topic}: {target_partitions}}}\n",
+        mode,
     )
-    command = _command(tmp_path / "store", target_cluster, config, mode)
     first = _run(command)
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
@@ -79,11 +88,9 @@ def test_two_workers_restore_every_record_once_in_order_and_a_rerun_writes_nothi
 def test_a_worker_killed_mid_restore_fails_the_run_naming_its_unit_and_a_rerun_completes(
     target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
-    topic = unique_name
-    expected = build_backup(tmp_path / "store", tmp_path, topic, per_partition=PER_PARTITION)
-    config = tmp_path / "restore.yaml"
-    config.write_text("restore:\n  transaction_max_records: 500\n")
-    command = _command(tmp_path / "store", target_cluster, config, "--exactly-once")
+    expected, command = _backup_and_command(
+        tmp_path, target_cluster, unique_name, "  transaction_max_records: 500\n", "--exactly-once"
+    )
     # The crash point fires in a worker process (the environment reaches the spawned workers), once
     # across them: the first worker to produce its 1,500th record dies, the other goes on.
     (tmp_path / "once").mkdir()
@@ -93,23 +100,21 @@ def test_a_worker_killed_mid_restore_fails_the_run_naming_its_unit_and_a_rerun_c
     assert killed.returncode == 19, killed.stderr
     error = json.loads(killed.stdout)["error"]
     assert error["kind"] == "worker-died", killed.stdout
-    assert f"the restore worker running source partition {topic}-" in error["message"]
+    assert f"the restore worker running source partition {unique_name}-" in error["message"]
     assert any((tmp_path / "once").iterdir()), "the crash point did not fire"
     final = _run(command)
     assert final.returncode == 0, final.stderr
     assert json.loads(final.stdout)["resumed"] is True
-    check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed=0)
+    check_exactly_once(target_cluster, unique_name, SOURCE_PARTITIONS, expected, seed=0)
 
 
 def test_sigint_to_the_parent_stops_every_worker_and_a_rerun_completes(
     target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
 ) -> None:
     topic = unique_name
-    expected = build_backup(tmp_path / "store", tmp_path, topic, per_partition=PER_PARTITION)
-    config = tmp_path / "restore.yaml"
     # Slow enough (2,000 records a second between the workers) to be stopped mid-way.
-    config.write_text("restore:\n  transaction_max_records: 200\n  max_records_per_second: 2000\n")
-    command = _command(tmp_path / "store", target_cluster, config, "--exactly-once")
+    slow = "  transaction_max_records: 200\n  max_records_per_second: 2000\n"
+    expected, command = _backup_and_command(tmp_path, target_cluster, topic, slow, "--exactly-once")
     process = subprocess.Popen(
         command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "KBACKUP_NO_PROGRESS": "1"},
