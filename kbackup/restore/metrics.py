@@ -202,6 +202,8 @@ class RestoreMetrics(RunMetrics):
         found.landed_count += count
         found.landed.set(found.landed_count)
 
-    def transaction_committed(self) -> None:
-        self._transactions.inc()
-        self.health.source_answered()
+    def transaction_committed(self, count: int = 1) -> None:
+        """``count`` transactions committed (more than one: a unit's, told when it is done)."""
+        self._transactions.inc(count)
+        if count:
+            self.health.source_answered()

@@ -214,17 +214,28 @@ def run_units(plan: RestorePlan, how: UnitsJob, engine: UnitsEngine, *, descript
     raise_failures(produced)
     parts = [result.produced for result in produced if result.produced is not None]
     if metrics is not None:
-        for part in parts:
-            for totals in part.totals:
-                if not engine.counted_live:
-                    metrics.records_produced(totals.target_topic, totals.records, totals.bytes)
-                metrics.records_filtered(
-                    totals.target_topic, dropped=totals.dropped, tombstoned=totals.tombstoned
-                )
-            metrics.throttled(part.throttled_secs)
+        _count_parts(metrics, plan, parts, records_counted=engine.counted_live)
     return conclude(
         plan, clients, settings, parts, created=created, seconds_since=started, changed=changed, purged=purged
     )
+
+
+def _count_parts(
+    metrics: RestoreMetrics, plan: RestorePlan, parts: list[ProducedPart], *, records_counted: bool
+) -> None:
+    """What the units did that the metrics in their processes could not count: the driver's
+    registry takes it from their results (``records_counted``: the records were, batch by batch)."""
+    for part in parts:
+        for totals in part.totals:
+            if not records_counted:
+                metrics.records_produced(totals.target_topic, totals.records, totals.bytes)
+            metrics.records_filtered(
+                totals.target_topic, dropped=totals.dropped, tombstoned=totals.tombstoned
+            )
+        for source_topic, count in part.landed_by_topic.items():
+            metrics.records_already_landed(plan.topic(source_topic).target_topic, count)
+        metrics.throttled(part.throttled_secs)
+        metrics.transaction_committed(part.transactions)
 
 
 def raise_failures(results: list[UnitResult]) -> None:

@@ -34,13 +34,16 @@ from tests.support.restored_topics import restored_records
 from tests.support.three_phase_runs import fill_and_back_up
 
 
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
 def test_a_restore_writes_what_it_produced_to_its_textfile(
     source_cluster: LocalKafkaCluster,
     target_cluster: LocalKafkaCluster,
     unique_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    workers: str,
 ) -> None:
+    """On two workers too: their batches and transactions are counted in the parent's one registry."""
     topic, restored = unique_name, f"{unique_name}-restored"
     create_topic(source_cluster, topic, partitions=2)
     produce(
@@ -54,7 +57,7 @@ def test_a_restore_writes_what_it_produced_to_its_textfile(
     textfile = tmp_path / "node" / "kafka-backup-restore-nightly.prom"
     textfile.parent.mkdir()
     args = ["restore", "-c", str(config), "-b", target_cluster.bootstrap_servers, "--path", str(store)]
-    args += ["--backup-id", "nightly", "--topic-mapping", f"{topic}={restored}"]
+    args += ["--backup-id", "nightly", "--topic-mapping", f"{topic}={restored}", "--workers", workers]
     assert run([*args, "--metrics-textfile", str(textfile), "--json"]) == 0, capsys.readouterr().err
     restore = json.loads(capsys.readouterr().out)
     on_target = sum(
