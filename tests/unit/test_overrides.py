@@ -143,3 +143,11 @@ def test_three_phase_flags_go_over_the_sections_every_phase_reads(config: KBacku
     assert three_phase_config(config) == config
     with pytest.raises(UsageError, match="--backup-id"):
         three_phase_config(KBackupConfig.model_validate({"target": SECURED_TARGET}))
+
+
+def test_workers_flag_goes_over_restore_workers_on_restore_and_three_phase(config: KBackupConfig) -> None:
+    assert config.restore.workers == "auto"
+    assert restore_inputs(config, flags=RestoreFlags(workers=3)).settings.workers == 3
+    assert three_phase_config(config, rates=RestoreFlags(workers=2)).restore.workers == 2
+    with pytest.raises(ConfigError, match="--workers 0"):
+        restore_inputs(config, flags=RestoreFlags(workers=0))
