@@ -3,8 +3,9 @@ kbackup restore``), against the shared target cluster.
 
 Every source partition is restored once, in order, with its headers and origin headers, by the
 workers together (exactly-once, and idempotent into fewer partitions, where two units feed one
-target partition); a worker SIGKILLed at a crash point fails the run naming its unit and a rerun
-completes it exactly; SIGINT to the parent alone stops every worker, and a rerun completes.
+target partition), and a three-phase restore on them moves every group exactly; a worker
+SIGKILLed at a crash point fails the run naming its unit and a rerun completes it exactly;
+SIGINT to the parent alone stops every worker, and a rerun completes.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 from confluent_kafka import Consumer
 
 from kbackup.core.faults import ENVIRONMENT_VARIABLE as CRASH_AT
 from kbackup.core.faults import ONCE_VARIABLE
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.synthetic_backup import BackupRecord
+from tests.support.config_files import config_file, write_three_phase_config
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.restore_checks import REPO, restore_command
+from tests.support.three_phase_runs import check_final_state, fill_and_back_up, run_cli
 
 #: Few records: each worker still runs several transactions.
 PER_PARTITION = 4_000
@@ -140,3 +144,19 @@ def test_sigint_to_the_parent_stops_every_worker_and_a_rerun_completes(
     final = _run(command)
     assert final.returncode == 0, final.stderr
     check_exactly_once(target_cluster, topic, SOURCE_PARTITIONS, expected, seed=0)
+
+
+def test_a_three_phase_restore_on_two_workers_moves_every_group_exactly(
+    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+) -> None:
+    topic = f"{unique_name}-orders"
+    store = tmp_path / "store"
+    fill_and_back_up(source_cluster, topic, store)
+    config = write_three_phase_config(tmp_path / "restore.yaml", target_cluster, store, topic, "when-needed")
+    document = yaml.safe_load(config.read_text())
+    document["restore"]["workers"] = 2  # 300 records: auto would restore in one process
+    config_file(config, **document)
+    finished = run_cli(config)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert json.loads(finished.stdout)["phases"]["reset"]["records_reread"] == 0
+    check_final_state(target_cluster, topic, tmp_path / "state", "when-needed")
