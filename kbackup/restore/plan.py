@@ -233,7 +233,8 @@ class RestorePlan:
     log_append_time: LogAppendTimePolicy = "keep-original"
     #: ``restore.existing_topics``: what happens to existing target topics that differ from the backup's.
     existing_topics: ExistingTopicsPolicy = "validate"
-    #: ``engine: spark``: the plan is one unit of the restore (one source partition, in its own task).
+    #: ``engine: spark`` or worker processes: the plan is one unit of the restore (one source
+    #: partition, in its own task).
     unit: str | None = None
     #: Every rule of ``restore.filters``, in order (each partition holds those of its topic).
     filter_rules: list[FilterRule] = field(default_factory=list)
@@ -244,8 +245,8 @@ class RestorePlan:
 
     @property
     def transactional_id(self) -> str:
-        """One per restore, and one per unit on the Spark engine: a retried task fences its own
-        zombie (the same unit's earlier attempt) and no other unit."""
+        """One per restore, and one per unit on the Spark engine and on worker processes: a retried
+        task fences its own zombie (the same unit's earlier attempt) and no other unit."""
         base = f"kafka-backup-restore-{self.restore_id}"
         return base if self.unit is None else f"{base}-{self.unit}"
 

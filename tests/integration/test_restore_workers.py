@@ -28,7 +28,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.sandbox.synthetic_backup import BackupRecord
 from tests.support.config_files import config_file, write_three_phase_config
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
-from tests.support.restore_checks import REPO, restore_command
+from tests.support.restore_checks import REPO, restore_command, transactional_ids
 from tests.support.three_phase_runs import check_final_state, fill_and_back_up, run_cli
 
 #: Few records: each worker still runs several transactions.
@@ -80,8 +80,13 @@ def test_two_workers_restore_every_record_once_in_order_and_a_rerun_writes_nothi
     assert summary["topics"][0]["records"] == SOURCE_PARTITIONS * PER_PARTITION
     assert summary["verified"] is True
     if mode == "--exactly-once":
-        # Each unit commits its own transactions: at least one per 1,000 records of each.
+        # Each unit commits its own transactions (at least one per 1,000 records of each), with a
+        # transactional id of its own: the restore id and the unit, as on the Spark engine.
         assert summary["transactions"] >= SOURCE_PARTITIONS * PER_PARTITION // 1000
+        base = f"kafka-backup-restore-{summary['restore_id']}"
+        assert {i for i in transactional_ids(target_cluster) or set() if i.startswith(base)} == {
+            f"{base}-{topic}-{p}" for p in range(SOURCE_PARTITIONS)
+        }
     check_exactly_once(target_cluster, topic, target_partitions, expected, seed=0)
     again = _run(command)
     assert again.returncode == 0, again.stderr
