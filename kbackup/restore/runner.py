@@ -514,7 +514,7 @@ def merged_compaction(parts: list[ProducedPart]) -> list[CompactionFacts]:
                     before.records + facts.records,
                     before.may_remove + facts.may_remove,
                     facts.why.split(":")[0] + ": counted within each source partition's records "
-                    "(engine: spark restores each source partition in its own task)",
+                    "(engine: spark and restore.workers restore each source partition on its own)",
                 )
             )
     return list(merged.values())

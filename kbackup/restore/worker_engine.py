@@ -148,7 +148,14 @@ def _worker_main(
     signal.signal(signal.SIGTERM, lambda *_: setattr(side, "stopped_here", True))
     threading.Thread(target=_watch_parent, args=(side, parent), daemon=True).start()
     while True:
-        item = jobs.get()
+        try:
+            # Not blocking for good: an orphaned worker whose parent died before it sent every
+            # item would wait forever.
+            item = jobs.get(timeout=1.0)
+        except queue.Empty:
+            if side.is_set():
+                return
+            continue
         if item is None or side.is_set():
             return
         index, task = item
