@@ -126,16 +126,10 @@ class WorkerStart:
     secrets: frozenset[str]
 
 
-def _worker_main(
-    jobs: Any,
-    events: Any,
-    stop_event: Any,
-    function: Callable[[Any, WorkerSide], Any],
-    running: Any,
-    start: WorkerStart,
-) -> None:
-    """A worker: items from ``jobs`` until told to stop; ``running[number]`` says which it runs
-    (shared memory, written before the item starts: a queued message may die with the process)."""
+def _worker_main(jobs: Any, events: Any, stop_event: Any, running: Any, start: WorkerStart) -> None:
+    """A worker: ``(index, function, item)`` from ``jobs`` until told to stop or given None;
+    ``running[number]`` says which item it runs (shared memory, written before the item starts: a
+    queued message may die with the process)."""
     for secret in start.secrets:
         register_secret(secret)
     if start.logging is not None:
@@ -158,7 +152,7 @@ def _worker_main(
             continue
         if item is None or side.is_set():
             return
-        index, task = item
+        index, function, task = item
         running[number] = index
         try:
             result = function(task, side)
@@ -166,41 +160,46 @@ def _worker_main(
             events.put(("failed", index, f"{type(exc).__name__}: {exc}"))
             return
         events.put(("done", index, result))
+        running[number] = -1
 
 
 @dataclass
 class WorkerPool(Generic[T]):
-    """Runs ``function(item, side)`` for each item on ``workers`` processes; the results in order."""
+    """``workers`` processes that run ``function(item, side)`` for each item of a job; the results
+    in order. Entered (``with``), the processes serve every job run in it (a restore's checks,
+    then its records: one start-up); else each :meth:`run` starts and ends its own."""
 
     workers: int
     #: Names an item, for the line that says which one a dead worker was running.
     name: Callable[[T], str]
     stop: threading.Event | None = None
+    #: Told of each batch a worker produced, and of each item done (a progress bar of the checks).
     on_produced: ProducedBatch | None = None
-    #: Told of each item done (a progress bar of the checks).
     on_done: Callable[[], None] | None = None
-    #: Per worker, the index of the item it runs (-1: none yet), for the line naming a dead one's.
+    #: Per worker, the index of the item it runs (-1: none), for the line naming a dead one's.
     _running: Any = None
+    _processes: list[BaseProcess] | None = None
+    _queues: tuple[Any, Any, Any] | None = None
 
-    def run(self, work: Sequence[T], function: Callable[[T, WorkerSide], R]) -> list[R]:
-        if not work:
-            return []
+    def __enter__(self) -> WorkerPool[T]:
+        self._start(self.workers)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_exc: object) -> None:
+        self._end(told_to_stop=exc_type is not None)
+
+    def _start(self, count: int) -> None:
         context = multiprocessing.get_context("spawn")
         jobs, events, stop_event = context.Queue(), context.Queue(), context.Event()
-        for index, item in enumerate(work):
-            jobs.put((index, item))
-        count = max(1, min(self.workers, len(work)))
-        for _ in range(count):
-            jobs.put(None)
+        self._queues = (jobs, events, stop_event)
         self._running = context.Array("i", [-1] * count, lock=False)
-        processes = [
+        self._processes = [
             context.Process(
                 target=_worker_main,
                 args=(
                     jobs,
                     events,
                     stop_event,
-                    function,
                     self._running,
                     WorkerStart(os.getpid(), number, logging_configuration(), registered_secrets()),
                 ),
@@ -208,14 +207,52 @@ class WorkerPool(Generic[T]):
             )
             for number in range(count)
         ]
-        for process in processes:
+        for process in self._processes:
             process.start()
-        results: dict[int, R] = {}
-        try:
-            self._collect(work, processes, events, stop_event, results)
-        finally:
+
+    def _end(self, *, told_to_stop: bool) -> None:
+        """Every worker ends: a told one commits and stops, an idle one takes its end of work."""
+        assert self._processes is not None
+        assert self._queues is not None
+        jobs, events, stop_event = self._queues
+        if told_to_stop:
             stop_event.set()
-            self._wind_down(processes, events, results)
+        for _ in self._processes:
+            jobs.put(None)
+        self._wind_down(self._processes, events)
+        # Items no worker took stay unsent: this process must not wait at its exit to flush them.
+        jobs.cancel_join_thread()
+        self._processes = self._queues = None
+
+    def run(
+        self,
+        work: Sequence[T],
+        function: Callable[[T, WorkerSide], R],
+        *,
+        on_produced: ProducedBatch | None = None,
+        on_done: Callable[[], None] | None = None,
+    ) -> list[R]:
+        if not work:
+            return []
+        self.on_produced, self.on_done = on_produced or self.on_produced, on_done or self.on_done
+        own = self._processes is None
+        if own:
+            self._start(max(1, min(self.workers, len(work))))
+        assert self._processes is not None
+        assert self._queues is not None
+        jobs, events, stop_event = self._queues
+        for index, item in enumerate(work):
+            jobs.put((index, function, item))
+        results: dict[int, R] = {}
+        ended = False
+        try:
+            self._collect(work, self._processes, events, stop_event, results)
+            ended = True
+        finally:
+            if own:
+                self._end(told_to_stop=not ended)
+            elif not ended:
+                stop_event.set()
         return [results[index] for index in range(len(work))]
 
     def _collect(
@@ -283,7 +320,7 @@ class WorkerPool(Generic[T]):
                 hint="run the same command again to continue",
             )
 
-    def _wind_down(self, processes: Sequence[BaseProcess], events: Any, results: dict[int, R]) -> None:
+    def _wind_down(self, processes: Sequence[BaseProcess], events: Any) -> None:
         """Every worker ends: a told one commits and stops. The queue is drained meanwhile (a
         worker cannot exit while what it put is unread), its last batches still counted."""
         deadline = time.monotonic() + STOP_GRACE_SECS
@@ -326,18 +363,19 @@ def run_on_workers(plan: RestorePlan, workers: int, job: UnitsJob) -> RestoreSum
         extra={"backup_id": plan.backup_id, "restore_id": plan.restore_id},
     )
 
-    def run_job(
-        tasks: list[UnitTask], task: Callable[[UnitTask], UnitResult], description: str
-    ) -> list[UnitResult]:
-        with job.progress or Progress(enabled=False) as bars:
-            if task is produce_unit:
-                return _produce_job(tasks, bars, workers, job.stop, job.metrics)
-            with bars.task(description, total=len(tasks), unit="partitions") as bar:
-                pool: WorkerPool[UnitTask] = WorkerPool(workers, _unit_of, job.stop, on_done=bar.advance)
-                return pool.run(tasks, _IN_WORKER[task])
+    with WorkerPool[UnitTask](workers, _unit_of, job.stop) as pool:
 
-    units = UnitsEngine(run_job, parallelism=workers, client_id=CLIENT_ID, counted_live=True)
-    return run_units(plan, job, units, description=f"restore {plan.backup_id}")
+        def run_job(
+            tasks: list[UnitTask], task: Callable[[UnitTask], UnitResult], description: str
+        ) -> list[UnitResult]:
+            with job.progress or Progress(enabled=False) as bars:
+                if task is produce_unit:
+                    return _produce_job(pool, tasks, bars, job.metrics)
+                with bars.task(description, total=len(tasks), unit="partitions") as bar:
+                    return pool.run(tasks, _IN_WORKER[task], on_done=bar.advance)
+
+        units = UnitsEngine(run_job, parallelism=workers, client_id=CLIENT_ID, counted_live=True)
+        return run_units(plan, job, units, description=f"restore {plan.backup_id}")
 
 
 def _unit_of(task: UnitTask) -> str:
@@ -345,11 +383,7 @@ def _unit_of(task: UnitTask) -> str:
 
 
 def _produce_job(
-    tasks: list[UnitTask],
-    bars: Progress,
-    workers: int,
-    stop: threading.Event | None,
-    metrics: RestoreMetrics | None,
+    pool: WorkerPool[UnitTask], tasks: list[UnitTask], bars: Progress, metrics: RestoreMetrics | None
 ) -> list[UnitResult]:
     """The records: one bar per source topic as a single-process restore shows them, fed by the
     workers' batches, which the one metrics registry counts too."""
@@ -373,8 +407,7 @@ def _produce_job(
     if metrics is not None:
         metrics.producing(True)
     try:
-        pool: WorkerPool[UnitTask] = WorkerPool(workers, _unit_of, stop, on_produced=produced)
-        return pool.run(tasks, _IN_WORKER[produce_unit])
+        return pool.run(tasks, _IN_WORKER[produce_unit], on_produced=produced)
     finally:
         if metrics is not None:
             metrics.producing(False)

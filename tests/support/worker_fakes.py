@@ -62,3 +62,8 @@ def log_a_secret(item: str, side: WorkerSide) -> str:
     """A warning that holds ``item`` (a registered secret in the parent)."""
     get_logger("test-worker").warning("the password is %s", item)
     return item
+
+
+def pid_of(item: str, side: WorkerSide) -> int:
+    """The worker process that ran ``item``."""
+    return os.getpid()

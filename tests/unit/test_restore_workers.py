@@ -94,3 +94,10 @@ def test_a_worker_logs_as_the_parent_does_and_redacts_its_secrets(
     assert pool.run(["hunter2-of-the-parent"], worker_fakes.log_a_secret) == ["hunter2-of-the-parent"]
     line = json.loads(capfd.readouterr().err.strip().splitlines()[-1])
     assert line["message"] == "the password is ***"
+
+
+def test_an_entered_pool_runs_every_job_on_the_same_processes() -> None:
+    with WorkerPool[str](2, str) as pool:
+        checks = pool.run(["a", "b", "c"], worker_fakes.pid_of)
+        records = pool.run(["a", "b", "c"], worker_fakes.pid_of)
+    assert len(set(checks) | set(records)) <= 2
