@@ -10,20 +10,25 @@ timestamp.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ElectionType, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from kbackup.core.kafka import KafkaClients
+from kbackup.core.kafka.admin import Admin
 from kbackup.sandbox.kafka import LocalKafkaCluster, local_clusters
 from kbackup.sandbox.synthetic_backup import BackupRecord
 from tests.support.cli_process import wait_for
 from tests.support.cluster_nodes import create_replicated_topic
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import consume_all
+from tests.support.node_faults import wait_in_sync_everywhere
 from tests.support.restore_checks import own_headers
 from tests.support.restore_faults import (
     BackgroundRestore,
@@ -250,3 +255,35 @@ def test_active_controller_killed_as_the_restore_creates_its_topics(
             ]
             wanted = [(b.key, b.value, list(b.headers), b.timestamp) for b in written[(topic, partition)]]
             assert found == wanted, f"{topic}/{partition} is not restored once, in order"
+
+
+def test_offsets_are_listed_after_leadership_left_a_node_and_came_back(
+    target: LocalKafkaCluster, unique_name: str
+) -> None:
+    """librdkafka's admin client sends ListOffsets with the leader epoch it cached: once a partition's
+    leadership has moved away and back (its node restarted, then the preferred leader elected, as
+    Kafka's auto rebalance does), the leader answers FENCED_LEADER_EPOCH to every retry until the
+    cache expires five minutes later. The wrapper fetches the topic's metadata again first (the
+    restore's progress read failed so once, mid-suite)."""
+    topic = f"{unique_name}-epoch"
+    create_replicated_topic(target, topic)
+    admin = Admin(KafkaClients(target.connection()), retry_secs=20)
+    assert admin.list_offsets([(topic, 0)], "latest") == {(topic, 0): 0}  # the leader and epoch cached
+    leader = target.partition_leader(topic, 0)
+    target.kill_node(leader)
+    wait_for(lambda: target.partition_leader(topic, 0) not in (leader, -1), "a new leader", timeout=60)
+    target.start_node(leader)
+    wait_in_sync_everywhere(target, [topic])
+    elector = AdminClient({"bootstrap.servers": target.bootstrap_servers})  # kept until its answer
+    tp = TopicPartition(topic, 0)
+
+    def back_on_its_node() -> bool:
+        # ELECTION_NOT_NEEDED once it is back; not yet eligible while it catches up.
+        with contextlib.suppress(KafkaException):
+            elector.elect_leaders(ElectionType.PREFERRED, [tp]).result(10)
+        return target.partition_leader(topic, 0) == leader
+
+    wait_for(back_on_its_node, "the preferred leader back", timeout=60)
+    started = time.monotonic()
+    assert admin.list_offsets([(topic, 0)], "latest") == {(topic, 0): 0}
+    assert time.monotonic() - started < 10  # answered after one refresh, not after the cache expired

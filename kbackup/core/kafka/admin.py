@@ -9,7 +9,7 @@ or group asked about. Results are plain values (dataclasses, dicts), never clien
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -208,6 +208,13 @@ def kafka_state_name(state: Any) -> str | None:
     return "".join(words.get(part, part).capitalize() for part in name.split("_"))
 
 
+#: Errors of a request sent to a partition leader that has changed: its metadata is fetched again
+#: before the request is retried (see ``Admin._retried``).
+LEADER_CHANGE_CODE_NAMES = frozenset(
+    {"FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"}
+)
+
+
 class Admin:
     """The admin requests of one cluster, with errors that name what was asked for."""
 
@@ -260,14 +267,26 @@ class Admin:
         return error
 
     def _retried(
-        self, attempt: Callable[[], Result], until: Callable[[Result], bool] | None = None
+        self,
+        attempt: Callable[[], Result],
+        until: Callable[[Result], bool] | None = None,
+        *,
+        leaders_of: Sequence[str] = (),
     ) -> Result:
+        """``attempt`` tried again while its error is retryable. ``leaders_of``: the topics whose
+        partition leaders the request goes to; their metadata is fetched again before a retry of a
+        leader-change error (librdkafka's admin client keeps sending ListOffsets and DeleteRecords
+        with the leader epoch it cached, and the leader answers FENCED_LEADER_EPOCH until the cache
+        expires, five minutes later: seen after a node's restart moved leadership back to it)."""
+
         def report(error: KBackupError, _delay: float) -> None:
             kind = (
                 error.code_name if isinstance(error, KafkaOperationError) and error.code_name else error.kind
             )
             if self.clients.observer is not None:
                 self.clients.observer.cluster_error(kind)
+            if leaders_of and kind in LEADER_CHANGE_CODE_NAMES:
+                self._refresh_metadata(leaders_of)
 
         return call_with_retries(
             attempt,
@@ -278,14 +297,25 @@ class Admin:
             on_retry=report,
         )
 
+    def _refresh_metadata(self, topics: Sequence[str]) -> None:
+        """Ask for the topics' metadata: the answer replaces what the client cached (leaders and
+        their epochs). A failure here is left to the retried request to report."""
+        for topic in topics:
+            try:
+                self.client.list_topics(topic=topic, timeout=self.timeout)
+            except KafkaException:
+                return
+
     def _wait(
         self,
         issue: Callable[[], Future[Result]],
         action: str,
         until: Callable[[Result], bool] | None = None,
+        *,
+        leaders_of: Sequence[str] = (),
     ) -> Result:
         """Send a request and wait for it, again while Kafka says retrying may help (or while
-        ``until`` does not accept the answer)."""
+        ``until`` does not accept the answer); ``leaders_of`` as :meth:`_retried` says."""
 
         def once() -> Result:
             try:
@@ -294,7 +324,7 @@ class Admin:
                 raise translate_kafka_error(exc, action=action, connection=self.connection) from None
             return self._result(future, action)
 
-        return self._retried(once, until)
+        return self._retried(once, until, leaders_of=leaders_of)
 
     def _each(
         self, keys: Iterable[str], issue: Callable[[str], Future[Result]], action: Callable[[str], str]
@@ -429,7 +459,13 @@ class Admin:
                 first = self._unanswered(where)
             if not first.retryable:
                 raise first
-            result[key] = self._wait(lambda key=key: request([key])[TopicPartition(*key)], where).offset  # type: ignore[misc]
+            if isinstance(first, KafkaOperationError) and first.code_name in LEADER_CHANGE_CODE_NAMES:
+                self._refresh_metadata([key[0]])
+            result[key] = self._wait(
+                lambda key=key: request([key])[TopicPartition(*key)],  # type: ignore[misc]
+                where,
+                leaders_of=[key[0]],
+            ).offset
         return result
 
     def partition_ranges(
@@ -736,7 +772,7 @@ class Admin:
                 for tp, future in futures.items()
             }
 
-        return self._retried(once)
+        return self._retried(once, leaders_of=sorted({topic for (topic, _), _ in wanted}))
 
     def delete_topics(self, names: Iterable[str], *, within_secs: float) -> None:
         """Delete topics and wait until no broker lists them (the brokers delete asynchronously,
