@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pyarrow.compute as pc
 
 from kbackup.core.errors import BackupIntegrityError, NotFoundError, StorageError
 from kbackup.core.times import iso_utc
@@ -219,13 +218,25 @@ def count_matches(
     scratch_dir: Path | None = None,
 ) -> int:
     """How many records of ``segment`` the matcher matches (its size and SHA-256 checked first)."""
-    found = 0
+    return sum(matched_keys(storage, backup, segment, matcher, scratch_dir).values())
+
+
+def matched_keys(
+    storage: Storage,
+    backup: Backup,
+    segment: SegmentEntry,
+    matcher: RecordMatcher,
+    scratch_dir: Path | None = None,
+) -> Counter[bytes | None]:
+    """The keys of the records of ``segment`` the matcher matches, each with its count (its size
+    and SHA-256 checked first): one read tells ``erase --verify`` which of its keys a segment holds."""
+    found: Counter[bytes | None] = Counter()
     with open_segment(
         storage, backup.backup_id, segment, scratch_dir=scratch_dir, keys=backup.keys
     ) as parquet:
         try:
             for batch in parquet.iter_batches(columns=MATCH_COLUMNS, batch_size=65_536):
-                found += pc.sum(matcher.mask(batch)).as_py() or 0
+                found.update(batch.column("key").filter(matcher.mask(batch)).to_pylist())
         except OSError as exc:
             raise BackupIntegrityError(
                 f"segment {backup.backup_id}/{segment.key} cannot be decoded: {exc}"

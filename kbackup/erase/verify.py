@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbackup.erase.plan import count_matches
+from kbackup.erase.plan import matched_keys
 from kbackup.format.catalog import BackupCatalog
 from kbackup.format.erasure import erasures_prefix, parse_erasure_record, request_of_key
 from kbackup.format.record_match import EntrySet, RecordMatcher
@@ -60,7 +60,7 @@ def verify_keys_erased(
 ) -> list[list[KeyProof]]:
     """For each of ``keys``, per backup: whether any segment still holds it, and which erasure
     records list it. Each segment is read once for all the keys (a request's file may list
-    thousands); only a segment that holds one is read again, key by key, to say which."""
+    thousands), the keys it holds counted as it is read."""
     every_key = RecordMatcher(keys=EntrySet(exact=frozenset(keys)))
     catalog = BackupCatalog(storage)
     proofs: list[list[KeyProof]] = [[] for _ in keys]
@@ -69,15 +69,12 @@ def verify_keys_erased(
         backup_proofs = [KeyProof(backup_id) for _ in keys]
         for manifest in backup.manifests:
             for segment in manifest.segments:
-                held = count_matches(storage, backup, segment, every_key, scratch_dir)
-                for number, proof in enumerate(backup_proofs):
+                held = matched_keys(storage, backup, segment, every_key, scratch_dir)
+                for key, proof in zip(keys, backup_proofs, strict=True):
                     proof.segments_checked += 1
                     proof.records_checked += segment.record_count
-                    if held:
-                        one_key = RecordMatcher(keys=EntrySet(exact=frozenset({keys[number]})))
-                        matches = count_matches(storage, backup, segment, one_key, scratch_dir)
-                        if matches:
-                            proof.found[segment.key] = matches
+                    if held[key]:
+                        proof.found[segment.key] = held[key]
         for info in storage.list(erasures_prefix(backup_id)):
             request_id = request_of_key(info.key)
             if request_id is None:

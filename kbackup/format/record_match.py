@@ -84,6 +84,16 @@ def parse_entry(text: str) -> tuple[bool, bytes]:
     return False, text.encode()
 
 
+def _checked_entries(entries: list[str], what: str) -> list[str]:
+    """``entries``, each parsed once to refuse a bad one by its position (``what`` and its number)."""
+    for number, entry in enumerate(entries, start=1):
+        try:
+            parse_entry(entry)
+        except ValueError as error:
+            raise ValueError(f"{what} {number}: {error}") from None
+    return entries
+
+
 def entry_set(entries: Iterable[str]) -> EntrySet:
     exact: set[bytes] = set()
     digests: set[bytes] = set()
@@ -118,12 +128,7 @@ class RecordMatchSettings(StrictModel):
     @field_validator("keys")
     @classmethod
     def _keys(cls, keys: list[str]) -> list[str]:
-        for number, entry in enumerate(keys, start=1):
-            try:
-                parse_entry(entry)
-            except ValueError as error:
-                raise ValueError(f"keys entry {number}: {error}") from None
-        return keys
+        return _checked_entries(keys, "keys entry")
 
     @field_validator("headers")
     @classmethod
@@ -131,11 +136,7 @@ class RecordMatchSettings(StrictModel):
         for name, values in headers.items():
             if not values:
                 raise ValueError(f"header {name!r}: list at least one value")
-            for number, entry in enumerate(values, start=1):
-                try:
-                    parse_entry(entry)
-                except ValueError as error:
-                    raise ValueError(f"header {name!r} value {number}: {error}") from None
+            _checked_entries(values, f"header {name!r} value")
         return headers
 
     def is_empty(self) -> bool:

@@ -51,6 +51,11 @@ class ScriptedClient:
     refusal: int = KafkaError.OFFSET_NOT_AVAILABLE
     calls: int = 0
     offset_calls: int = 0
+    #: Topics whose metadata was asked for (a leader-change answer has the cache refreshed first).
+    metadata_asked: list[str] = field(default_factory=list)
+
+    def list_topics(self, topic: str | None = None, **_options: Any) -> None:
+        self.metadata_asked.append(str(topic))
 
     def list_offsets(
         self, wanted: dict[TopicPartition, Any], **_options: Any
@@ -121,3 +126,7 @@ def test_end_offsets_a_new_leader_cannot_give_yet_are_asked_again(code: int) -> 
     cluster = SourceCluster(ScriptedClients(client), request_timeout=30)  # type: ignore[arg-type]
     assert cluster.offsets([("t", 0)], read_committed=False) == {("t", 0): (42, 42)}
     assert client.offset_calls == 3  # the latest refused and asked again, then the earliest
+    # A leader whose epoch moved on is asked again only after the topic's metadata (librdkafka's
+    # admin client resends the epoch it cached otherwise); a partition without offsets yet is not.
+    leader_changed = code in (KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH)
+    assert client.metadata_asked == (["t"] if leader_changed else [])
