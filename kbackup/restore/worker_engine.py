@@ -2,44 +2,25 @@
 
 One Python process is one core for the produce loop (the client's per-record work holds the
 GIL), so the local engine spreads the restore's units (:mod:`~kbackup.restore.units`, one per
-source partition, the Spark engine's units) over worker processes on this machine. Each worker
-runs a unit at a time with its own producer and the unit's own transactional id: the resume and
-fencing rules are the Spark engine's, so a rerun (with any number of workers, or on Spark)
-continues every unit where it got to.
-
-Processes are started with ``spawn``: librdkafka's threads must never be forked with live
-clients. A small pool of our own rather than ``concurrent.futures.ProcessPoolExecutor``: when one
-worker dies the executor cannot say which unit it was running and terminates the others mid-
-transaction; here the parent names the unit, and the other workers commit what they produced and
-stop, as they do on SIGINT/SIGTERM.
-
-The parent holds the one progress display and the one metrics registry: workers send each batch
-produced (topic, records, bytes) over a queue. SIGINT/SIGTERM in the parent sets one
-``multiprocessing`` event every worker checks between batches; a terminal's Ctrl-C, which reaches
-the whole process group, is left to the parent.
+source partition, the Spark engine's units) over the worker processes of
+:mod:`kbackup.core.workers`. Each worker runs a unit at a time with its own producer and the
+unit's own transactional id: the resume and fencing rules are the Spark engine's, so a rerun (with
+any number of workers, or on Spark) continues every unit where it got to. Workers report each
+batch produced (topic, records, bytes) to the parent's one progress display and metrics registry.
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
-import queue
-import signal
-import threading
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from multiprocessing.process import BaseProcess
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Callable
+from typing import Literal
 
-from kbackup.core.errors import InterruptedByUser, KBackupError, WorkerDiedError
-from kbackup.core.logs import configure_logging, get_logger, logging_configuration
+from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress, ProgressTask
-from kbackup.core.secrets import register_secret, registered_secrets
+from kbackup.core.workers import WorkerPool, WorkerSide, auto_workers
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import RestorePlan
-from kbackup.restore.runner import ProducedBatch, StopSignal, run_totals
+from kbackup.restore.runner import StopSignal, run_totals
 from kbackup.restore.summary import RestoreSummary
 from kbackup.restore.units import (
     UnitResult,
@@ -61,24 +42,6 @@ CLIENT_ID = "kafka-backup-restore-worker"
 #: one core (docs/benchmarks.md), so below this the start-up costs about what a second core gives.
 AUTO_MIN_RECORDS = 100_000
 
-#: How long the parent waits for a worker to commit and stop once told to, before killing it
-#: (its open transaction is then aborted by the next run's fence).
-STOP_GRACE_SECS = 60.0
-
-#: How often the parent looks for a stop and for workers that died.
-LOOK_EVERY_SECS = 0.2
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-def auto_workers(records: int, units: int, cores: int | None) -> int:
-    """``restore.workers: auto``: one worker per core, no more than there are units, and one (this
-    process) for a restore of fewer than :data:`AUTO_MIN_RECORDS` records."""
-    if records < AUTO_MIN_RECORDS:
-        return 1
-    return max(1, min(cores or 1, units))
-
 
 def workers_for(setting: int | Literal["auto"], plan: RestorePlan) -> int:
     """The worker processes a restore of ``plan`` runs on (1: this process, today's path)."""
@@ -86,256 +49,8 @@ def workers_for(setting: int | Literal["auto"], plan: RestorePlan) -> int:
     if setting == "auto":
         # The manifests' counts: an upper bound where a selection cuts a segment, enough to choose.
         records = sum(segment.record_count for p in plan.partitions for segment in p.segments)
-        return auto_workers(records, units, os.cpu_count())
+        return auto_workers(records, units, os.cpu_count(), min_records=AUTO_MIN_RECORDS)
     return max(1, min(setting, units))
-
-
-@dataclass
-class WorkerSide:
-    """What a worker process holds: the parent's stop event and the queue to the parent."""
-
-    stop_event: Any
-    events: Any
-    #: Set in the worker by SIGTERM or when the parent is gone: a plain flag, safe in a handler.
-    stopped_here: bool = False
-
-    def is_set(self) -> bool:
-        return self.stopped_here or bool(self.stop_event.is_set())
-
-    def produced(self, source_topic: str, target_topic: str, records: int, size: int) -> None:
-        self.events.put(("produced", source_topic, target_topic, records, size))
-
-
-def _watch_parent(side: WorkerSide, parent: int) -> None:
-    """An orphaned worker (its parent killed) commits what it produced and stops."""
-    while not side.stopped_here:
-        if os.getppid() != parent:
-            side.stopped_here = True
-        time.sleep(1.0)
-
-
-@dataclass(frozen=True)
-class WorkerStart:
-    """What a worker takes from its parent when it starts."""
-
-    parent: int
-    number: int
-    #: The parent's ``configure_logging`` arguments (None: not configured) and the secrets it
-    #: redacts: a worker logs as the parent does, and never a secret.
-    logging: tuple[int, bool, str] | None
-    secrets: frozenset[str]
-
-
-def _worker_main(jobs: Any, events: Any, stop_event: Any, running: Any, start: WorkerStart) -> None:
-    """A worker: ``(index, function, item)`` from ``jobs`` until told to stop or given None;
-    ``running[number]`` says which item it runs (shared memory, written before the item starts: a
-    queued message may die with the process)."""
-    for secret in start.secrets:
-        register_secret(secret)
-    if start.logging is not None:
-        configure_logging(*start.logging)
-    parent, number = start.parent, start.number
-    side = WorkerSide(stop_event, events)
-    # A terminal's Ctrl-C reaches the whole process group: the parent turns it into the stop event.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A SIGTERM sent to every process (a service manager stopping the run): stop as the parent does.
-    signal.signal(signal.SIGTERM, lambda *_: setattr(side, "stopped_here", True))
-    threading.Thread(target=_watch_parent, args=(side, parent), daemon=True).start()
-    while True:
-        try:
-            # Not blocking for good: an orphaned worker whose parent died before it sent every
-            # item would wait forever.
-            item = jobs.get(timeout=1.0)
-        except queue.Empty:
-            if side.is_set():
-                return
-            continue
-        if item is None or side.is_set():
-            return
-        index, function, task = item
-        running[number] = index
-        try:
-            result = function(task, side)
-        except Exception as exc:  # a bug in the worker: one line to the parent, as a Spark task's
-            events.put(("failed", index, f"{type(exc).__name__}: {exc}"))
-            return
-        events.put(("done", index, result))
-        running[number] = -1
-
-
-@dataclass
-class WorkerPool(Generic[T]):
-    """``workers`` processes that run ``function(item, side)`` for each item of a job; the results
-    in order. Entered (``with``), the processes serve every job run in it (a restore's checks,
-    then its records: one start-up); else each :meth:`run` starts and ends its own."""
-
-    workers: int
-    #: Names an item, for the line that says which one a dead worker was running.
-    name: Callable[[T], str]
-    stop: threading.Event | None = None
-    #: Told of each batch a worker produced, and of each item done (a progress bar of the checks).
-    on_produced: ProducedBatch | None = None
-    on_done: Callable[[], None] | None = None
-    #: Per worker, the index of the item it runs (-1: none), for the line naming a dead one's.
-    _running: Any = None
-    _processes: list[BaseProcess] | None = None
-    _queues: tuple[Any, Any, Any] | None = None
-
-    def __enter__(self) -> WorkerPool[T]:
-        self._start(self.workers)
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_exc: object) -> None:
-        self._end(told_to_stop=exc_type is not None)
-
-    def _start(self, count: int) -> None:
-        context = multiprocessing.get_context("spawn")
-        jobs, events, stop_event = context.Queue(), context.Queue(), context.Event()
-        self._queues = (jobs, events, stop_event)
-        self._running = context.Array("i", [-1] * count, lock=False)
-        self._processes = [
-            context.Process(
-                target=_worker_main,
-                args=(
-                    jobs,
-                    events,
-                    stop_event,
-                    self._running,
-                    WorkerStart(os.getpid(), number, logging_configuration(), registered_secrets()),
-                ),
-                name=f"kafka-backup-restore-worker-{number}",
-            )
-            for number in range(count)
-        ]
-        for process in self._processes:
-            process.start()
-
-    def _end(self, *, told_to_stop: bool) -> None:
-        """Every worker ends: a told one commits and stops, an idle one takes its end of work."""
-        assert self._processes is not None
-        assert self._queues is not None
-        jobs, events, stop_event = self._queues
-        if told_to_stop:
-            stop_event.set()
-        for _ in self._processes:
-            jobs.put(None)
-        self._wind_down(self._processes, events)
-        # Items no worker took stay unsent: this process must not wait at its exit to flush them.
-        jobs.cancel_join_thread()
-        self._processes = self._queues = None
-
-    def run(
-        self,
-        work: Sequence[T],
-        function: Callable[[T, WorkerSide], R],
-        *,
-        on_produced: ProducedBatch | None = None,
-        on_done: Callable[[], None] | None = None,
-    ) -> list[R]:
-        if not work:
-            return []
-        self.on_produced, self.on_done = on_produced or self.on_produced, on_done or self.on_done
-        own = self._processes is None
-        if own:
-            self._start(max(1, min(self.workers, len(work))))
-        assert self._processes is not None
-        assert self._queues is not None
-        jobs, events, stop_event = self._queues
-        for index, item in enumerate(work):
-            jobs.put((index, function, item))
-        results: dict[int, R] = {}
-        ended = False
-        try:
-            self._collect(work, self._processes, events, stop_event, results)
-            ended = True
-        finally:
-            if own:
-                self._end(told_to_stop=not ended)
-            elif not ended:
-                stop_event.set()
-        return [results[index] for index in range(len(work))]
-
-    def _collect(
-        self,
-        work: Sequence[T],
-        processes: Sequence[BaseProcess],
-        events: Any,
-        stop_event: Any,
-        results: dict[int, R],
-    ) -> None:
-        # Looked at between events too: busy workers send batches faster than the timeout.
-        next_look = time.monotonic() + LOOK_EVERY_SECS
-        while len(results) < len(work):
-            if self.stop is not None and self.stop.is_set():
-                stop_event.set()
-            with contextlib.suppress(queue.Empty):
-                self._take(events.get(timeout=LOOK_EVERY_SECS), work, results)
-            if time.monotonic() >= next_look:
-                self._check_alive(work, processes, events, results)
-                next_look = time.monotonic() + LOOK_EVERY_SECS
-
-    def _take(self, event: tuple[Any, ...], work: Sequence[T], results: dict[int, R]) -> None:
-        kind = event[0]
-        if kind == "produced":
-            if self.on_produced is not None:
-                self.on_produced(*event[1:])
-        elif kind == "done":
-            results[event[1]] = event[2]
-            if self.on_done is not None:
-                self.on_done()
-        elif kind == "failed":
-            raise KBackupError(
-                f"a restore worker failed on {self.name(work[event[1]])}: {event[2]}",
-                hint="what was committed stays; run the same command again with --debug for the traceback",
-            )
-
-    def _drain(self, work: Sequence[T], events: Any, results: dict[int, R]) -> None:
-        while True:
-            try:
-                event = events.get(timeout=0.1)
-            except queue.Empty:
-                return
-            self._take(event, work, results)
-
-    def _check_alive(
-        self, work: Sequence[T], processes: Sequence[BaseProcess], events: Any, results: dict[int, R]
-    ) -> None:
-        for number, process in enumerate(processes):
-            if process.exitcode not in (None, 0):
-                index = self._running[number]
-                what = "a unit not yet named" if index < 0 else self.name(work[index])
-                raise WorkerDiedError(
-                    f"the restore worker running {what} died (exit code {process.exitcode}): the other "
-                    "workers committed what they had produced and stopped",
-                    hint="run the same command again: every source partition continues where it got to",
-                )
-        if all(process.exitcode is not None for process in processes):
-            # What they sent before they left, then: every worker left with items not done (they
-            # were told to stop).
-            self._drain(work, events, results)
-            if len(results) == len(work):
-                return
-            raise InterruptedByUser(
-                "restore stopped by a signal after committing what it had produced",
-                hint="run the same command again to continue",
-            )
-
-    def _wind_down(self, processes: Sequence[BaseProcess], events: Any) -> None:
-        """Every worker ends: a told one commits and stops. The queue is drained meanwhile (a
-        worker cannot exit while what it put is unread), its last batches still counted."""
-        deadline = time.monotonic() + STOP_GRACE_SECS
-        while any(process.is_alive() for process in processes) and time.monotonic() < deadline:
-            try:
-                event = events.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if event[0] == "produced" and self.on_produced is not None:
-                self.on_produced(*event[1:])
-        for process in processes:
-            if process.is_alive():
-                log.warning("restore worker %s did not stop in %.0fs: killed", process.name, STOP_GRACE_SECS)
-                process.kill()
-            process.join()
 
 
 def _check(task: UnitTask, _side: WorkerSide) -> UnitResult:
@@ -344,7 +59,7 @@ def _check(task: UnitTask, _side: WorkerSide) -> UnitResult:
 
 def _produce(task: UnitTask, side: WorkerSide) -> UnitResult:
     stop: StopSignal = side
-    return produce_unit(task, stop=stop, on_produced=side.produced)
+    return produce_unit(task, stop=stop, on_produced=side.report)
 
 
 #: The worker-side function of each job of the units.
@@ -363,7 +78,7 @@ def run_on_workers(plan: RestorePlan, workers: int, job: UnitsJob) -> RestoreSum
         extra={"backup_id": plan.backup_id, "restore_id": plan.restore_id},
     )
 
-    with WorkerPool[UnitTask](workers, _unit_of, job.stop) as pool:
+    with WorkerPool[UnitTask]("restore", workers, _unit_of, job.stop) as pool:
 
         def run_job(
             tasks: list[UnitTask], task: Callable[[UnitTask], UnitResult], description: str
@@ -407,7 +122,7 @@ def _produce_job(
     if metrics is not None:
         metrics.producing(True)
     try:
-        return pool.run(tasks, _IN_WORKER[produce_unit], on_produced=produced)
+        return pool.run(tasks, _IN_WORKER[produce_unit], on_report=produced)
     finally:
         if metrics is not None:
             metrics.producing(False)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from kbackup.core.logs import get_logger
-from kbackup.restore.worker_engine import WorkerSide
+from kbackup.core.workers import WorkerSide
 
 #: Bound on how long a fake unit waits for its stop, so a broken stop fails the test, not hangs it.
 WAIT_SECS = 30.0
@@ -18,7 +18,7 @@ WAIT_SECS = 30.0
 def count_batches(item: str, side: WorkerSide) -> str:
     """Three batches of 10 records, 100 bytes each, to topic ``t`` (as ``t-copy``)."""
     for _ in range(3):
-        side.produced("t", "t-copy", 10, 100)
+        side.report("t", "t-copy", 10, 100)
     return item.upper()
 
 
@@ -28,10 +28,10 @@ def produce_until_stopped(item: str, side: WorkerSide) -> str:
     and stops."""
     deadline = time.monotonic() + WAIT_SECS
     while not side.is_set() and time.monotonic() < deadline:
-        side.produced("t", item, 1, 1)
+        side.report("t", item, 1, 1)
         time.sleep(0.05)
     if side.is_set():
-        side.produced("stopped", "stopped", 1, 0)
+        side.report("stopped", "stopped", 1, 0)
     return item
 
 

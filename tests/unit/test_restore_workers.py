@@ -15,18 +15,19 @@ import pytest
 from kbackup.core import logs
 from kbackup.core.errors import InterruptedByUser, KBackupError, WorkerDiedError
 from kbackup.core.secrets import register_secret
-from kbackup.restore.worker_engine import AUTO_MIN_RECORDS, WorkerPool, auto_workers
+from kbackup.core.workers import WorkerPool, auto_workers
+from kbackup.restore.worker_engine import AUTO_MIN_RECORDS
 from tests.support import worker_fakes
 
 
 def test_auto_is_one_process_for_a_small_restore() -> None:
-    assert auto_workers(AUTO_MIN_RECORDS - 1, units=12, cores=16) == 1
+    assert auto_workers(AUTO_MIN_RECORDS - 1, units=12, cores=16, min_records=AUTO_MIN_RECORDS) == 1
 
 
 def test_auto_is_one_worker_per_core_up_to_the_units() -> None:
-    assert auto_workers(AUTO_MIN_RECORDS, units=12, cores=16) == 12
-    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=4) == 4
-    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=None) == 1
+    assert auto_workers(AUTO_MIN_RECORDS, units=12, cores=16, min_records=AUTO_MIN_RECORDS) == 12
+    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=4, min_records=AUTO_MIN_RECORDS) == 4
+    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=None, min_records=AUTO_MIN_RECORDS) == 1
 
 
 def _pool(
@@ -49,7 +50,7 @@ def _pool(
         ):
             stop.set()
 
-    return WorkerPool(workers, str, stop, on_produced=produced, on_done=on_done), batches
+    return WorkerPool("restore", workers, str, stop, on_report=produced, on_done=on_done), batches
 
 
 def test_results_in_order_and_every_batch_reaches_the_parent() -> None:
@@ -97,7 +98,7 @@ def test_a_worker_logs_as_the_parent_does_and_redacts_its_secrets(
 
 
 def test_an_entered_pool_runs_every_job_on_the_same_processes() -> None:
-    with WorkerPool[str](2, str) as pool:
+    with WorkerPool[str]("restore", 2, str) as pool:
         checks = pool.run(["a", "b", "c"], worker_fakes.pid_of)
         records = pool.run(["a", "b", "c"], worker_fakes.pid_of)
     assert len(set(checks) | set(records)) <= 2
