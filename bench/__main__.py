@@ -50,6 +50,7 @@ BENCHMARKS = {
     "encryption": "bench.bench_encryption",
     "storage": "bench.bench_storage",
     "throttle": "bench.bench_throttle",
+    "compression": "bench.bench_compression",
     "accuracy": "bench.accuracy",
 }
 #: Hours a benchmark may take before the runner gives up on it.

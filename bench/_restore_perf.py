@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from kbackup.restore.settings import RestoreSettings
-from kbackup.restore.writer import PRODUCER_TUNING
+from kbackup.restore.writer import producer_tuning
 from kbackup.sandbox.jars import classpath, kafka_libs
 from kbackup.sandbox.synthetic_backup import GeneratedRecord, write_synthetic_backup
 from kbackup.storage import LocalStorage
@@ -45,6 +46,15 @@ class Measured:
     transactions: int = 0
     #: The restore's mode as its summary says (``exactly-once`` or ``idempotent``).
     mode: str = ""
+    #: CPU seconds (user + system, every thread and worker process) of the measured span: the
+    #: restore's with its start-up and planning subtracted (a ``--dry-run`` of the same restore),
+    #: the client loop's own span, ProducerPerformance's whole JVM (start-up and JIT included).
+    cpu_seconds: float = 0.0
+
+    @property
+    def cpu_per_million(self) -> float:
+        """CPU seconds per million records (steadier than rates on shared cores)."""
+        return self.cpu_seconds / self.records * 1e6 if self.records else 0.0
 
     @property
     def records_per_second(self) -> float:
@@ -143,13 +153,13 @@ def restore_producer_props(tuning: dict[str, object] | None = None) -> tuple[lis
     """The restore's producer settings as ProducerPerformance's ``--producer-props``, and the
     librdkafka settings that have no Java equivalent (left out).
 
-    Read from the restore's own ``PRODUCER_TUNING`` (``kbackup.restore.writer``), plus what every
+    Read from the restore's own ``producer_tuning()`` (``kbackup.restore.writer``), plus what every
     producer of the restore gets from ``KafkaClients.producer``: ``acks=all`` and idempotence.
     ``queue.buffering.max.kbytes`` becomes ``buffer.memory`` in bytes.
     """
     props = ["acks=all", "enable.idempotence=true"]
     left_out = []
-    for key, value in (PRODUCER_TUNING if tuning is None else tuning).items():
+    for key, value in (producer_tuning() if tuning is None else tuning).items():
         if key in _JAVA_NAMES:
             props.append(f"{_JAVA_NAMES[key]}={value}")
         elif key == "queue.buffering.max.kbytes":
@@ -176,15 +186,39 @@ def _peak_rss(pid: int) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class ProcessMeasure:
+    """What one child process did: its output, wall time, peak RSS and CPU."""
+
+    out: str
+    err: str
+    seconds: float
+    peak_rss_bytes: int
+    #: User and system CPU seconds of the child and every process it waited for (a restore's
+    #: workers), all threads: ``RUSAGE_CHILDREN`` before and after (one child runs at a time).
+    cpu_seconds: float
+
+
 def _run_measured(command: list[str], cwd: Path | None = None) -> tuple[str, str, float, int]:
-    """Run a command; (stdout, stderr, wall seconds, peak RSS bytes of the process).
+    """Run a command; (stdout, stderr, wall seconds, peak RSS bytes of the process)."""
+    done = run_measured(command, cwd)
+    return done.out, done.err, done.seconds, done.peak_rss_bytes
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_measured(command: list[str], cwd: Path | None = None) -> ProcessMeasure:
+    """Run a command; its output, wall seconds, peak RSS bytes and CPU seconds.
 
     The peak is the kernel's VmHWM of the process, sampled every 20 ms until it
     exits (``ru_maxrss`` would count the benchmark's own memory, which the child
     shares between fork and exec). VmHWM only grows, so the last sample is the
     peak up to 20 ms before the end.
     """
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), _children_cpu()
     with subprocess.Popen(
         command,
         cwd=cwd,
@@ -207,10 +241,11 @@ def _run_measured(command: list[str], cwd: Path | None = None) -> tuple[str, str
                 peak = max(peak, sample)
             reader.join(0.02)
         seconds = time.monotonic() - started
+    cpu = _children_cpu() - cpu_started
     out, err = output.get("out", b"").decode(), output.get("err", b"").decode()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:4])}... exited {process.returncode}:\n{err[-3000:]}")
-    return out, err, seconds, peak
+    return ProcessMeasure(out, err, seconds, peak, cpu)
 
 
 _PP_SUMMARY = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
@@ -251,14 +286,17 @@ def producer_performance(
         command += [
             "--transactional-id", f"bench-pp-{topic}", "--transaction-duration-ms", str(transaction_ms),
         ]  # fmt: skip
-    out, _err, _wall, rss = _run_measured(command)
+    done = run_measured(command)
+    out, _wall, rss = done.out, done.seconds, done.peak_rss_bytes
     final = [m for m in _PP_SUMMARY.finditer(out)][-1]
     sent, rate = int(final.group(1)), float(final.group(2))
     if sent != records:
         raise RuntimeError(f"ProducerPerformance sent {sent} records of {records} into {topic}")
     # ProducerPerformance's own rate covers its send loop and final flush, not the JVM start.
     label = name or "ProducerPerformance" + (" " + " ".join(extra_props) if extra_props else "")
-    return Measured(label, sent, record_size, sent / rate, rss, wall_seconds=_wall)
+    return Measured(
+        label, sent, record_size, sent / rate, rss, wall_seconds=_wall, cpu_seconds=done.cpu_seconds
+    )
 
 
 def restore_cli(
@@ -271,9 +309,44 @@ def restore_cli(
     exactly_once: bool,
     record_size: int,
     extra: list[str] | None = None,
+    workers: int | None = None,
+    startup_cpu: float = 0.0,
 ) -> Measured:
-    """``kafka-backup restore`` as a subprocess; its own run time and peak RSS."""
-    command = [
+    """``kafka-backup restore`` as a subprocess; its own run time and peak RSS, and its CPU less
+    ``startup_cpu`` (see :func:`restore_startup_cpu`). ``workers`` None: the default (``auto``)."""
+    command = _restore_command(storage_root, backup_id, bootstrap, topic, target_topic, exactly_once)
+    command += [*(["--workers", str(workers)] if workers is not None else []), *(extra or [])]
+    done = run_measured(command, cwd=REPO)
+    summary = json.loads(done.out)
+    return Measured(
+        "restore (exactly-once)" if exactly_once else "restore (idempotent)",
+        int(summary["records"]),
+        record_size,
+        float(summary["seconds"]),
+        done.peak_rss_bytes,
+        wall_seconds=done.seconds,
+        transactions=int(summary.get("transactions", 0)),
+        mode=str(summary.get("mode", "")),
+        cpu_seconds=max(0.0, done.cpu_seconds - startup_cpu),
+    )
+
+
+def restore_startup_cpu(storage_root: Path | str, backup_id: str, bootstrap: str, *, topic: str) -> float:
+    """CPU seconds of a restore's start-up and planning: ``restore --dry-run`` of the same backup
+    (Python's start, imports, reading the manifests, the plan; no worker starts, no record)."""
+    command = _restore_command(storage_root, backup_id, bootstrap, topic, f"{topic}-dry-run", True)
+    return run_measured([*command, "--dry-run"], cwd=REPO).cpu_seconds
+
+
+def _restore_command(
+    storage_root: Path | str,
+    backup_id: str,
+    bootstrap: str,
+    topic: str,
+    target_topic: str,
+    exactly_once: bool,
+) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "kbackup",
@@ -288,17 +361,34 @@ def restore_cli(
         f"{topic}={target_topic}",
         "--exactly-once" if exactly_once else "--idempotent",
         "--json",
-        *(extra or []),
     ]
-    out, _err, wall, rss = _run_measured(command, cwd=REPO)
-    summary = json.loads(out)
+
+
+def client_floor(
+    bootstrap: str,
+    topic: str,
+    *,
+    records: int,
+    record_size: int,
+    partitions: int,
+    transaction_ms: int | None,
+    name: str,
+    headers: bool = True,
+) -> Measured:
+    """The bare confluent-kafka loop of :mod:`bench._client_floor` into an existing topic."""
+    command = [
+        sys.executable, "-m", "bench._client_floor", "--bootstrap", bootstrap, "--topic", topic,
+        "--records", str(records), "--record-size", str(record_size), "--partitions", str(partitions),
+        "--headers", "5" if headers else "0", "--transaction-ms", str(transaction_ms or 0),
+    ]  # fmt: skip
+    done = run_measured(command, cwd=REPO)
+    result = json.loads(done.out)
     return Measured(
-        "restore (exactly-once)" if exactly_once else "restore (idempotent)",
-        int(summary["records"]),
+        name,
+        int(result["records"]),
         record_size,
-        float(summary["seconds"]),
-        rss,
-        wall_seconds=wall,
-        transactions=int(summary.get("transactions", 0)),
-        mode=str(summary.get("mode", "")),
+        float(result["seconds"]),
+        done.peak_rss_bytes,
+        wall_seconds=done.seconds,
+        cpu_seconds=float(result["cpu_seconds"]),
     )

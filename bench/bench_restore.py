@@ -13,7 +13,7 @@ counts are checked):
 
 - ProducerPerformance with its defaults and ``acks=all``;
 - ProducerPerformance with the restore's own producer settings
-  (``restore_producer_props``: the restore's ``PRODUCER_TUNING`` under the Java
+  (``restore_producer_props``: the restore's ``producer_tuning()`` under the Java
   producer's names, ``acks=all``, idempotence): the reference of the
   idempotent restore;
 - the same in transactions of ``restore.transaction_max_ms`` (2 s), as the
@@ -51,6 +51,7 @@ import argparse
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -73,13 +74,16 @@ from bench._restore_perf import (
     TRANSACTION_MS,
     Measured,
     build_backup,
+    client_floor,
     delete_topic,
     log_end_offsets,
     producer_performance,
     restore_cli,
     restore_producer_props,
+    restore_startup_cpu,
 )
 from bench._stats import Spread, paired_ratios, rotated, spread
+from bench.accuracy.peer import peer_backup, peer_restore
 from kbackup.sandbox.kafka import local_clusters
 
 PARTITIONS = 3
@@ -89,22 +93,33 @@ START, END = "<!-- restore:start -->", "<!-- restore:end -->"
 NODES_START, NODES_END = "<!-- restore-nodes:start -->", "<!-- restore-nodes:end -->"
 #: The restore's producer settings as ProducerPerformance's --producer-props, and those left out.
 RESTORE_PROPS, LEFT_OUT = restore_producer_props()
-PP_DEFAULTS = "ProducerPerformance (defaults)"
-PP_SAME = "ProducerPerformance (restore's settings)"
 PP_SAME_TX = "ProducerPerformance (restore's settings, transactions)"
-IDEMPOTENT = "restore idempotent"
-EXACTLY_ONCE = "restore exactly-once"
+FLOOR = "client loop (restore's settings, 5 headers)"
+FLOOR_TX = "client loop (restore's settings, 5 headers, transactions)"
+IDEMPOTENT_1 = "restore idempotent, 1 worker"
+EXACTLY_ONCE_1 = "restore exactly-once, 1 worker"
+EXACTLY_ONCE = "restore exactly-once, default workers"
+PEER = "peer restore (OSO kafka-backup)"
+#: The restore's sides (a summary's count and mode to check).
+RESTORES = (IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
 #: The sides that write in transactions (their topics hold commit markers too).
-TRANSACTIONAL = (PP_SAME_TX, EXACTLY_ONCE)
-#: Every side of a round, in the order of the first round.
-SIDES = (PP_DEFAULTS, PP_SAME, PP_SAME_TX, IDEMPOTENT, EXACTLY_ONCE)
-#: (column title, restore side, reference side): the ratios the tables show, the headline ones first.
+TRANSACTIONAL = (PP_SAME_TX, FLOOR_TX, EXACTLY_ONCE_1, EXACTLY_ONCE)
+#: Every side of a round, in the order of the first round (the peer's only with its binary).
+SIDES = (PP_SAME_TX, FLOOR, FLOOR_TX, IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
+#: (column title, numerator side, denominator side): ratios of records/s, taken per round.
 RATIOS = (
-    ("ratio idempotent / PP restore's settings", IDEMPOTENT, PP_SAME),
-    ("ratio exactly-once / PP restore's settings + transactions", EXACTLY_ONCE, PP_SAME_TX),
-    ("ratio idempotent / PP defaults", IDEMPOTENT, PP_DEFAULTS),
-    ("ratio exactly-once / PP defaults", EXACTLY_ONCE, PP_DEFAULTS),
+    ("default workers / 1 worker (exactly-once)", EXACTLY_ONCE, EXACTLY_ONCE_1),
+    ("ratio exactly-once, default workers / PP restore's settings + transactions", EXACTLY_ONCE, PP_SAME_TX),
+    ("ratio exactly-once, 1 worker / PP restore's settings + transactions", EXACTLY_ONCE_1, PP_SAME_TX),
 )
+#: (column title, restore side, client loop side): ratios of CPU seconds per record, per round.
+CPU_RATIOS = (
+    ("idempotent, 1 worker / client loop", IDEMPOTENT_1, FLOOR),
+    ("exactly-once, 1 worker / client loop + transactions", EXACTLY_ONCE_1, FLOOR_TX),
+    ("exactly-once, default workers / client loop + transactions", EXACTLY_ONCE, FLOOR_TX),
+)
+#: The peer's binary (``KBACKUP_PEER_BINARY``): its restore of the same records joins every round.
+PEER_BINARY = Path(os.environ["KBACKUP_PEER_BINARY"]) if os.environ.get("KBACKUP_PEER_BINARY") else None
 
 
 @dataclass
@@ -118,6 +133,10 @@ class Case:
     runs: dict[str, list[Measured]] = field(default_factory=dict)
     #: The order the sides ran in, per round.
     orders: list[list[str]] = field(default_factory=list)
+    #: CPU seconds of the restore's start-up and planning (the median of three dry runs).
+    startup_cpu: float = 0.0
+    #: The peer's backup of the same records (its storage folder), when the peer runs.
+    peer_store: Path | None = None
 
     def rates(self, name: str) -> Spread:
         return spread([m.records_per_second for m in self.runs[name]])
@@ -131,6 +150,24 @@ class Case:
             )
         )
 
+    def cpu_ratio(self, numerator: str, denominator: str) -> Spread:
+        """The median and range of the per-round ratios of two sides' CPU seconds per record."""
+        return spread(
+            paired_ratios(
+                [m.cpu_per_million for m in self.runs[numerator]],
+                [m.cpu_per_million for m in self.runs[denominator]],
+            )
+        )
+
+    def wall_ratio(self, numerator: str, denominator: str) -> Spread:
+        """Per-round ratios of records per second of wall time (start-up included)."""
+        return spread(
+            paired_ratios(
+                [m.records / (m.wall_seconds or m.seconds) for m in self.runs[numerator]],
+                [m.records / (m.wall_seconds or m.seconds) for m in self.runs[denominator]],
+            )
+        )
+
     def peak_rss(self, name: str) -> int:
         return max(m.peak_rss_bytes for m in self.runs[name])
 
@@ -141,14 +178,15 @@ def check_counts(
     """Stop the run if a side did not write exactly ``expected`` records (see the module's doc)."""
     if measured.records != expected:
         raise RuntimeError(f"{side} reports {measured.records:,} records, the backup holds {expected:,}")
-    if side == EXACTLY_ONCE and measured.mode != "exactly-once":
+    exactly_once = side in RESTORES and side in TRANSACTIONAL
+    if exactly_once and measured.mode != "exactly-once":
         raise RuntimeError(f"{side} ran in mode {measured.mode!r}")
     transactional = side in TRANSACTIONAL
     if not transactional and log_end != expected:
         raise RuntimeError(f"{side}: the target's log end offsets add up to {log_end:,}, not {expected:,}")
     if transactional and log_end <= expected:
         raise RuntimeError(f"{side}: log end offsets {log_end:,}: no room for commit markers")
-    if side == EXACTLY_ONCE and log_end > expected + measured.transactions * partitions:
+    if exactly_once and log_end > expected + measured.transactions * partitions:
         raise RuntimeError(
             f"{side}: log end offsets {log_end:,}, more than {expected:,} records and "
             f"{measured.transactions} transaction(s) x {partitions} markers"
@@ -166,26 +204,39 @@ def settled_log_end(bootstrap: str, topic: str, records: int, timeout: float = 3
         time.sleep(0.5)
 
 
-def run_round(case: Case, bootstrap: str, root: Path, round_: int) -> None:
-    """The five runs of one round of ``case`` against the cluster at ``bootstrap``."""
+def run_round(case: Case, bootstrap: str, root: Path, round_: int, work: Path) -> None:
+    """The runs of one round of ``case`` against the cluster at ``bootstrap``."""
     backup_id = f"bench-{case.record_size}-{case.records}"
     tag = f"{case.record_size}-{case.records}" + (f"-n{case.nodes}" if case.nodes > 1 else "")
     stamp = f"{tag}-{round_}-{int(time.time())}"
-    restore = partial(restore_cli, root, backup_id, bootstrap, topic="bench", record_size=case.record_size)
+    restore = partial(
+        restore_cli, root, backup_id, bootstrap, topic="bench", record_size=case.record_size,
+        startup_cpu=case.startup_cpu,
+    )  # fmt: skip
+    floor = partial(_floor, bootstrap, case)
     runs: dict[str, tuple[str, Callable[[], Measured]]] = {
-        PP_DEFAULTS: (f"pp-{stamp}", partial(_pp, bootstrap, f"pp-{stamp}", case, PP_DEFAULTS)),
-        PP_SAME: (
-            f"pps-{stamp}",
-            partial(_pp, bootstrap, f"pps-{stamp}", case, PP_SAME, RESTORE_PROPS),
-        ),
         PP_SAME_TX: (
             f"ppt-{stamp}",
             partial(_pp, bootstrap, f"ppt-{stamp}", case, PP_SAME_TX, RESTORE_PROPS, TRANSACTION_MS),
         ),
-        IDEMPOTENT: (f"ri-{stamp}", partial(restore, target_topic=f"ri-{stamp}", exactly_once=False)),
+        FLOOR: (f"fl-{stamp}", partial(floor, f"fl-{stamp}", FLOOR, None)),
+        FLOOR_TX: (f"flt-{stamp}", partial(floor, f"flt-{stamp}", FLOOR_TX, TRANSACTION_MS)),
+        IDEMPOTENT_1: (
+            f"ri-{stamp}",
+            partial(restore, target_topic=f"ri-{stamp}", exactly_once=False, workers=1),
+        ),
+        EXACTLY_ONCE_1: (
+            f"re1-{stamp}",
+            partial(restore, target_topic=f"re1-{stamp}", exactly_once=True, workers=1),
+        ),
         EXACTLY_ONCE: (f"re-{stamp}", partial(restore, target_topic=f"re-{stamp}", exactly_once=True)),
     }
-    order = rotated(SIDES, round_)
+    if PEER_BINARY is not None and case.peer_store is not None:
+        runs[PEER] = (
+            f"peer-{stamp}",
+            partial(_peer, bootstrap, case, f"peer-{stamp}", work / f"peer-{stamp}"),
+        )
+    order = rotated(list(runs), round_)
     case.orders.append(order)
     for name in order:
         target, run = runs[name]
@@ -199,8 +250,8 @@ def run_round(case: Case, bootstrap: str, root: Path, round_: int) -> None:
         delete_topic(bootstrap, target)
         case.runs.setdefault(name, []).append(measured)
         print(
-            f"  {tag:>17} round {round_}: {name:55} {measured.records_per_second:>10,.0f} rec/s "
-            f"{measured.mib_per_second:7.1f} MiB/s  peak RSS {measured.peak_rss_bytes / 2**20:6.0f} MiB",
+            f"  {tag:>17} round {round_}: {name:58} {measured.records_per_second:>10,.0f} rec/s "
+            f"{measured.cpu_per_million:6.2f} CPU s/M  peak RSS {measured.peak_rss_bytes / 2**20:6.0f} MiB",
             flush=True,
         )
 
@@ -220,6 +271,49 @@ def _pp(
     )  # fmt: skip
 
 
+def _floor(bootstrap: str, case: Case, topic: str, name: str, transaction_ms: int | None) -> Measured:
+    create_topic(bootstrap, topic, PARTITIONS)
+    return client_floor(
+        bootstrap, topic, records=case.records, record_size=case.record_size, partitions=PARTITIONS,
+        transaction_ms=transaction_ms, name=name,
+    )  # fmt: skip
+
+
+def _peer(bootstrap: str, case: Case, target_topic: str, work: Path) -> Measured:
+    """The peer's restore of its backup of the same records into ``target_topic`` (no group reset)."""
+    assert PEER_BINARY is not None
+    assert case.peer_store is not None
+    run = peer_restore(
+        PEER_BINARY, bootstrap, case.peer_store, work, {_peer_source(case): target_topic}, reset_groups=False
+    )
+    shutil.rmtree(work, ignore_errors=True)
+    return Measured(
+        PEER, run.records, case.record_size, run.seconds, run.peak_rss_bytes,
+        wall_seconds=run.seconds, cpu_seconds=run.cpu_seconds,
+    )  # fmt: skip
+
+
+def _peer_source(case: Case) -> str:
+    return f"peer-src-{case.record_size}-{case.records}"
+
+
+def peer_backup_of(case: Case, bootstrap: str, work: Path) -> Path:
+    """The peer's backup of ``case``'s records: the same values produced into a source topic (the
+    client loop, no headers, as the backup's records have none), then backed up by the peer."""
+    source = _peer_source(case)
+    create_topic(bootstrap, source, PARTITIONS)
+    client_floor(
+        bootstrap, source, records=case.records, record_size=case.record_size, partitions=PARTITIONS,
+        transaction_ms=None, name="peer source", headers=False,
+    )  # fmt: skip
+    assert PEER_BINARY is not None
+    store = work / f"peer-store-{case.record_size}-{case.records}"
+    peer_backup(
+        PEER_BINARY, bootstrap, [source], store, work / f"peer-backup-{source}", snapshot_groups=False
+    )
+    return store
+
+
 def rate_cell(case: Case, name: str) -> str:
     rates = case.rates(name)
     return f"{rates.format()} rec/s ({rates.median * case.record_size / 2**20:,.1f} MiB/s)"
@@ -232,7 +326,7 @@ def report(cases: list[Case], rounds: int, seconds: float, argv: str = "") -> st
         f"{os.cpu_count()} CPU(s) ({platform.machine()}, {platform.system()}), "
         f"{' and '.join(cluster_words(nodes) for nodes in node_counts)}, "
         f"{PARTITIONS} partitions, acks=all everywhere, {rounds} round(s) "
-        "after a warm-up, the five runs of a round one after the other, which of them goes first "
+        "after a warm-up, the runs of a round one after the other, which of them goes first "
         f"rotating from round to round{'' if len(node_counts) == 1 else ' (and the clusters likewise)'}; "
         f"{seconds / 60:.0f} min in all; brokers, tools and restore share "
         "the cores: expect noise."
@@ -274,69 +368,112 @@ def replication_cost(cases: list[Case], node_counts: Sequence[int]) -> str:
     return "\n".join(lines)
 
 
+def sides_of(cases: list[Case]) -> list[str]:
+    return [name for name in (*SIDES, PEER) if all(name in case.runs for case in cases)]
+
+
 def tables(cases: list[Case]) -> str:
-    """The rates, ratios and every run of ``cases`` (all on one cluster)."""
+    """The rates, CPU, ratios and every run of ``cases`` (all on one cluster)."""
+    sides = sides_of(cases)
     lines = [
         "Records per second: the median of the rounds (their range, min-max), and the median in MiB/s "
         "of payload (record size x records; 1 MiB = 2^20 bytes, the unit of the perf tools' `MB/sec`):",
         "",
-        "| record size | records | backup on disk | "
-        + " | ".join(SIDES)
-        + " | restore peak RSS (idem / EOS) |",
-        "|---:|---:|---:|" + "---:|" * len(SIDES) + "---:|",
+        "| record size | records | backup on disk | " + " | ".join(sides) + " |",
+        "|---:|---:|---:|" + "---:|" * len(sides),
     ]
     for case in cases:
         lines.append(
             f"| {case.record_size} B | {case.records:,} | {case.backup_bytes / 2**20:,.0f} MiB | "
-            + " | ".join(rate_cell(case, name) for name in SIDES)
-            + f" | {case.peak_rss(IDEMPOTENT) / 2**20:,.0f} / "
-            f"{case.peak_rss(EXACTLY_ONCE) / 2**20:,.0f} MiB |"
+            + " | ".join(rate_cell(case, name) for name in sides)
+            + " |"
         )
     lines += [
         "",
-        "Ratios of the restore's records/s to ProducerPerformance's, each taken between the two runs of "
-        "one round: the median of the rounds, then their range. The first two are the headline (the "
-        "same producer settings on both sides); the last two, against ProducerPerformance's defaults, "
-        "are for comparison only.",
+        "CPU seconds per million records (user + system, every thread and worker process): the median "
+        "of the rounds (their range). The restore's with its start-up and planning subtracted (a "
+        "`--dry-run` of the same restore: Python's start, imports, manifests, plan), its workers' "
+        "start-up kept; the client loop's over its produce span; ProducerPerformance's whole JVM, "
+        "start-up and JIT included; the peer's whole process. Peak RSS: the highest of the rounds.",
         "",
-        "| record size | records | " + " | ".join(f"{title} | range" for title, _, _ in RATIOS) + " |",
-        "|---:|---:|" + "---:|---|" * len(RATIOS),
+        "| record size | records | " + " | ".join(sides) + " |",
+        "|---:|---:|" + "---:|" * len(sides),
+    ]
+    for case in cases:
+        cells = [
+            f"{spread([m.cpu_per_million for m in case.runs[name]]).format(digits=1)} "
+            f"({case.peak_rss(name) / 2**20:,.0f} MiB)"
+            for name in sides
+        ]
+        lines.append(f"| {case.record_size} B | {case.records:,} | " + " | ".join(cells) + " |")
+    ratios = [
+        *RATIOS,
+        *([("exactly-once, default workers / peer (wall)", EXACTLY_ONCE, PEER)] if PEER in sides else []),
+    ]
+    lines += [
+        "",
+        "Ratios taken between the runs of one round: the median of the rounds, then their range. "
+        "Records/s (above 1: the first is faster; the peer's by wall time, start to exit, on both "
+        "sides):",
+        "",
+        "| record size | records | " + " | ".join(f"{title} | range" for title, _, _ in ratios) + " |",
+        "|---:|---:|" + "---:|---|" * len(ratios),
     ]
     for case in cases:
         cells = []
-        for _, numerator, denominator in RATIOS:
-            ratio = case.ratio(numerator, denominator)
+        for title, numerator, denominator in ratios:
+            ratio = (
+                case.wall_ratio(numerator, denominator)
+                if "wall" in title
+                else case.ratio(numerator, denominator)
+            )
             cells.append(f"{ratio.median:.2f} | {ratio.low:.2f}-{ratio.high:.2f}")
         lines.append(f"| {case.record_size} B | {case.records:,} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "ProducerPerformance with the restore's settings: `--producer-props "
+        "CPU per record, the restore's over the bare client loop's (below 1.2: the issue's target; the "
+        "client loop is the same records, headers and producer settings through confluent-kafka and "
+        "nothing else, `bench/_client_floor.py`):",
+        "",
+        "| record size | records | " + " | ".join(f"{title} | range" for title, _, _ in CPU_RATIOS) + " |",
+        "|---:|---:|" + "---:|---|" * len(CPU_RATIOS),
+    ]
+    for case in cases:
+        cells = []
+        for _, numerator, denominator in CPU_RATIOS:
+            ratio = case.cpu_ratio(numerator, denominator)
+            cells.append(f"{ratio.median:.2f} | {ratio.low:.2f}-{ratio.high:.2f}")
+        lines.append(f"| {case.record_size} B | {case.records:,} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "ProducerPerformance and the client loop with the restore's settings: `--producer-props "
         + " ".join(RESTORE_PROPS)
-        + "`, from the restore's `PRODUCER_TUNING` (kbackup/restore/writer.py) and the `acks=all` and "
-        "idempotence every restore producer gets (kbackup/core/kafka/clients.py); librdkafka settings "
-        "without a Java equivalent are left out (`"
-        + "`, `".join(LEFT_OUT)
-        + "`). The transactional one adds `--transaction-duration-ms "
-        f"{TRANSACTION_MS}` (`restore.transaction_max_ms`); the restore also commits after "
-        "`restore.transaction_max_records` records, which ProducerPerformance has no setting for.",
+        + "`, from the restore's `producer_tuning()` (kbackup/restore/writer.py: its tuning and "
+        "`restore.compression`) and the `acks=all` and "
+        "idempotence every restore producer gets (kbackup/core/kafka/clients.py); the client loop "
+        "takes them as they are, ProducerPerformance leaves out what has no Java "
+        "equivalent (`" + "`, `".join(LEFT_OUT) + "`). The transactional ones commit every "
+        f"{TRANSACTION_MS} ms (`restore.transaction_max_ms`); the restore also commits after "
+        "`restore.transaction_max_records` records. The default workers are `restore.workers: auto` "
+        f"on this machine's {os.cpu_count()} cores.",
         "",
         "The restore's rate is its records over the run time it reports: the up-front SHA-256 check "
-        "of every segment, topic creation, producing, commits and the wait for commit markers are in it; "
-        "start-up and planning are not (ProducerPerformance's JVM start is not in its rate either). "
-        "Peak RSS is the process's VmHWM; the table shows the highest of the rounds. Every restored "
-        "record carries five origin headers (about 150 bytes) that ProducerPerformance's records do not. "
-        "Every run wrote exactly the backup's records (summary or sent count, and the target's log end "
-        "offsets: the run stops otherwise).",
+        "of every segment, topic creation, the workers' start, producing, commits and the wait for "
+        "commit markers are in it; start-up and planning are not (ProducerPerformance's JVM start is "
+        "not in its rate either, nor the client loop's building of its records). Every restored record "
+        "and every client-loop record carries five origin headers (about 150 bytes) that "
+        "ProducerPerformance's records do not. Every run wrote exactly the backup's records (summary "
+        "or sent count, and the target's log end offsets: the run stops otherwise).",
         "",
-        "Every run (records/s, peak RSS), in round order; the order of each round:",
+        "Every run (records/s, CPU s per million records), in round order; the order of each round:",
         "",
     ]
     for case in cases:
         for number, order in enumerate(case.orders):
             lines.append(f"- {case.record_size} B x {case.records:,}, round {number}: " + " -> ".join(order))
-        for name in SIDES:
+        for name in sides:
             values = ", ".join(
-                f"{m.records_per_second:,.0f} ({m.peak_rss_bytes / 2**20:,.0f} MiB)" for m in case.runs[name]
+                f"{m.records_per_second:,.0f} ({m.cpu_per_million:.1f})" for m in case.runs[name]
             )
             lines.append(f"- {case.record_size} B x {case.records:,}, {name}: {values}")
     return "\n".join(lines)
@@ -399,11 +536,13 @@ def main() -> None:
                 for record_size, records in sizes
                 for nodes in args.nodes
             ]
+            for case in cases:
+                prepare_case(case, clusters[case.nodes].bootstrap_servers, root, work)
             for record_size, records in sizes:
                 of_size = {c.nodes: c for c in cases if (c.record_size, c.records) == (record_size, records)}
                 for round_ in range(rounds):
                     for nodes in rotated(args.nodes, round_):
-                        run_round(of_size[nodes], clusters[nodes].bootstrap_servers, root, round_)
+                        run_round(of_size[nodes], clusters[nodes].bootstrap_servers, root, round_, work)
         text = report(cases, rounds, time.monotonic() - started, argv)
         print("\n" + text)
         if args.write_docs:
@@ -436,11 +575,23 @@ def build_bench_backup(root: Path, work: Path, record_size: int, records: int) -
     return size
 
 
+def prepare_case(case: Case, bootstrap: str, root: Path, work: Path) -> None:
+    """What a case's rounds need first: the restore's start-up CPU (the median of three dry runs,
+    subtracted from each restore's CPU) and, with the peer's binary, its backup of the same records."""
+    backup_id = f"bench-{case.record_size}-{case.records}"
+    case.startup_cpu = statistics.median(
+        restore_startup_cpu(root, backup_id, bootstrap, topic="bench") for _ in range(3)
+    )
+    print(f"  {backup_id}: start-up and planning {case.startup_cpu:.2f} CPU s", flush=True)
+    if PEER_BINARY is not None:
+        case.peer_store = peer_backup_of(case, bootstrap, work)
+
+
 def warm_up(bootstrap: str, root: Path, nodes: int, records: int) -> None:
     """JIT, page cache and imports warm before anything is timed: ProducerPerformance and an
     exactly-once restore of the 1 KiB backup of ``records`` records."""
     print(f"{nodes} node(s) at {bootstrap}; warming up", flush=True)
-    _pp(bootstrap, f"warm-{int(time.time())}", Case(1024, min(records, 100_000)), PP_SAME, RESTORE_PROPS)
+    _pp(bootstrap, f"warm-{int(time.time())}", Case(1024, min(records, 100_000)), PP_SAME_TX, RESTORE_PROPS)
     restore_cli(
         root, f"bench-1024-{records}", bootstrap, topic="bench", target_topic=f"warm-r-{int(time.time())}",
         exactly_once=True, record_size=1024,

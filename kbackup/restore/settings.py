@@ -23,6 +23,9 @@ ExistingTopicsPolicy = Literal["validate", "apply", "fail"]
 
 #: What a restore does to the target topics it writes before its first record (``restore.purge_target``).
 PurgeTarget = Literal["none", "records", "topics"]
+ProducerCompression = Literal["none", "lz4", "zstd", "snappy", "gzip"]
+#: Chosen by measurement (docs/restore.md, "Where the time per record goes").
+DEFAULT_PRODUCER_COMPRESSION: ProducerCompression = "lz4"
 
 #: Producer properties the restore sets itself: its transactions and delivery guarantees need them.
 RESTORE_PRODUCER_KEYS = frozenset({"transactional.id", "enable.idempotence", "acks"})
@@ -268,6 +271,14 @@ class RestoreSettings(StrictModel):
         description=(
             "Seconds to wait for committed progress, a "
             "transaction coordinator, or delivery of the last records."
+        ),
+    )
+    compression: ProducerCompression = Field(
+        default=DEFAULT_PRODUCER_COMPRESSION,
+        description=(
+            "Compression of the batches the restore produces (the producer's `compression.type`; "
+            "`producer_properties` goes over it). CPU against bytes on the wire and on the target's "
+            'disks: measured in docs/restore.md, "Where the time per record goes".'
         ),
     )
     producer_properties: dict[str, str] = Field(

@@ -37,15 +37,14 @@ from kbackup.format.restore_progress import (
 from kbackup.restore.batches import BatchRecords
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import Mode, RestorePlan
-from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.settings import DEFAULT_PRODUCER_COMPRESSION, RestoreSettings
 
-#: Producer settings for throughput; ``restore.producer_properties`` and the target's
-#: ``properties`` override them. Memory is bounded by the queue limits.
+#: Producer settings for throughput, with ``restore.compression``; ``restore.producer_properties``
+#: and the target's ``properties`` override them. Memory is bounded by the queue limits.
 PRODUCER_TUNING: dict[str, Any] = {
     "linger.ms": 20,
     "batch.size": 1_000_000,
     "batch.num.messages": 100_000,
-    "compression.type": "lz4",
     "queue.buffering.max.messages": 200_000,
     "queue.buffering.max.kbytes": 65_536,
     "message.max.bytes": 16 * 1024 * 1024,
@@ -53,6 +52,14 @@ PRODUCER_TUNING: dict[str, Any] = {
     # Only failures produce delivery reports: no Python call per delivered record.
     "delivery.report.only.error": True,
 }
+
+
+def producer_tuning(compression: str = DEFAULT_PRODUCER_COMPRESSION) -> dict[str, Any]:
+    """The restore producer's throughput settings with ``restore.compression`` (the benchmarks'
+    references take them from here)."""
+    return {**PRODUCER_TUNING, "compression.type": compression}
+
+
 #: How often the producer loop serves librdkafka's callbacks (only failures report back).
 POLL_INTERVAL_SECS = 0.25
 #: While the target does not acknowledge, how often the wait says so (and why, when it can tell).
@@ -109,7 +116,7 @@ class TargetWriter:
         return self.mode == "exactly-once"
 
     def _producer_properties(self) -> dict[str, Any]:
-        props: dict[str, Any] = dict(PRODUCER_TUNING)
+        props = producer_tuning(self.settings.compression)
         for key in self.clients.connection.properties:
             props.pop(key, None)  # the connection's own properties win over our tuning
         props.update(self.settings.producer_properties)

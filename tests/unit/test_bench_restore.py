@@ -12,9 +12,10 @@ from bench.__main__ import markdown_tables, throughput_ratios
 from bench._restore_perf import Measured, build_backup, restore_producer_props
 from bench.bench_restore import (
     EXACTLY_ONCE,
-    IDEMPOTENT,
-    PP_DEFAULTS,
-    PP_SAME,
+    EXACTLY_ONCE_1,
+    FLOOR,
+    FLOOR_TX,
+    IDEMPOTENT_1,
     PP_SAME_TX,
     SIDES,
     Case,
@@ -22,6 +23,7 @@ from bench.bench_restore import (
     report,
 )
 from kbackup.format.catalog import BackupCatalog
+from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.writer import PRODUCER_TUNING
 from kbackup.storage import LocalStorage
 
@@ -33,11 +35,11 @@ def test_the_restore_settings_given_to_producer_performance_are_the_restore_prod
     assert settings["enable.idempotence"] == "true"
     assert settings["linger.ms"] == str(PRODUCER_TUNING["linger.ms"])
     assert settings["batch.size"] == str(PRODUCER_TUNING["batch.size"])
-    assert settings["compression.type"] == PRODUCER_TUNING["compression.type"]
+    assert settings["compression.type"] == RestoreSettings().compression
     assert settings["max.request.size"] == str(PRODUCER_TUNING["message.max.bytes"])
     assert int(settings["buffer.memory"]) == PRODUCER_TUNING["queue.buffering.max.kbytes"] * 1024
     # Every setting of the restore is either handed over or named as left out.
-    assert len(props) - 2 + len(left_out) == len(PRODUCER_TUNING)
+    assert len(props) - 2 + len(left_out) == len(PRODUCER_TUNING) + 1  # and the compression
     # A change to the restore's tuning changes the reference too.
     changed, _ = restore_producer_props({**PRODUCER_TUNING, "linger.ms": 5})
     assert "linger.ms=5" in changed
@@ -48,45 +50,59 @@ def measured(records: int, *, transactions: int = 0, mode: str = "") -> Measured
 
 
 def test_a_run_that_wrote_other_than_the_backups_records_stops_the_benchmark() -> None:
-    check_counts(IDEMPOTENT, measured(1_000), 1_000, log_end=1_000)
-    check_counts(PP_DEFAULTS, measured(1_000), 1_000, log_end=1_000)
+    check_counts(IDEMPOTENT_1, measured(1_000), 1_000, log_end=1_000)
+    check_counts(FLOOR, measured(1_000), 1_000, log_end=1_000)
     check_counts(EXACTLY_ONCE, measured(1_000, transactions=2, mode="exactly-once"), 1_000, log_end=1_006)
     check_counts(PP_SAME_TX, measured(1_000), 1_000, log_end=1_003)
+    check_counts(FLOOR_TX, measured(1_000), 1_000, log_end=1_003)
     with pytest.raises(RuntimeError, match="reports 999 records"):
-        check_counts(IDEMPOTENT, measured(999), 1_000, log_end=999)
+        check_counts(IDEMPOTENT_1, measured(999), 1_000, log_end=999)
     with pytest.raises(RuntimeError, match="log end offsets add up to 1,001"):
-        check_counts(PP_SAME, measured(1_000), 1_000, log_end=1_001)
+        check_counts(FLOOR, measured(1_000), 1_000, log_end=1_001)
     with pytest.raises(RuntimeError, match="no room for commit markers"):
-        check_counts(PP_SAME_TX, measured(1_000), 1_000, log_end=1_000)
+        check_counts(FLOOR_TX, measured(1_000), 1_000, log_end=1_000)
     with pytest.raises(RuntimeError, match="more than 1,000 records"):
-        check_counts(EXACTLY_ONCE, measured(1_000, transactions=1, mode="exactly-once"), 1_000, log_end=1_004)
+        check_counts(
+            EXACTLY_ONCE_1, measured(1_000, transactions=1, mode="exactly-once"), 1_000, log_end=1_004
+        )
     with pytest.raises(RuntimeError, match="mode 'idempotent'"):
         check_counts(EXACTLY_ONCE, measured(1_000, transactions=1, mode="idempotent"), 1_000, log_end=1_002)
 
 
-def test_the_restore_report_headlines_like_with_like_with_median_and_range() -> None:
+def test_the_restore_report_gives_paired_ratios_of_rates_and_of_cpu_per_record() -> None:
     case = Case(100, 1_000)
-    rates = {
-        PP_DEFAULTS: [100.0, 200.0, 300.0],
-        PP_SAME: [50.0, 100.0, 200.0],
-        PP_SAME_TX: [40.0, 80.0, 80.0],
+    # (records/s, CPU seconds) per round.
+    runs = {
+        PP_SAME_TX: [(40.0, 9.0), (80.0, 9.0), (80.0, 9.0)],
+        FLOOR: [(100.0, 0.004), (100.0, 0.004), (100.0, 0.004)],
+        FLOOR_TX: [(80.0, 0.005), (80.0, 0.005), (80.0, 0.010)],
+        IDEMPOTENT_1: [(50.0, 0.004), (50.0, 0.006), (100.0, 0.004)],
+        EXACTLY_ONCE_1: [(40.0, 0.005), (40.0, 0.006), (40.0, 0.005)],
+        EXACTLY_ONCE: [(60.0, 0.006), (80.0, 0.006), (40.0, 0.010)],
     }
-    rates |= {IDEMPOTENT: [50.0, 50.0, 100.0], EXACTLY_ONCE: [40.0, 40.0, 40.0]}
-    for name, values in rates.items():
-        case.runs[name] = [Measured(name, 1_000, 100, 1_000 / value, 2**20) for value in values]
+    for name, values in runs.items():
+        case.runs[name] = [
+            Measured(name, 1_000, 100, 1_000 / rate, 2**20, cpu_seconds=cpu) for rate, cpu in values
+        ]
     case.orders = [list(SIDES)] * 3
     text = report([case], rounds=3, seconds=60.0)
-    rate_table, ratio_table = markdown_tables(text)
-    header, rows = ratio_table
-    row = dict(zip(header, rows[0], strict=False))
-    # Per round: idempotent / same settings 1.0, 0.5, 0.5; exactly-once / transactions 1.0, 0.5, 0.5.
-    assert rows[0][2:6] == ["0.50", "0.50-1.00", "0.50", "0.50-1.00"]
-    # Per round: 50 / 100, 50 / 200, 100 / 300: the median of the ratios, not a ratio of medians.
-    assert row["ratio idempotent / PP defaults"] == "0.33"
-    assert rate_table[1][0][3].startswith("200 (100-300) rec/s")
+    rate_table, cpu_table, ratio_table, cpu_ratio_table = markdown_tables(text)[:4]
+    row = dict(zip(ratio_table[0], ratio_table[1][0], strict=False))
+    # Per round 60/40, 80/40, 40/40: the median of the ratios, not a ratio of medians.
+    assert row["default workers / 1 worker (exactly-once)"] == "1.50"
+    assert ratio_table[1][0][3] == "1.00-2.00"
+    cpu_row = dict(zip(cpu_ratio_table[0], cpu_ratio_table[1][0], strict=False))
+    # Per round 4/4, 6/4, 4/4 us per record.
+    assert cpu_row["idempotent, 1 worker / client loop"] == "1.00"
+    # Per round 6/5, 6/5, 10/10.
+    assert cpu_row["exactly-once, default workers / client loop + transactions"] == "1.20"
+    assert cpu_table[1][0][3].startswith("4.0 (4.0-4.0)")
+    assert rate_table[1][0][4].startswith("100 (100-100) rec/s")
     labels = [label for label, _ in throughput_ratios(f"<!-- restore:start -->{text}<!-- restore:end -->")]
-    assert labels[0] == "restore: 100 B 1,000 [ratio idempotent / PP restore's settings]"
-    assert len(labels) == 4
+    assert labels == [
+        "restore: 100 B 1,000 [ratio exactly-once, default workers / PP restore's settings + transactions]",
+        "restore: 100 B 1,000 [ratio exactly-once, 1 worker / PP restore's settings + transactions]",
+    ]
 
 
 def test_the_benchmarks_backup_holds_every_record_even_when_partitions_do_not_divide_them(

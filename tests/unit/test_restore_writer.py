@@ -122,3 +122,24 @@ def test_the_first_progress_record_is_acknowledged_alone_too() -> None:
     writer.commit(progress, begin_next=False)
     assert_first_record_alone(producer.events)
     assert [e[0] for e in producer.events].count("flush") == 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "connection", "expected"),
+    [
+        (RestoreSettings(), {}, "lz4"),
+        (RestoreSettings(compression="zstd"), {}, "zstd"),
+        (RestoreSettings(compression="none"), {}, "none"),
+        # producer_properties go over the setting; the connection's own properties over both.
+        (RestoreSettings(compression="zstd", producer_properties={"compression.type": "gzip"}), {}, "gzip"),
+        (RestoreSettings(compression="zstd"), {"compression.type": "snappy"}, None),
+    ],
+)
+def test_the_producer_compresses_as_restore_compression_says(
+    settings: RestoreSettings, connection: dict[str, str], expected: str | None
+) -> None:
+    clients: Any = SimpleNamespace(connection=SimpleNamespace(properties=connection))
+    plan: Any = SimpleNamespace(mode="idempotent")
+    props = TargetWriter(plan, clients=clients, settings=settings, warnings=[])._producer_properties()
+    # None: left to the connection's properties, which the client factory applies.
+    assert props.get("compression.type") == expected
