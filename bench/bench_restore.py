@@ -94,6 +94,7 @@ NODES_START, NODES_END = "<!-- restore-nodes:start -->", "<!-- restore-nodes:end
 #: The restore's producer settings as ProducerPerformance's --producer-props, and those left out.
 RESTORE_PROPS, LEFT_OUT = restore_producer_props()
 PP_SAME_TX = "ProducerPerformance (restore's settings, transactions)"
+FLOOR_NO_HEADERS = "client loop (restore's settings, no headers)"
 FLOOR = "client loop (restore's settings, 5 headers)"
 FLOOR_TX = "client loop (restore's settings, 5 headers, transactions)"
 IDEMPOTENT_1 = "restore idempotent, 1 worker"
@@ -105,7 +106,7 @@ RESTORES = (IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
 #: The sides that write in transactions (their topics hold commit markers too).
 TRANSACTIONAL = (PP_SAME_TX, FLOOR_TX, EXACTLY_ONCE_1, EXACTLY_ONCE)
 #: Every side of a round, in the order of the first round (the peer's only with its binary).
-SIDES = (PP_SAME_TX, FLOOR, FLOOR_TX, IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
+SIDES = (PP_SAME_TX, FLOOR_NO_HEADERS, FLOOR, FLOOR_TX, IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
 #: (column title, numerator side, denominator side): ratios of records/s, taken per round.
 RATIOS = (
     ("default workers / 1 worker (exactly-once)", EXACTLY_ONCE, EXACTLY_ONCE_1),
@@ -114,6 +115,7 @@ RATIOS = (
 )
 #: (column title, restore side, client loop side): ratios of CPU seconds per record, per round.
 CPU_RATIOS = (
+    ("client loop, 5 headers / no headers", FLOOR, FLOOR_NO_HEADERS),
     ("idempotent, 1 worker / client loop", IDEMPOTENT_1, FLOOR),
     ("exactly-once, 1 worker / client loop + transactions", EXACTLY_ONCE_1, FLOOR_TX),
     ("exactly-once, default workers / client loop + transactions", EXACTLY_ONCE, FLOOR_TX),
@@ -219,6 +221,10 @@ def run_round(case: Case, bootstrap: str, root: Path, round_: int, work: Path) -
             f"ppt-{stamp}",
             partial(_pp, bootstrap, f"ppt-{stamp}", case, PP_SAME_TX, RESTORE_PROPS, TRANSACTION_MS),
         ),
+        FLOOR_NO_HEADERS: (
+            f"fl0-{stamp}",
+            partial(floor, f"fl0-{stamp}", FLOOR_NO_HEADERS, None, headers=False),
+        ),
         FLOOR: (f"fl-{stamp}", partial(floor, f"fl-{stamp}", FLOOR, None)),
         FLOOR_TX: (f"flt-{stamp}", partial(floor, f"flt-{stamp}", FLOOR_TX, TRANSACTION_MS)),
         IDEMPOTENT_1: (
@@ -271,11 +277,13 @@ def _pp(
     )  # fmt: skip
 
 
-def _floor(bootstrap: str, case: Case, topic: str, name: str, transaction_ms: int | None) -> Measured:
+def _floor(
+    bootstrap: str, case: Case, topic: str, name: str, transaction_ms: int | None, *, headers: bool = True
+) -> Measured:
     create_topic(bootstrap, topic, PARTITIONS)
     return client_floor(
         bootstrap, topic, records=case.records, record_size=case.record_size, partitions=PARTITIONS,
-        transaction_ms=transaction_ms, name=name,
+        transaction_ms=transaction_ms, name=name, headers=headers,
     )  # fmt: skip
 
 
@@ -433,7 +441,8 @@ def tables(cases: list[Case]) -> str:
         "",
         "CPU per record, the restore's over the bare client loop's (below 1.2: the issue's target; the "
         "client loop is the same records, headers and producer settings through confluent-kafka and "
-        "nothing else, `bench/_client_floor.py`):",
+        "nothing else, `bench/_client_floor.py`); the first column is what the five origin headers "
+        "cost the client itself:",
         "",
         "| record size | records | " + " | ".join(f"{title} | range" for title, _, _ in CPU_RATIOS) + " |",
         "|---:|---:|" + "---:|---|" * len(CPU_RATIOS),

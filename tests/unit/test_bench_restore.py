@@ -14,6 +14,7 @@ from bench.bench_restore import (
     EXACTLY_ONCE,
     EXACTLY_ONCE_1,
     FLOOR,
+    FLOOR_NO_HEADERS,
     FLOOR_TX,
     IDEMPOTENT_1,
     PP_SAME_TX,
@@ -74,6 +75,7 @@ def test_the_restore_report_gives_paired_ratios_of_rates_and_of_cpu_per_record()
     # (records/s, CPU seconds) per round.
     runs = {
         PP_SAME_TX: [(40.0, 9.0), (80.0, 9.0), (80.0, 9.0)],
+        FLOOR_NO_HEADERS: [(200.0, 0.002), (200.0, 0.002), (200.0, 0.002)],
         FLOOR: [(100.0, 0.004), (100.0, 0.004), (100.0, 0.004)],
         FLOOR_TX: [(80.0, 0.005), (80.0, 0.005), (80.0, 0.010)],
         IDEMPOTENT_1: [(50.0, 0.004), (50.0, 0.006), (100.0, 0.004)],
@@ -94,10 +96,11 @@ def test_the_restore_report_gives_paired_ratios_of_rates_and_of_cpu_per_record()
     cpu_row = dict(zip(cpu_ratio_table[0], cpu_ratio_table[1][0], strict=False))
     # Per round 4/4, 6/4, 4/4 us per record.
     assert cpu_row["idempotent, 1 worker / client loop"] == "1.00"
+    assert cpu_row["client loop, 5 headers / no headers"] == "2.00"
     # Per round 6/5, 6/5, 10/10.
     assert cpu_row["exactly-once, default workers / client loop + transactions"] == "1.20"
-    assert cpu_table[1][0][3].startswith("4.0 (4.0-4.0)")
-    assert rate_table[1][0][4].startswith("100 (100-100) rec/s")
+    assert cpu_table[1][0][4].startswith("4.0 (4.0-4.0)")
+    assert rate_table[1][0][5].startswith("100 (100-100) rec/s")
     labels = [label for label, _ in throughput_ratios(f"<!-- restore:start -->{text}<!-- restore:end -->")]
     assert labels == [
         "restore: 100 B 1,000 [ratio exactly-once, default workers / PP restore's settings + transactions]",
