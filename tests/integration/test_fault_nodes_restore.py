@@ -268,8 +268,8 @@ def test_active_controller_killed_as_the_restore_creates_its_topics(
     print(run.stderr())
     # The units' transactional ids on workers (the restore's own in one process) were used.
     base = restore_transactional_id(target, store, backup_id)
-    wanted = {f"{base}-{topic}-0" for topic in counts} if workers > 1 else {base}
-    assert wanted <= (transactional_ids(target) or set()), "the restore did not run on the workers asked"
+    ids_used = {f"{base}-{topic}-0" for topic in counts} if workers > 1 else {base}
+    assert ids_used <= (transactional_ids(target) or set()), "the restore did not run on the workers asked"
     for topic, partitions in counts.items():
         assert len(target.partitions_of(topic)) == partitions, topic
         restored = consume_all(target, topic, list(range(partitions)), timeout=60)
