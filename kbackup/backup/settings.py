@@ -146,7 +146,7 @@ class BackupSettings(StrictModel):
         description=(
             "Worker processes of the local engine, each copying slices of the increment with its own "
             "consumer. `auto`: one per core, no more than the partitions (or slices) to copy, and 1 "
-            "(this process) for an increment under 1,500,000 records. Ignored with `engine: spark` "
+            "(this process) for an increment under 2,000,000 records. Ignored with `engine: spark` "
             '(docs/backup.md, "Workers").'
         ),
     )

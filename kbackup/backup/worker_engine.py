@@ -30,10 +30,13 @@ log = get_logger("backup.workers")
 CLIENT_ID = "kafka-backup-backup-worker"
 
 #: ``backup.workers: auto`` copies in this one process below this many records. A worker is a new
-#: Python interpreter that imports pyarrow and confluent-kafka and opens its own consumer and store
-#: (about a second of a core each); the backup copies about 800,000 records of 100 B a second on
-#: one core. Measured (docs/backup.md, "Workers"): MEASUREMENT.
-AUTO_MIN_RECORDS = 1_500_000
+#: Python interpreter that imports pyarrow and confluent-kafka and opens its own consumer and store.
+#: Measured on the 2-core test machine, shared (load average 11-12), one broker, 4 partitions of
+#: 100-byte records, ``kafka-backup backup`` once or twice each: 300,000 records copied in 1.3-2.8 s
+#: on one process, 9.2-9.3 s on two workers; 2,000,000 in 9.0 s (6.8 s of CPU) on one process,
+#: 14.3-15.9 s (11.4 s of CPU) on two. A worker costs about 2.3 s of a core, which the copy on
+#: one core (300,000-800,000 records/s) pays back only from about 2,000,000 records.
+AUTO_MIN_RECORDS = 2_000_000
 
 #: The most offsets one worker task copies: a large partition is cut into slices of this many, so
 #: workers that finish early take the rest; a task's start costs only a consumer (the processes run).
