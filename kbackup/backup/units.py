@@ -218,7 +218,9 @@ def _copy(task: CopyTask, stopped: Callable[[], bool], report: Report | None) ->
             stall_timeout_secs=task.stall_timeout_secs,
             metrics=metrics,
             keys=task.keys,
-            throttle=Throttle(bytes_per_second=task.max_bytes_per_second),
+            # A wait for the rate lasts a batch's bytes over the task's share (seconds at a low
+            # limit): a stop ends it, as it ends the copy between polls.
+            throttle=Throttle(bytes_per_second=task.max_bytes_per_second, sleep=_sleep_unless(stopped)),
             on_progress=None if report is None else lambda records, size: report("progress", records, size),
         )
         try:
@@ -237,6 +239,17 @@ def _copy(task: CopyTask, stopped: Callable[[], bool], report: Report | None) ->
             with contextlib.suppress(Exception):
                 consumer.close()
     return CopyResult(entries=entries, segments=segments, throttled_secs=copier.throttled_secs)
+
+
+def _sleep_unless(stopped: Callable[[], bool]) -> Callable[[float], None]:
+    """``time.sleep`` that ends early once ``stopped()``."""
+
+    def sleep(seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while not stopped() and (left := until - time.monotonic()) > 0:
+            time.sleep(min(left, 0.2))
+
+    return sleep
 
 
 def merge_slices(
@@ -289,6 +302,8 @@ class SlicedCopier:
         self._done = threading.Event()
         self._results: list[CopyResult] = []
         self._failure: BaseException | None = None
+        #: Between a follow run's increments: each partition's entry where the last one ended.
+        self._idle: list[PartitionEntry] = []
 
     # What an engine says.
     def parallelism(self) -> int:
@@ -317,7 +332,8 @@ class SlicedCopier:
         cuts = cut_slices(
             plans, tasks=parallelism, task_records=self.task_records, min_task_records=self.min_task_records
         )
-        log.info(
+        # A follow run's checkpoint with nothing new says nothing.
+        (log.info if cuts else log.debug)(
             "copying %d partition(s) in %d task(s), %d at once",
             len(plans),
             len(cuts),
@@ -379,6 +395,9 @@ class SlicedCopier:
     def take_increment(self, *, partial: bool = False) -> tuple[list[PartitionEntry], list[SegmentEntry]]:
         """The increment's entries and segments; a stopped copy keeps nothing (the increment's end is
         its start for every partition: no new increment is committed)."""
+        if not self.partitions:
+            # A follow run stopped between increments: every partition where the last one ended.
+            return list(self._idle), []
         if partial and not self._done.is_set():
             self.abort()
             unchanged = [
@@ -416,6 +435,10 @@ class SlicedCopier:
     def after_commit(self, entries: list[PartitionEntry]) -> None:
         self.partitions = {}
         self._results = []
+        self._idle = [
+            entry_of(e.topic, e.partition, e.end_offset, e.end_offset, e.log_start_offset, [])
+            for e in entries
+        ]
 
     def abort(self) -> None:
         if self._thread is not None and not self._done.is_set():

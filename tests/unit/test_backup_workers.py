@@ -114,3 +114,14 @@ def test_a_small_increment_is_spread_over_every_worker_each_with_a_share_of_the_
         (2, 5, 5),
     ]
     assert segments == []
+
+
+def test_a_follow_run_stopped_between_increments_keeps_every_partition_where_the_last_ended() -> None:
+    copier = RecordingCopier(template(), 2, Throttle())
+    copier.start_increment([plan(0, 0, 100), plan(1, 0, 50)])
+    assert copier._done.wait(5)
+    entries, _ = copier.take_increment()
+    copier.after_commit(entries)
+    idle, segments = copier.take_increment(partial=True)
+    assert [(e.partition, e.start_offset, e.end_offset) for e in idle] == [(0, 100, 100), (1, 50, 50)]
+    assert segments == []
