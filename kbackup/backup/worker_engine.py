@@ -31,11 +31,11 @@ CLIENT_ID = "kafka-backup-backup-worker"
 
 #: ``backup.workers: auto`` copies in this one process below this many records. A worker is a new
 #: Python interpreter that imports pyarrow and confluent-kafka and opens its own consumer and store.
-#: Measured on the 2-core test machine, shared (load average 11-12), one broker, 4 partitions of
-#: 100-byte records, ``kafka-backup backup`` once or twice each: 300,000 records copied in 1.3-2.8 s
-#: on one process, 9.2-9.3 s on two workers; 2,000,000 in 9.0 s (6.8 s of CPU) on one process,
-#: 14.3-15.9 s (11.4 s of CPU) on two. A worker costs about 2.3 s of a core, which the copy on
-#: one core (300,000-800,000 records/s) pays back only from about 2,000,000 records.
+#: Measured on the 2-core test machine, shared with other work, one broker, 4 partitions of 100-byte
+#: records, ``kafka-backup backup`` once each, wall (CPU of all processes): 1,000,000 records 3.15 s
+#: (2.8 s) on one process, 4.55 s (5.8 s) on two workers; 4,000,000 records 14.0 s (9.6 s) on one,
+#: 9.65 s (12.1 s) on two. The lines cross near 1,700,000 records (two workers cost about 3 s of CPU
+#: more); earlier runs at a load average of 11-12 found two workers slower still at 2,000,000.
 AUTO_MIN_RECORDS = 2_000_000
 
 #: The most offsets one worker task copies: a large partition is cut into slices of this many, so
