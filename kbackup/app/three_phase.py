@@ -409,7 +409,7 @@ def three_phase_dry_run(config: KBackupConfig) -> ThreePhaseDryRun:
     restore = earlier("restore")
     records_left: int | None = 0
     if restore is None:
-        report = restore_service.dry_run(job)
+        report = restore_service.dry_run(job, on_spark=config.engine == "spark")
         records_left = report.records_to_write if report.records_to_write is not None else None
         lines = report.lines()
         if lines and lines[0].startswith("dry run"):  # the banner, printed once above

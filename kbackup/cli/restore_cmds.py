@@ -247,7 +247,7 @@ def restore(
         job = restore_stage.prepare(
             backup_id=inputs.backup_id, storage=inputs.storage, target=inputs.target, settings=inputs.settings
         )
-        report = restore_stage.dry_run(job)
+        report = restore_stage.dry_run(job, on_spark=cfg.engine == "spark")
         if as_json:
             print_json(report.to_dict())
         else:

@@ -205,6 +205,11 @@ class TopicPlan:
         }
 
 
+def unit_name(partition: PartitionPlan) -> str:
+    """A unit of a restore on worker processes or Spark: one source partition."""
+    return f"{partition.source_topic}-{partition.source_partition}"
+
+
 @dataclass
 class RestorePlan:
     """Everything a restore will do; pure data, printed by --dry-run."""
@@ -249,6 +254,12 @@ class RestorePlan:
         task fences its own zombie (the same unit's earlier attempt) and no other unit."""
         base = f"kafka-backup-restore-{self.restore_id}"
         return base if self.unit is None else f"{base}-{self.unit}"
+
+    def unit_transactional_ids(self) -> list[str]:
+        """The transactional id each unit of this restore has on worker processes or Spark: those a
+        run in one process fences, so that an earlier run's orphaned workers stop writing."""
+        base = f"kafka-backup-restore-{self.restore_id}"
+        return [f"{base}-{unit_name(partition)}" for partition in self.partitions]
 
     @property
     def expected_records(self) -> int | None:

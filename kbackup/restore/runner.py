@@ -45,6 +45,7 @@ from kbackup.restore.target import (
     create_topics,
     switch_to_log_append_time,
 )
+from kbackup.restore.unit_fence import fence_units, may_follow_a_run_in_units
 from kbackup.restore.writer import TargetWriter
 from kbackup.storage import Storage
 
@@ -162,6 +163,10 @@ class Restorer:
         point again in the idempotent mode too (a Spark task attempt after one that produced)."""
         mode = self.writer.fence()
         self._phase(f"mode {mode}", started)
+        if mode == "exactly-once" and may_follow_a_run_in_units(self.plan):
+            # An earlier run on workers writes under its units' ids, which the fence above leaves open.
+            fence_units(self.plan, self.clients, self.settings)
+            self._phase("units of earlier runs fenced", started)
         run = plan_run_after_fence(
             checked,
             self.storage,

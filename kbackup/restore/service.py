@@ -37,7 +37,7 @@ from kbackup.restore.target import (
     without_topics,
 )
 from kbackup.restore.units import UnitsJob
-from kbackup.restore.worker_engine import run_on_workers, workers_for
+from kbackup.restore.worker_engine import WorkersChoice, run_on_workers, workers_for, workers_of
 from kbackup.storage import Storage, open_storage
 
 CLIENT_ID = "kafka-backup-restore"
@@ -161,6 +161,8 @@ class DryRunReport:
     warnings: list[str]
     #: ``restore.purge_target`` (None: none).
     purge: PurgePlan | None = None
+    #: The worker processes of the local engine and why (None: ``engine: spark`` runs Spark tasks).
+    workers: WorkersChoice | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,6 +175,7 @@ class DryRunReport:
             "checksums_verified": self.checksums_verified,
             "undecided_progress": self.undecided_progress,
             "warnings": self.warnings,
+            "workers": None if self.workers is None else self.workers.to_dict(),
             "purge": None
             if self.purge is None
             else {
@@ -206,6 +209,11 @@ class DryRunReport:
         else:
             lines.append(f"  would write {count} record(s), reading {self.segments_to_read} segment(s)")
         lines.append(
+            f"  {self.workers.text()}"
+            if self.workers is not None
+            else "  workers: none (engine: spark restores each source partition in a Spark task)"
+        )
+        lines.append(
             "  segments checked: sizes and SHA-256"
             if self.checksums_verified
             else "  segments checked: sizes only (restore.verify_checksums is false)"
@@ -221,10 +229,15 @@ class DryRunReport:
 
 
 def dry_run(
-    job: RestoreJob, *, scratch_dir: Path | None = None, progress: Progress | None = None
+    job: RestoreJob,
+    *,
+    scratch_dir: Path | None = None,
+    progress: Progress | None = None,
+    on_spark: bool = False,
 ) -> DryRunReport:
     """Everything a run checks (the same :func:`plan_run`), without fencing, creating or producing
-    anything: progress held by an open transaction is counted, not waited for."""
+    anything: progress held by an open transaction is counted, not waited for. ``on_spark``: the
+    run would be on the Spark engine (no worker processes)."""
     plan = job.plan
     run = plan_run(
         plan,
@@ -246,6 +259,7 @@ def dry_run(
         undecided_progress=run.point.undecided,
         warnings=run.point.warnings,
         purge=job.purge,
+        workers=None if on_spark else workers_of(job.settings.workers, plan),
     )
 
 

@@ -30,7 +30,7 @@ from kbackup.core.progress import Progress
 from kbackup.core.spark import TaskFailure
 from kbackup.format.encryption import BackupKeys
 from kbackup.restore.metrics import RestoreMetrics
-from kbackup.restore.plan import PartitionPlan, RestorePlan
+from kbackup.restore.plan import PartitionPlan, RestorePlan, unit_name
 from kbackup.restore.run_plan import RunPlan, purge_before_first_record
 from kbackup.restore.runner import (
     ProducedBatch,
@@ -77,10 +77,6 @@ class UnitResult:
 
 #: Runs one job of the units (the checks or the produce) on an engine: the results in the tasks' order.
 JobRunner = Callable[[list[UnitTask], Callable[[UnitTask], UnitResult], str], list[UnitResult]]
-
-
-def unit_name(partition: PartitionPlan) -> str:
-    return f"{partition.source_topic}-{partition.source_partition}"
 
 
 def unit_plan(plan: RestorePlan, partition: PartitionPlan, *, topics_created: bool) -> RestorePlan:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from kbackup.core.logs import get_logger
@@ -43,14 +44,66 @@ CLIENT_ID = "kafka-backup-restore-worker"
 AUTO_MIN_RECORDS = 100_000
 
 
+@dataclass(frozen=True)
+class WorkersChoice:
+    """How many worker processes a restore runs on, and why (``--dry-run`` says both)."""
+
+    #: Worker processes (1: the restore runs in this one process).
+    count: int
+    setting: int | Literal["auto"]
+    cores: int | None
+    #: Source partitions restored: a worker restores one at a time.
+    units: int
+    #: Records in the segments the plan reads (the manifests' counts: an upper bound where a
+    #: selection cuts a segment, enough to choose).
+    records: int
+
+    def reason(self) -> str:
+        if self.setting != "auto":
+            capped = (
+                f"; no more than the {self.units:,} source partition(s)" if self.count < self.setting else ""
+            )
+            return f"restore.workers or --workers {self.setting}{capped}"
+        if self.records < AUTO_MIN_RECORDS:
+            return f"auto: under {AUTO_MIN_RECORDS:,} records"
+        return (
+            f"auto: {self.cores or 1} core(s), {self.units:,} source partition(s), {self.records:,} records"
+        )
+
+    def text(self) -> str:
+        return f"workers: {self.count} ({self.reason()})"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "count": self.count,
+            "setting": self.setting,
+            "cores": self.cores,
+            "source_partitions": self.units,
+            "records": self.records,
+            "reason": self.reason(),
+        }
+
+
+def choose_workers(
+    setting: int | Literal["auto"], *, units: int, records: int, cores: int | None
+) -> WorkersChoice:
+    """The worker processes for ``units`` source partitions holding ``records`` on ``cores``."""
+    if setting == "auto":
+        count = auto_workers(records, units, cores, min_records=AUTO_MIN_RECORDS)
+    else:
+        count = max(1, min(setting, units))
+    return WorkersChoice(count, setting, cores, units, records)
+
+
+def workers_of(setting: int | Literal["auto"], plan: RestorePlan) -> WorkersChoice:
+    """The worker processes a restore of ``plan`` runs on on this machine, and why."""
+    records = sum(segment.record_count for p in plan.partitions for segment in p.segments)
+    return choose_workers(setting, units=len(plan.partitions), records=records, cores=os.cpu_count())
+
+
 def workers_for(setting: int | Literal["auto"], plan: RestorePlan) -> int:
     """The worker processes a restore of ``plan`` runs on (1: this process, today's path)."""
-    units = len(plan.partitions)
-    if setting == "auto":
-        # The manifests' counts: an upper bound where a selection cuts a segment, enough to choose.
-        records = sum(segment.record_count for p in plan.partitions for segment in p.segments)
-        return auto_workers(records, units, os.cpu_count(), min_records=AUTO_MIN_RECORDS)
-    return max(1, min(setting, units))
+    return workers_of(setting, plan).count
 
 
 def _check(task: UnitTask, _side: WorkerSide) -> UnitResult:

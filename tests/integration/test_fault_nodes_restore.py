@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -29,7 +30,7 @@ from tests.support.cluster_nodes import create_replicated_topic
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.kafka_io import consume_all
 from tests.support.node_faults import wait_in_sync_everywhere
-from tests.support.restore_checks import own_headers
+from tests.support.restore_checks import own_headers, transactional_ids
 from tests.support.restore_faults import (
     BackgroundRestore,
     make_transaction_state_topic,
@@ -95,12 +96,14 @@ def slow_restore_config(path: Path) -> Path:
     return path
 
 
-def fault_case(target: LocalKafkaCluster, tmp_path: Path, topic: str, mode: str) -> FaultCase:
-    """A backup of ``topic`` in files, and the slow restore of it into ``target`` in ``mode``."""
+def fault_case(target: LocalKafkaCluster, tmp_path: Path, topic: str, mode: str, workers: int) -> FaultCase:
+    """A backup of ``topic`` in files, and the slow restore of it into ``target`` in ``mode`` on
+    ``workers`` processes (the backup is too small for ``auto`` to choose more than one)."""
     store, backup_id = tmp_path / "store", f"{topic}-b"
     expected = build_backup(store, tmp_path, topic, backup_id, RECORDS_PER_PARTITION)
-    args = restore_args(target, store, backup_id, slow_restore_config(tmp_path / "r.yaml"), mode)
-    return FaultCase(store, backup_id, expected, args)
+    config = slow_restore_config(tmp_path / "r.yaml")
+    args = restore_args(target, store, backup_id, config, mode, "--workers", str(workers))
+    return FaultCase(store, backup_id, expected, args, workers)
 
 
 @dataclass
@@ -110,6 +113,7 @@ class FaultCase:
     #: The records the backup holds, by source partition: the oracle.
     expected: dict[int, list[BackupRecord]]
     args: list[str]
+    workers: int
 
 
 def wait_landed(cluster: LocalKafkaCluster, topic: str, records: int, run: BackgroundRestore) -> None:
@@ -159,6 +163,11 @@ def node_killed_mid_restore(
     run = BackgroundRestore.start(tmp_path / "run", *case.args)
     try:
         wait_landed(target, topic, LANDED_BEFORE_THE_FAULT, run)
+        # Worker processes (and multiprocessing's resource tracker) are the run's children.
+        children = len(psutil.Process(run.process.pid).children())
+        assert (children > 1) == (case.workers > 1), (
+            f"{children} child process(es) on {case.workers} worker(s)"
+        )
         node = node_of()
         kill_and_restart(target, node, run)
         return node, finished_or_rerun(run, tmp_path, case.args)
@@ -166,12 +175,21 @@ def node_killed_mid_restore(
         run.stop()
 
 
+#: Every fault runs on one process and on two workers (issue 40: no guarantee traded).
+ON_WORKERS = pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "two-workers"])
+
+
+@ON_WORKERS
 def test_transaction_coordinator_killed_mid_exactly_once_restore(
-    target: LocalKafkaCluster, unique_name: str, tmp_path: Path
+    target: LocalKafkaCluster, unique_name: str, tmp_path: Path, workers: int
 ) -> None:
+    """On workers, each source partition has a transactional id of its own: the coordinator of
+    source partition 0's is killed (the other units' may live on another node)."""
     topic = unique_name
-    case = fault_case(target, tmp_path, topic, "--exactly-once")
+    case = fault_case(target, tmp_path, topic, "--exactly-once", workers)
     transactional_id = restore_transactional_id(target, case.store, case.backup_id)
+    if workers > 1:
+        transactional_id = f"{transactional_id}-{topic}-0"
     node, codes = node_killed_mid_restore(
         target, tmp_path, topic, case, lambda: target.transaction_coordinator(transactional_id)
     )
@@ -179,12 +197,13 @@ def test_transaction_coordinator_killed_mid_exactly_once_restore(
     check_exactly_once(target, topic, SOURCE_PARTITIONS, case.expected, seed=0)
 
 
+@ON_WORKERS
 def test_partition_leader_killed_mid_idempotent_restore(
-    target: LocalKafkaCluster, unique_name: str, tmp_path: Path
+    target: LocalKafkaCluster, unique_name: str, tmp_path: Path, workers: int
 ) -> None:
     """Idempotent mode: the exactly-once mode under a node's death is the test above."""
     topic = unique_name
-    case = fault_case(target, tmp_path, topic, "--idempotent")
+    case = fault_case(target, tmp_path, topic, "--idempotent", workers)
     node, codes = node_killed_mid_restore(
         target, tmp_path, topic, case, lambda: target.partition_leader(topic, 0)
     )
@@ -200,7 +219,7 @@ def test_not_enough_replicas_waits_says_so_and_finishes_when_the_node_returns(
     into it as it is); one node stopped cleanly leaves every partition two in-sync replicas, and
     each acks=all write is refused with NOT_ENOUGH_REPLICAS, which the producer retries silently."""
     topic = unique_name
-    case = fault_case(target, tmp_path, topic, "--idempotent")
+    case = fault_case(target, tmp_path, topic, "--idempotent", 1)
     create_replicated_topic(target, topic, SOURCE_PARTITIONS, {"min.insync.replicas": "3"})
     run = BackgroundRestore.start(tmp_path / "run", *case.args)
     try:
@@ -220,16 +239,19 @@ def test_not_enough_replicas_waits_says_so_and_finishes_when_the_node_returns(
     check_exactly_once(target, topic, SOURCE_PARTITIONS, case.expected, seed=0)
 
 
+@ON_WORKERS
 def test_active_controller_killed_as_the_restore_creates_its_topics(
-    target: LocalKafkaCluster, unique_name: str, tmp_path: Path
+    target: LocalKafkaCluster, unique_name: str, tmp_path: Path, workers: int
 ) -> None:
     """The controller is killed right after the restore starts: the restore plans (metadata, its
     topics validated by the controller) and creates its topics while a new controller is elected.
-    Creation is one request for every topic, too quick to catch between two of them."""
+    Creation is one request for every topic, too quick to catch between two of them. On workers,
+    the parent creates the topics between the workers' checks and their records."""
     store, backup_id = tmp_path / "store", f"{unique_name}-b"
     counts = {f"{unique_name}-{i}": i for i in range(1, 6)}
     written = several_topics_backup(store, tmp_path, backup_id, counts, records_per_partition=20)
-    args = restore_args(target, store, backup_id, slow_restore_config(tmp_path / "r.yaml"), "--exactly-once")
+    config = slow_restore_config(tmp_path / "r.yaml")
+    args = restore_args(target, store, backup_id, config, "--exactly-once", "--workers", str(workers))
     controller = target.active_controller()
     run = BackgroundRestore.start(tmp_path / "run", *args)
     started = time.monotonic()
@@ -244,6 +266,10 @@ def test_active_controller_killed_as_the_restore_creates_its_topics(
         f"controller node {controller} killed: back after {back:.1f}s, exit codes {codes} after {ended:.1f}s"
     )
     print(run.stderr())
+    # The units' transactional ids on workers (the restore's own in one process) were used.
+    base = restore_transactional_id(target, store, backup_id)
+    ids_used = {f"{base}-{topic}-0" for topic in counts} if workers > 1 else {base}
+    assert ids_used <= (transactional_ids(target) or set()), "the restore did not run on the workers asked"
     for topic, partitions in counts.items():
         assert len(target.partitions_of(topic)) == partitions, topic
         restored = consume_all(target, topic, list(range(partitions)), timeout=60)

@@ -30,6 +30,7 @@ from tests.support.config_files import config_file, write_three_phase_config
 from tests.support.crash_restores import SOURCE_PARTITIONS, build_backup, check_exactly_once, landed
 from tests.support.restore_checks import REPO, restore_command, transactional_ids
 from tests.support.three_phase_runs import check_final_state, fill_and_back_up, run_cli
+from tests.support.worker_processes import still_running
 
 #: Few records: each worker still runs several transactions.
 PER_PARTITION = 4_000
@@ -117,22 +118,6 @@ def test_a_worker_killed_mid_restore_fails_the_run_naming_its_unit_and_a_rerun_c
     check_exactly_once(target_cluster, unique_name, SOURCE_PARTITIONS, expected, seed=0)
 
 
-def _still_running(processes: list[psutil.Process], *, within_secs: float) -> list[psutil.Process]:
-    """Those of ``processes`` still running after ``within_secs`` (an exited orphan may stay a
-    zombie: nothing here reaps it)."""
-
-    def running(process: psutil.Process) -> bool:
-        try:
-            return process.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-    deadline = time.monotonic() + within_secs
-    while any(running(p) for p in processes) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return [p for p in processes if running(p)]
-
-
 @pytest.mark.parametrize("stop", ["sigint", "parent-killed"])
 def test_a_stopped_parent_stops_every_worker_and_a_rerun_completes(
     target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, stop: str
@@ -160,7 +145,7 @@ def test_a_stopped_parent_stops_every_worker_and_a_rerun_completes(
         process.send_signal(signal.SIGINT if stop == "sigint" else signal.SIGKILL)
         # Not communicate(): its pipes stay open while orphaned workers hold them.
         process.wait(timeout=120)
-        alive = _still_running(workers, within_secs=5)
+        alive = still_running(workers, within_secs=5)
         out, err = process.communicate(timeout=120)
     finally:
         probe.close()

@@ -31,3 +31,13 @@ def test_a_refusal_stays_final() -> None:
         connection=CONNECTION,
     )
     assert not error.retryable
+
+
+def test_no_leader_yet_is_retryable_and_another_missing_entry_is_not() -> None:
+    """A unit of a restore on workers listed offsets while the partition's leader was just killed
+    (tests/integration/test_fault_nodes_restore.py, two workers): librdkafka answers _NOENT."""
+    no_leader = KafkaError(KafkaError._NOENT, "Failed to query partition leaders: No leaders found")
+    error = translate_kafka_error(KafkaException(no_leader), action="list offsets", connection=CONNECTION)
+    assert error.retryable
+    missing = KafkaError(KafkaError._NOENT, "No such entry")
+    assert not translate_kafka_error(KafkaException(missing), action="list", connection=CONNECTION).retryable

@@ -16,7 +16,15 @@ from kbackup.core import logs
 from kbackup.core.errors import InterruptedByUser, KBackupError, WorkerDiedError
 from kbackup.core.secrets import register_secret
 from kbackup.core.workers import WorkerPool, auto_workers
-from kbackup.restore.worker_engine import AUTO_MIN_RECORDS
+from kbackup.format.catalog import BackupCatalog
+from kbackup.restore.plan import RestorePlan, TargetState, build_plan
+from kbackup.restore.service import DryRunReport
+from kbackup.restore.settings import RestoreSettings
+from kbackup.restore.unit_fence import may_follow_a_run_in_units
+from kbackup.restore.units import unit_plan
+from kbackup.restore.worker_engine import AUTO_MIN_RECORDS, choose_workers, workers_of
+from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
+from kbackup.storage import LocalStorage
 from tests.support import worker_fakes
 
 
@@ -102,3 +110,73 @@ def test_an_entered_pool_runs_every_job_on_the_same_processes() -> None:
         checks = pool.run(["a", "b", "c"], worker_fakes.pid_of)
         records = pool.run(["a", "b", "c"], worker_fakes.pid_of)
     assert len(set(checks) | set(records)) <= 2
+
+
+def test_the_workers_choice_says_why() -> None:
+    """What ``--dry-run`` prints and puts in its JSON: the count, and the setting or facts behind it."""
+    auto = choose_workers("auto", units=3, records=1_200_000, cores=2)
+    assert auto.text() == "workers: 2 (auto: 2 core(s), 3 source partition(s), 1,200,000 records)"
+    assert auto.to_dict() == {
+        "count": 2,
+        "setting": "auto",
+        "cores": 2,
+        "source_partitions": 3,
+        "records": 1_200_000,
+        "reason": "auto: 2 core(s), 3 source partition(s), 1,200,000 records",
+    }
+    small = choose_workers("auto", units=3, records=AUTO_MIN_RECORDS - 1, cores=16)
+    assert small.text() == "workers: 1 (auto: under 100,000 records)"
+    assert (
+        choose_workers(4, units=12, records=10, cores=2).text()
+        == "workers: 4 (restore.workers or --workers 4)"
+    )
+    assert (
+        choose_workers(4, units=3, records=10, cores=2).text()
+        == "workers: 3 (restore.workers or --workers 4; no more than the 3 source partition(s))"
+    )
+
+
+def _plan_of_three_partitions(tmp_path: Path, *, existing: dict[str, int]) -> RestorePlan:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    storage = LocalStorage(tmp_path / "store")
+    builder = BackupBuilder(storage, "b1", source_cluster="prod", scratch_dir=tmp_path)
+    builder.topic("orders", 3)
+    for partition in range(3):
+        builder.partition(
+            "orders",
+            partition,
+            [BackupRecord(offset=i, key=None, value=b"v", headers=(), timestamp=1) for i in range(5)],
+        )
+    builder.commit()
+    state = TargetState(description="t", cluster_id="c", broker_count=1, topics=existing)
+    backup = BackupCatalog(storage).load("b1")
+    return build_plan(backup, RestoreSettings(), state, storage_url="s", now_ms=1)
+
+
+@pytest.mark.parametrize("on_spark", [False, True], ids=["local", "spark"])
+def test_the_dry_run_says_the_workers(tmp_path: Path, on_spark: bool) -> None:
+    plan = _plan_of_three_partitions(tmp_path, existing={})
+    workers = None if on_spark else workers_of("auto", plan)
+    report = DryRunReport(plan, False, 15, 15, 3, True, 0, [], workers=workers)
+    if on_spark:
+        assert (
+            "  workers: none (engine: spark restores each source partition in a Spark task)" in report.lines()
+        )
+        assert report.to_dict()["workers"] is None
+    else:
+        assert "  workers: 1 (auto: under 100,000 records)" in report.lines()
+        assert report.to_dict()["workers"]["count"] == 1
+
+
+def test_a_run_in_one_process_fences_the_units_only_where_an_earlier_run_may_have_written(
+    tmp_path: Path,
+) -> None:
+    """An earlier run on workers creates every topic before its first record: a plan that creates
+    them all follows none that wrote; one into an existing topic fences each unit's id."""
+    fresh = _plan_of_three_partitions(tmp_path / "a", existing={})
+    assert not may_follow_a_run_in_units(fresh)
+    rerun = _plan_of_three_partitions(tmp_path / "b", existing={"orders": 3})
+    assert may_follow_a_run_in_units(rerun)
+    base = f"kafka-backup-restore-{rerun.restore_id}"
+    assert rerun.unit_transactional_ids() == [f"{base}-orders-{p}" for p in range(3)]
+    assert not may_follow_a_run_in_units(unit_plan(rerun, rerun.partitions[0], topics_created=True))

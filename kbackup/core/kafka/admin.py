@@ -211,7 +211,14 @@ def kafka_state_name(state: Any) -> str | None:
 #: Errors of a request sent to a partition leader that has changed: its metadata is fetched again
 #: before the request is retried (see ``Admin._retried``).
 LEADER_CHANGE_CODE_NAMES = frozenset(
-    {"FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"}
+    {
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "NOT_LEADER_FOR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        # librdkafka's "No leaders found" (retried only with that text: clients._no_leader_yet).
+        "_NOENT",
+    }
 )
 
 

@@ -113,8 +113,15 @@ def translate_kafka_error(exc: BaseException, *, action: str, connection: KafkaC
         f"{action} on {servers} failed: {name}: {error.str()}",
         code=code,
         code_name=name,
-        retryable=bool(error.retriable()) or code in _TRANSIENT_CODES,
+        retryable=bool(error.retriable()) or code in _TRANSIENT_CODES or _no_leader_yet(error),
     )
+
+
+def _no_leader_yet(error: KafkaError) -> bool:
+    """librdkafka's own answer to a ListOffsets while a partition has no leader (its node just
+    killed, the election not yet done): ``_NOENT``, "No leaders found". Kafka elects one within
+    seconds; other ``_NOENT`` answers (a missing entry) stay final."""
+    return error.code() == KafkaError._NOENT and "no leaders found" in error.str().lower()
 
 
 class ClusterObserver(Protocol):
