@@ -140,6 +140,7 @@ def backup_job(
     source_cluster_id: str | None = None,
     follow: bool = False,
     max_bytes_per_second: str | None = None,
+    workers: int | None = None,
 ) -> BackupJob:
     """What one ``backup`` run needs: the file's source, storage and backup sections, flags over them."""
     source = with_bootstrap_servers(config.source, bootstrap_servers, SourceSettings)
@@ -168,6 +169,9 @@ def backup_job(
     if max_bytes_per_second is not None:
         updates["max_bytes_per_second"] = max_bytes_per_second
         flags["max_bytes_per_second"] = f"--max-bytes-per-second {max_bytes_per_second}"
+    if workers is not None:
+        updates["workers"] = workers
+        flags["workers"] = f"--workers {workers}"
     return BackupJob(
         backup_id=backup_id_of(config, backup_id),
         source=source,

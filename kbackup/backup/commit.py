@@ -18,8 +18,8 @@ from kbackup.backup.cluster_capture import MetadataCapture
 from kbackup.backup.copier import Copier
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.settings import BackupSettings
-from kbackup.backup.spark_engine import SparkCopier
 from kbackup.backup.summary import BackupSummary, CommittedIncrement
+from kbackup.backup.units import SlicedCopier
 from kbackup.core.errors import KBackupError
 from kbackup.core.faults import crash_point
 from kbackup.core.logs import get_logger
@@ -80,7 +80,7 @@ class Committer:
     """
 
     storage: Storage
-    copier: Copier | SparkCopier
+    copier: Copier | SlicedCopier
     state: ChainState
     summary: BackupSummary
     #: The source as each manifest names it.

@@ -42,8 +42,10 @@ from kbackup.backup.plan import (
 )
 from kbackup.backup.settings import BackupSettings, SourceSettings, TopicSelection
 from kbackup.backup.source import SourceCluster
-from kbackup.backup.spark_engine import CopyTask, SparkCopier
+from kbackup.backup.spark_engine import SparkCopier
 from kbackup.backup.summary import BackupSummary
+from kbackup.backup.units import CopyTask, SlicedCopier
+from kbackup.backup.worker_engine import WorkerCopier, workers_for
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import (
     ConfigError,
@@ -164,9 +166,18 @@ def run_backup(
         tempfile.TemporaryDirectory(prefix="kafka-backup-", dir=scratch_parent) as scratch,
     ):
         consumer: Any = None
-        copier: Copier | SparkCopier
+        copier: Copier | SlicedCopier
+        workers = 1 if engine is not None else _workers(job, cluster, metadata, topics, state)
         if engine is not None:
             copier = _spark_copier(job, engine, source_cluster_id, keys, metrics, progress, throttle)
+        elif workers > 1:
+            copier = WorkerCopier(
+                _copy_task(job, source_cluster_id, keys),
+                workers,
+                metrics=metrics,
+                on_progress=bar.advance,
+                throttle=throttle,
+            )
         else:
             consumer = cluster.clients.consumer(**_consumer_properties(job))
             copier = _local_copier(
@@ -339,18 +350,23 @@ def _local_copier(
     )
 
 
-def _spark_copier(
-    job: BackupJob,
-    engine: SparkEngine,
-    source_cluster_id: str,
-    keys: BackupKeys | None,
-    metrics: BackupMetrics,
-    progress: Progress | None,
-    throttle: Throttle,
-) -> SparkCopier:
-    """The copier whose increments are Spark jobs: each task gets what the local one has."""
+def _workers(
+    job: BackupJob, cluster: SourceCluster, metadata: ClusterMetadata, topics: list[str], state: ChainState
+) -> int:
+    """The local engine's processes: ``backup.workers``, or for ``auto`` the records the first
+    increment would copy now (the end offsets read once more, before the increment's own read)."""
     settings = job.settings
-    template = CopyTask(
+    if settings.workers != "auto":
+        return settings.workers
+    keys = [(t, p) for t in topics for p in range(metadata.topics[t].partitions)]
+    offsets = cluster.offsets(keys, read_committed=settings.isolation_level == "read_committed")
+    return workers_for("auto", plan_partitions(offsets, state.coverage))
+
+
+def _copy_task(job: BackupJob, source_cluster_id: str, keys: BackupKeys | None) -> CopyTask:
+    """What each task of an increment cut into slices gets: what the local copier has."""
+    settings = job.settings
+    return CopyTask(
         backup_id=job.backup_id,
         source=job.source,
         storage=job.storage,
@@ -363,10 +379,22 @@ def _spark_copier(
         slices=[],
         keys=keys,
     )
+
+
+def _spark_copier(
+    job: BackupJob,
+    engine: SparkEngine,
+    source_cluster_id: str,
+    keys: BackupKeys | None,
+    metrics: BackupMetrics,
+    progress: Progress | None,
+    throttle: Throttle,
+) -> SparkCopier:
+    """The copier whose increments are Spark jobs: each task gets what the local one has."""
     return SparkCopier(
         engine,
-        template,
-        task_records=settings.spark_task_records,
+        _copy_task(job, source_cluster_id, keys),
+        task_records=job.settings.spark_task_records,
         metrics=metrics,
         progress=progress,
         throttle=throttle,
@@ -421,7 +449,7 @@ class _IncrementLoop:
 
     settings: BackupSettings
     cluster: SourceCluster
-    copier: Copier | SparkCopier
+    copier: Copier | SlicedCopier
     commit: Committer
     rules: TopicRules
     stop: threading.Event

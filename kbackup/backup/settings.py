@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -139,6 +139,15 @@ class BackupSettings(StrictModel):
         description=(
             "engine: spark: the most offsets one Spark task copies; a larger partition is cut into "
             "slices of this many, smaller ones share a task (docs/scaling.md)."
+        ),
+    )
+    workers: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        default="auto",
+        description=(
+            "Worker processes of the local engine, each copying slices of the increment with its own "
+            "consumer. `auto`: one per core, no more than the partitions (or slices) to copy, and 1 "
+            "(this process) for an increment under 2,000,000 records. Ignored with `engine: spark` "
+            '(docs/backup.md, "Workers").'
         ),
     )
     stall_timeout_secs: float = Field(

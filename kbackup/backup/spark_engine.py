@@ -1,219 +1,29 @@
 """A backup increment copied by Spark tasks (``engine: spark``; docs/scaling.md).
 
-The driver (:func:`~kbackup.backup.runner.run_backup`) does what must happen once and in order,
-exactly as on the local engine: the group snapshot before the end offsets, the increment's
-offset ranges, and after the copy the manifest, written last. What this module changes is the
-copy: the ranges are cut into slices (a large partition into several, small partitions packed
-together), and each slice set is one Spark task that runs the local engine's
-:class:`~kbackup.backup.copier.Copier` over it, writing segments in exactly the same format.
-
-A task attempt names its segments with a run id of its own (``<first offset>-<run id>``), so
-a retried or speculative attempt never overwrites another's files, and the manifest lists
-only the segments of the attempt whose result Spark kept. What other attempts stored is
-referenced by no manifest; ``kafka-backup prune`` removes it after its grace period.
+The increment cut into slice sets, each task running the local engine's copier over its slices,
+and the driver's steps around them are :mod:`~kbackup.backup.units`, shared with the worker
+processes of the local engine. A Spark task attempt names its segments with a run id of its
+own, so a retried or speculative attempt never overwrites another's files, and the manifest
+lists only the segments of the attempt whose result Spark kept.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import tempfile
-import threading
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from kbackup.backup.copier import Copier, entry_of
 from kbackup.backup.metrics import BackupMetrics
-from kbackup.backup.plan import PartitionPlan
-from kbackup.backup.settings import SourceSettings
-from kbackup.core.config import StorageSettings
-from kbackup.core.errors import KBackupError
-from kbackup.core.kafka import KafkaClients
+from kbackup.backup.units import CopyResult, CopyTask, SlicedCopier, copy_slices
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress
-from kbackup.core.spark import SparkEngine, TaskFailure, job_failed, run_spark_tasks
+from kbackup.core.spark import SparkEngine, job_failed, run_spark_tasks
 from kbackup.core.throttle import Throttle
-from kbackup.core.types import TopicPartitionKey
-from kbackup.format.encryption import BackupKeys
-from kbackup.format.layout import new_run_id
-from kbackup.format.manifest import PartitionEntry, SegmentEntry
-from kbackup.format.segments import SegmentLimits
-from kbackup.storage import open_storage
 
 log = get_logger("backup.spark")
 
-#: The fewest offsets a task is given when the increment is cut for parallelism: below that a
-#: task's start (a consumer, a storage client) costs more than the copy.
-MIN_TASK_RECORDS = 50_000
 
-
-@dataclass(frozen=True)
-class Slice:
-    """Offsets ``[start, end)`` of one partition, copied by one task."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    log_start_offset: int
-
-    @property
-    def key(self) -> TopicPartitionKey:
-        return (self.topic, self.partition)
-
-    def plan(self) -> PartitionPlan:
-        return PartitionPlan(
-            topic=self.topic,
-            partition=self.partition,
-            start_offset=self.start,
-            log_start_offset=self.log_start_offset,
-            fetch_offset=self.start,
-            end_offset=self.end,
-        )
-
-
-def cut_slices(plans: Iterable[PartitionPlan], *, tasks: int, task_records: int) -> list[list[Slice]]:
-    """The increment's offsets to copy, as the slice sets of about ``tasks`` tasks.
-
-    A task gets at most ``task_records`` offsets (fewer when that makes ``tasks`` tasks, but not
-    below MIN_TASK_RECORDS); a partition larger than that is cut into consecutive slices, and
-    smaller ones share a task. No task holds two slices of one partition (a copier reads each
-    partition once). Deterministic: the same plans give the same slices.
-    """
-    wanted = [plan for plan in plans if plan.end_offset is not None and plan.fetch_offset < plan.end_offset]
-    total = sum((plan.end_offset or 0) - plan.fetch_offset for plan in wanted)
-    if not total:
-        return []
-    size = max(1, min(task_records, max(MIN_TASK_RECORDS, math.ceil(total / max(1, tasks)))))
-    slices: list[Slice] = []
-    for plan in wanted:
-        assert plan.end_offset is not None
-        for start in range(plan.fetch_offset, plan.end_offset, size):
-            slices.append(
-                Slice(
-                    plan.topic,
-                    plan.partition,
-                    start,
-                    min(plan.end_offset, start + size),
-                    plan.log_start_offset,
-                )
-            )
-    # First fit, largest first: full slices take a task each, the small ones fill up the rest.
-    bins: list[list[Slice]] = []
-    filled: list[int] = []
-    for item in sorted(slices, key=lambda s: (-(s.end - s.start), s.topic, s.partition, s.start)):
-        length = item.end - item.start
-        for index, members in enumerate(bins):
-            if filled[index] + length <= size and all(member.key != item.key for member in members):
-                members.append(item)
-                filled[index] += length
-                break
-        else:
-            bins.append([item])
-            filled.append(length)
-    return [sorted(members, key=lambda s: (s.topic, s.partition)) for members in bins]
-
-
-@dataclass(frozen=True)
-class CopyTask:
-    """What one Spark task needs: the connection and the store travel inside the pickled task."""
-
-    backup_id: str
-    source: SourceSettings
-    storage: StorageSettings
-    source_cluster: str
-    limits: SegmentLimits
-    consumer_properties: dict[str, Any]
-    buffer_memory_bytes: int
-    max_open_segments: int
-    stall_timeout_secs: float
-    slices: list[Slice]
-    #: An encrypted backup's keys, opened by the driver (a worker needs no key source of its own).
-    keys: BackupKeys | None = None
-    #: This task's share of ``backup.max_bytes_per_second`` (None: no limit).
-    max_bytes_per_second: float | None = None
-
-
-@dataclass
-class CopyResult:
-    """What a task attempt stored: one entry per slice, and its segments; or the error it met."""
-
-    entries: list[PartitionEntry] = field(default_factory=list)
-    segments: list[SegmentEntry] = field(default_factory=list)
-    #: The kafka-backup error the task met (see TaskFailure).
-    failure: TaskFailure | None = None
-    #: Seconds the task waited on its share of the rate limit.
-    throttled_secs: float = 0.0
-
-
-def copy_slices(task: CopyTask) -> CopyResult:
-    """Run on an executor: copy the task's slices into segments (the local engine's copier)."""
-    try:
-        return _copy(task)
-    except KBackupError as exc:
-        return CopyResult(failure=TaskFailure.of(exc))
-
-
-def _copy(task: CopyTask) -> CopyResult:
-    # The driver opened the backup's keys and sent them: a worker reads no key file or variable.
-    storage = open_storage(task.storage.model_copy(update={"encryption": None}))
-    clients = KafkaClients(task.source, client_id="kafka-backup-spark")
-    consumer = clients.consumer(**task.consumer_properties)
-    with tempfile.TemporaryDirectory(prefix="kafka-backup-task-") as scratch:
-        copier = Copier(
-            consumer,
-            storage,
-            connection=task.source,
-            backup_id=task.backup_id,
-            source_cluster=task.source_cluster,
-            limits=task.limits,
-            scratch_dir=Path(scratch),
-            follow=False,
-            buffer_memory_bytes=task.buffer_memory_bytes,
-            max_open_segments=task.max_open_segments,
-            # Each segment closes when its slice ends; nothing waits long enough for the interval.
-            segment_max_interval_secs=3600.0,
-            stall_timeout_secs=task.stall_timeout_secs,
-            metrics=BackupMetrics(task.backup_id, mode="snapshot"),
-            keys=task.keys,
-            throttle=Throttle(bytes_per_second=task.max_bytes_per_second),
-        )
-        try:
-            copier.start_increment([item.plan() for item in task.slices])
-            while not copier.increment_complete():
-                copier.poll(0.5)
-            entries, segments = copier.take_increment()
-        except BaseException:
-            copier.abort()
-            raise
-        finally:
-            copier.close()
-            with contextlib.suppress(Exception):
-                consumer.close()
-    return CopyResult(entries=entries, segments=segments, throttled_secs=copier.throttled_secs)
-
-
-def merge_slices(
-    plan: PartitionPlan, entries: list[PartitionEntry], segments: list[SegmentEntry]
-) -> PartitionEntry:
-    """One partition's entry in the manifest from its slices' entries (consecutive, checked)."""
-    assert plan.end_offset is not None
-    entries = sorted(entries, key=lambda entry: entry.start_offset)
-    expected = plan.fetch_offset
-    for entry in entries:
-        if entry.start_offset != expected:
-            raise AssertionError(f"{plan.key}: a slice starts at {entry.start_offset}, expected {expected}")
-        expected = entry.end_offset
-    end = max(plan.end_offset, expected) if entries else max(plan.end_offset, plan.fetch_offset)
-    segments = sorted(segments, key=lambda segment: segment.first_offset)
-    return entry_of(plan.topic, plan.partition, plan.start_offset, end, plan.log_start_offset, segments)
-
-
-class SparkCopier:
+class SparkCopier(SlicedCopier):
     """The copier of :func:`~kbackup.backup.runner.run_backup` on the Spark engine: an increment is
-    one Spark job, run on a thread so that the run still notices a stop between polls."""
+    one Spark job."""
 
     def __init__(
         self,
@@ -225,139 +35,39 @@ class SparkCopier:
         progress: Progress | None,
         throttle: Throttle | None = None,
     ) -> None:
+        super().__init__(template, task_records=task_records, metrics=metrics, throttle=throttle)
         self.engine = engine
-        #: The run's rate limit, split over the tasks that run at once (each its own bucket).
-        self.throttle = throttle
-        #: Seconds the tasks waited on their shares of it, added up over the increments.
-        self.throttled_secs = 0.0
-        self.template = template
-        self.task_records = task_records
-        self.metrics = metrics
         self.progress = progress
-        self.partitions: dict[TopicPartitionKey, PartitionPlan] = {}
-        #: The manifest's run id (its segments carry their task attempts' run ids).
-        self.run_id = ""
         self._session: Any = None
-        self._thread: threading.Thread | None = None
-        self._done = threading.Event()
-        self._results: list[CopyResult] = []
-        self._failure: BaseException | None = None
 
-    def start_increment(self, plans: Iterable[PartitionPlan]) -> None:
-        plans = list(plans)
-        if any(plan.end_offset is None for plan in plans):
-            raise AssertionError("the Spark engine copies increments with fixed end offsets only")
-        self.partitions = {plan.key: plan for plan in plans}
-        self.run_id = new_run_id()
+    def parallelism(self) -> int:
         if self._session is None:
             self._session = self.engine.session("kafka-backup-backup")
-        parallelism = int(self._session.sparkContext.defaultParallelism)
-        cuts = cut_slices(plans, tasks=parallelism, task_records=self.task_records)
-        log.info(
-            "copying %d partition(s) in %d Spark task(s) on %s",
-            len(plans),
-            len(cuts),
-            self._session.sparkContext.master,
-            extra={"backup_id": self.template.backup_id},
-        )
-        # The tasks that run at once share the rate: as many as there are, up to the cores Spark has.
-        share = self.throttle.share(min(len(cuts), parallelism)) if self.throttle is not None else None
-        rate = share.bytes_per_second if share is not None else None
-        tasks = [replace(self.template, slices=members, max_bytes_per_second=rate) for members in cuts]
-        self._done.clear()
-        self._results, self._failure = [], None
-        self._thread = threading.Thread(
-            target=self._run, args=(tasks,), name="kafka-backup-spark-job", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, tasks: list[CopyTask]) -> None:
-        try:
-            self._results = run_spark_tasks(
-                self._session,
-                tasks,
-                copy_slices,
-                description=f"kafka-backup backup {self.template.backup_id}",
-                progress=self.progress,
+            log.info(
+                "backup %s copies on Spark at %s",
+                self.template.backup_id,
+                self._session.sparkContext.master,
+                extra={"backup_id": self.template.backup_id},
             )
-            waited = sum(result.throttled_secs for result in self._results)
-            if waited > 0:
-                self.throttled_secs += waited
-                self.metrics.throttled(waited)
-        except BaseException as exc:  # handed to the run's thread by poll()
-            self._failure = exc
-        finally:
-            self._done.set()
+        return int(self._session.sparkContext.defaultParallelism)
 
-    def poll(self, timeout: float = 0.5) -> int:
-        # /healthz: the loop turns while Spark runs the job (its own timeouts and task retries
-        # stand for the progress a local copy would show).
-        self.metrics.health.turned(progressed=True)
-        if not self._done.wait(timeout):
-            return 0
-        if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise job_failed(
-                failure,
-                what=f"backup {self.template.backup_id}",
-                hint="nothing was committed; the driver's and the executors' logs say more. Run the "
-                "same command again: the backup continues from its last committed increment",
-            ) from None
-        for result in self._results:
-            if result.failure is not None:
-                raise result.failure.error()
-        return 0
+    def run_tasks(self, tasks: list[CopyTask]) -> list[CopyResult]:
+        return run_spark_tasks(
+            self._session,
+            tasks,
+            copy_slices,
+            description=f"kafka-backup backup {self.template.backup_id}",
+            progress=self.progress,
+        )
 
-    def increment_complete(self) -> bool:
-        if not self._done.is_set():
-            return False
-        self.poll(0)
-        return True
+    def failed(self, failure: BaseException) -> BaseException:
+        return job_failed(
+            failure,
+            what=f"backup {self.template.backup_id}",
+            hint="nothing was committed; the driver's and the executors' logs say more. Run the "
+            "same command again: the backup continues from its last committed increment",
+        )
 
-    def take_increment(self, *, partial: bool = False) -> tuple[list[PartitionEntry], list[SegmentEntry]]:
-        """The increment's entries and segments; a stopped job keeps nothing (the increment's end is
-        its start for every partition: no new increment is committed)."""
-        if partial and not self._done.is_set():
-            self.abort()
-            unchanged = [
-                entry_of(
-                    plan.topic,
-                    plan.partition,
-                    plan.start_offset,
-                    plan.start_offset,
-                    plan.log_start_offset,
-                    [],
-                )
-                for _, plan in sorted(self.partitions.items())
-            ]
-            return unchanged, []
-        self.poll(0)
-        slices: dict[TopicPartitionKey, list[PartitionEntry]] = {}
-        stored: dict[TopicPartitionKey, list[SegmentEntry]] = {}
-        for result in self._results:
-            for entry in result.entries:
-                slices.setdefault((entry.topic, entry.partition), []).append(entry)
-            for segment in result.segments:
-                stored.setdefault((segment.topic, segment.partition), []).append(segment)
-                self.metrics.segment_written(segment.topic, segment.size_bytes)
-        entries = []
-        segments: list[SegmentEntry] = []
-        for key, plan in sorted(self.partitions.items()):
-            entry = merge_slices(plan, slices.get(key, []), stored.get(key, []))
-            entries.append(entry)
-            segments.extend(stored.get(key, []))
-            if entry.record_count:
-                self.metrics.records_copied(plan.topic, entry.record_count)
-        return entries, segments
-
-    def after_commit(self, entries: list[PartitionEntry]) -> None:
-        self.partitions = {}
-
-    def abort(self) -> None:
-        if self._session is not None and not self._done.is_set():
+    def cancel(self) -> None:
+        if self._session is not None:
             self._session.sparkContext.cancelAllJobs()
-            self._done.wait(30)
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout=30)

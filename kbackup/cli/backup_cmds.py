@@ -75,6 +75,17 @@ MaxBytesPerSecondOption = Annotated[
         show_default="no limit",
     ),
 ]
+#: backup: the local engine's worker processes (docs/backup.md, "Workers").
+BackupWorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        help="Worker processes of the local engine, each copying slices of the increment with its own "
+        "consumer; ignored with --engine spark.",
+        show_default="backup.workers, else auto: one per core for 2,000,000 records or more",
+    ),
+]
 MaxRecordsPerSecondOption = Annotated[
     int | None,
     typer.Option(
@@ -130,13 +141,15 @@ def backup(
     as_json: JsonOption = False,
     encryption_key: EncryptionKeyOption = None,
     max_bytes_per_second: MaxBytesPerSecondOption = None,
+    workers: BackupWorkersOption = None,
 ) -> None:
     """Copy topics and consumer-group offsets from a Kafka cluster to Parquet on object storage.
 
     A first run copies every selected partition up to the end offsets it reads at start;
     running again with the same backup id adds an increment from where the last one ended.
     With --follow it keeps copying and commits an increment every checkpoint_interval_secs.
-    With --engine spark the increment is copied by Spark tasks (kafka-backup docs scaling).
+    The local engine copies on --workers processes of this machine (kafka-backup docs backup);
+    with --engine spark the increment is copied by Spark tasks (kafka-backup docs scaling).
 
     \b
     Example:
@@ -156,6 +169,7 @@ def backup(
         source_cluster_id=source_cluster_id,
         follow=follow,
         max_bytes_per_second=max_bytes_per_second,
+        workers=workers,
     )
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
     prepared = backup_run.prepare(cfg, job, observed)

@@ -284,9 +284,10 @@ EXIT_CODES: dict[int, tuple[str, str]] = {
     ),
     WorkerDiedError.exit_code: (
         WorkerDiedError.kind,
-        "A worker process of a restore on several workers died (killed, out of memory); the other "
-        "workers committed what they had produced and stopped. Running the same command again "
-        'continues every source partition where it got to (docs/restore.md, "Workers").',
+        "A worker process of a restore or a backup on several workers died (killed, out of memory); "
+        "the other workers stopped (a restore's committed what they had produced). Running the same "
+        "command again continues every source partition where it got to; a backup copies the "
+        'increment again (docs/restore.md, docs/backup.md, "Workers").',
     ),
     InterruptedByUser.exit_code: (
         InterruptedByUser.kind,

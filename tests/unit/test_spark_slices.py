@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbackup.backup.plan import PartitionPlan
-from kbackup.backup.spark_engine import MIN_TASK_RECORDS, cut_slices, merge_slices
+from kbackup.backup.units import MIN_TASK_RECORDS, cut_slices, merge_slices
 from kbackup.core.spark import engine_master
 from kbackup.format.manifest import PartitionEntry
 from tests.support.manifest_entries import segment
