@@ -51,6 +51,7 @@ BENCHMARKS = {
     "storage": "bench.bench_storage",
     "throttle": "bench.bench_throttle",
     "compression": "bench.bench_compression",
+    "backup-workers": "bench.bench_backup_workers",
     "accuracy": "bench.accuracy",
 }
 #: Hours a benchmark may take before the runner gives up on it.

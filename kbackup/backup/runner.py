@@ -291,22 +291,26 @@ class TopicRules:
         return choice.selected
 
 
+#: The backup consumer's throughput settings (``source.properties`` go over them; the benchmark's
+#: bare consumer loop takes them from here).
+CONSUMER_TUNING: dict[str, Any] = {
+    # Bigger fetches per partition: fewer round trips for the same bytes.
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    # The prefetch queue is the consumer's whole memory: 64 MiB over all partitions.
+    "queued.max.messages.kbytes": 64 * 1024,
+    # When that queue is full, fetch again soon after it drains (librdkafka waits 1 s
+    # by default, which halves throughput when the consumer is the faster side).
+    "fetch.queue.backoff.ms": 10,
+}
+
+
 def _consumer_properties(job: BackupJob) -> dict[str, Any]:
     user = set(job.source.properties)
     for name in _REQUIRED_CONSUMER_PROPERTIES:
         if name in user:
             log.warning("source.properties.%s is ignored: the backup sets it itself", name)
-    tuning: dict[str, Any] = {
-        # Bigger fetches per partition: fewer round trips for the same bytes.
-        "max.partition.fetch.bytes": 8 * 1024 * 1024,
-        "fetch.max.bytes": 64 * 1024 * 1024,
-        # The prefetch queue is the consumer's whole memory: 64 MiB over all partitions.
-        "queued.max.messages.kbytes": 64 * 1024,
-        # When that queue is full, fetch again soon after it drains (librdkafka waits 1 s
-        # by default, which halves throughput when the consumer is the faster side).
-        "fetch.queue.backoff.ms": 10,
-    }
-    properties = {key: value for key, value in tuning.items() if key not in user}
+    properties = {key: value for key, value in CONSUMER_TUNING.items() if key not in user}
     properties.update(
         {
             "enable.partition.eof": True,

@@ -1,0 +1,81 @@
+"""The floor of a backup's cost: the topic read through confluent-kafka with the backup's consumer
+settings, each record's fields taken out as the backup takes them, and nothing else (no Arrow, no
+Parquet, no storage).
+
+    python -m bench._consumer_floor --bootstrap HOST:PORT --topic T
+
+Prints one JSON line: ``records``, ``seconds`` (from the assignment to the last partition's end),
+``cpu_seconds`` (user + system of every thread of this process over the same span) and
+``peak_rss_bytes``. Every partition is read from its first offset to its end, ``read_committed``,
+``BATCH`` records per ``consume`` call, and of each record its key, value, offset, timestamp and
+headers are fetched (the Python objects the backup's columns are built from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from kbackup.backup.runner import CONSUMER_TUNING
+
+#: Records per consume() call: the backup's reader batch.
+BATCH = 10_000
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def read(bootstrap: str, topic: str) -> dict[str, Any]:
+    consumer = Consumer(
+        {
+            **CONSUMER_TUNING,
+            "bootstrap.servers": bootstrap,
+            "group.id": f"floor-{topic}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    partitions = list(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+    started, cpu_started = time.monotonic(), _cpu_seconds()
+    consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
+    records, ended = 0, set[int]()
+    while len(ended) < len(partitions):
+        for message in consumer.consume(BATCH, timeout=1.0):
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(str(error))
+                ended.add(message.partition() or 0)
+                continue
+            message.key(), message.value(), message.offset(), message.timestamp(), message.headers()
+            records += 1
+    seconds, cpu = time.monotonic() - started, _cpu_seconds() - cpu_started
+    consumer.close()
+    return {
+        "records": records,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    arguments = parser.parse_args()
+    print(json.dumps(read(arguments.bootstrap, arguments.topic)))
+
+
+if __name__ == "__main__":
+    main()
