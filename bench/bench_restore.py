@@ -1,7 +1,8 @@
 """Restore throughput and memory against Kafka's own ProducerPerformance, on one local broker or on
 a three-node cluster beside it.
 
-    .venv/bin/python -m bench.bench_restore [--rounds N] [--quick] [--nodes 1,3] [--smaller] [--write-docs]
+    .venv/bin/python -m bench.bench_restore [--rounds N] [--quick] [--nodes 1,3] [--smaller|--larger]
+                                            [--write-docs]
 
 For 100-byte and 1 KiB records it builds backups at two sizes (a folder, with
 the test backup builder; ``--smaller``: the smaller of each), starts a local
@@ -513,6 +514,7 @@ def main() -> None:
         help="nodes of the cluster, or several counts (1,3) measured side by side (default 1)",
     )
     parser.add_argument("--smaller", action="store_true", help="only the smaller backup of each record size")
+    parser.add_argument("--larger", action="store_true", help="only the larger backup of each record size")
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     parser.add_argument(
         "--work-dir", type=Path, default=None, help="where backups go (default: a temp folder)"
@@ -522,10 +524,14 @@ def main() -> None:
     scale = 10 if args.quick else 1
     rounds = args.rounds or (1 if args.quick else 5)
     argv = "".join(f" {arg}" for arg in sys.argv[1:] if arg != "--write-docs")
-    sizes = [(100, 1_000_000 // scale), (1024, 250_000 // scale)]
-    if not args.smaller:
-        sizes[1:1] = [(100, 4_000_000 // scale)]
-        sizes.append((1024, 1_000_000 // scale))
+    smaller = [(100, 1_000_000 // scale), (1024, 250_000 // scale)]
+    larger = [(100, 4_000_000 // scale), (1024, 1_000_000 // scale)]
+    if args.smaller:
+        sizes = smaller
+    elif args.larger:
+        sizes = larger
+    else:
+        sizes = [smaller[0], larger[0], smaller[1], larger[1]]
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="kbackup-bench-restore-"))
     root = work / "store"
     started = time.monotonic()
