@@ -145,7 +145,7 @@ class BackupSettings(StrictModel):
         default="auto",
         description=(
             "Worker processes of the local engine, each copying slices of the increment with its own "
-            "consumer. `auto`: one per core, no more than the partitions (or slices) to copy, and 1 "
+            "consumer. `auto`: one per two cores, no more than the partitions (or slices) to copy, and 1 "
             "(this process) for an increment under 2,000,000 records. Ignored with `engine: spark` "
             '(docs/backup.md, "Workers").'
         ),

@@ -34,6 +34,7 @@ from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.settings import SourceSettings
 from kbackup.core.config import StorageSettings
 from kbackup.core.errors import InterruptedByUser, KBackupError
+from kbackup.core.gc_tuning import few_collections
 from kbackup.core.kafka import KafkaClients
 from kbackup.core.logs import get_logger
 from kbackup.core.spark import TaskFailure
@@ -225,11 +226,15 @@ def _copy(task: CopyTask, stopped: Callable[[], bool], report: Report | None) ->
         )
         try:
             copier.start_increment([item.plan() for item in task.slices])
-            while not copier.increment_complete():
-                if stopped():
-                    copier.abort()
-                    return CopyResult(stopped=True)
-                copier.poll(0.5)
+            # As the one-process copy does: with the collector's defaults, each poll's messages set
+            # off collections that walk the whole process (two workers spent twice one process's
+            # CPU per record without this, docs/benchmarks.md "Backup on workers").
+            with few_collections():
+                while not copier.increment_complete():
+                    if stopped():
+                        copier.abort()
+                        return CopyResult(stopped=True)
+                    copier.poll(0.5)
             entries, segments = copier.take_increment()
         except BaseException:
             copier.abort()

@@ -83,7 +83,7 @@ BackupWorkersOption = Annotated[
         metavar="N",
         help="Worker processes of the local engine, each copying slices of the increment with its own "
         "consumer; ignored with --engine spark.",
-        show_default="backup.workers, else auto: one per core for 2,000,000 records or more",
+        show_default="backup.workers, else auto: one per two cores for 2,000,000 records or more",
     ),
 ]
 MaxRecordsPerSecondOption = Annotated[

@@ -182,7 +182,7 @@ WorkersOption = Annotated[
         "--workers",
         metavar="N",
         help="Worker processes of the local engine, each restoring one source partition at a time.",
-        show_default="restore.workers, else auto: one per core for 100,000 records or more",
+        show_default="restore.workers, else auto: one per two cores for 100,000 records or more",
     ),
 ]
 SparkMasterOption = Annotated[

@@ -49,13 +49,22 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+#: ``workers: auto`` gives one worker per this many cores. One process of a stage already keeps
+#: more than a core busy: its reader or encoder and uploader threads and librdkafka's beside the
+#: main loop (docs/benchmarks.md, 2026-11-27, one worker: the exactly-once restore at 4.0 CPU
+#: seconds per million 100-byte records and 305,000 records/s, 1.2 cores; the backup at 1.5 and
+#: about 1,000,000 records/s, 1.5 cores). A worker per core made both contend for the cores: two
+#: workers on this 2-core machine restored at 0.93-1.02 of one and backed up at about 0.5 of one.
+CORES_PER_WORKER = 2
+
+
 def auto_workers(records: int, units: int, cores: int | None, *, min_records: int) -> int:
-    """A ``workers: auto`` setting: one worker per core, no more than there are units, and one (the
-    calling process) for fewer than ``min_records`` records, where a worker's start-up costs about
-    what a second core gives."""
+    """A ``workers: auto`` setting: one worker per :data:`CORES_PER_WORKER` cores, no more than
+    there are units, and one (the calling process) for fewer than ``min_records`` records, where a
+    worker's start-up costs about what another process gives."""
     if records < min_records:
         return 1
-    return max(1, min(cores or 1, units))
+    return max(1, min((cores or 1) // CORES_PER_WORKER, units))
 
 
 @dataclass

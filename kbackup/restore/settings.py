@@ -299,7 +299,7 @@ class RestoreSettings(StrictModel):
         default="auto",
         description=(
             "Worker processes of the local engine, each restoring one source partition at a time with "
-            "its own producer. `auto`: one per core, no more than the source partitions, and 1 (this "
+            "its own producer. `auto`: one per two cores, no more than the source partitions, and 1 (this "
             'process) for a restore under 100,000 records (docs/restore.md, "Workers").'
         ),
     )

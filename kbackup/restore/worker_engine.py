@@ -18,7 +18,7 @@ from typing import Literal
 
 from kbackup.core.logs import get_logger
 from kbackup.core.progress import Progress, ProgressTask
-from kbackup.core.workers import WorkerPool, WorkerSide, auto_workers
+from kbackup.core.workers import CORES_PER_WORKER, WorkerPool, WorkerSide, auto_workers
 from kbackup.restore.metrics import RestoreMetrics
 from kbackup.restore.plan import RestorePlan
 from kbackup.restore.runner import StopSignal, run_totals
@@ -67,7 +67,8 @@ class WorkersChoice:
         if self.records < AUTO_MIN_RECORDS:
             return f"auto: under {AUTO_MIN_RECORDS:,} records"
         return (
-            f"auto: {self.cores or 1} core(s), {self.units:,} source partition(s), {self.records:,} records"
+            f"auto: {self.cores or 1} core(s), one worker per {CORES_PER_WORKER}, {self.units:,} source "
+            f"partition(s), {self.records:,} records"
         )
 
     def text(self) -> str:

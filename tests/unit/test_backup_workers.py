@@ -43,10 +43,10 @@ def plan(partition: int, start: int, end: int, topic: str = "t") -> PartitionPla
     return PartitionPlan(topic, partition, start, 0, start, end)
 
 
-def test_auto_copies_in_this_process_below_the_threshold_and_else_on_one_worker_per_core_or_slice(
+def test_auto_copies_in_this_process_below_the_threshold_and_else_on_one_worker_per_two_cores_or_slice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert workers_for("auto", [plan(p, 0, 1000) for p in range(6)]) == 1
     big = AUTO_MIN_RECORDS // 3 + 1
     assert workers_for("auto", [plan(p, 0, big) for p in range(3)]) == 3

@@ -33,8 +33,12 @@ def test_auto_is_one_process_for_a_small_restore() -> None:
 
 
 def test_auto_is_one_worker_per_core_up_to_the_units() -> None:
-    assert auto_workers(AUTO_MIN_RECORDS, units=12, cores=16, min_records=AUTO_MIN_RECORDS) == 12
-    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=4, min_records=AUTO_MIN_RECORDS) == 4
+    # One worker per two cores: one process already keeps more than a core busy.
+    assert auto_workers(AUTO_MIN_RECORDS, units=12, cores=16, min_records=AUTO_MIN_RECORDS) == 8
+    assert auto_workers(AUTO_MIN_RECORDS, units=12, cores=32, min_records=AUTO_MIN_RECORDS) == 12
+    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=4, min_records=AUTO_MIN_RECORDS) == 2
+    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=3, min_records=AUTO_MIN_RECORDS) == 1
+    assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=2, min_records=AUTO_MIN_RECORDS) == 1
     assert auto_workers(10 * AUTO_MIN_RECORDS, units=12, cores=None, min_records=AUTO_MIN_RECORDS) == 1
 
 
@@ -114,15 +118,18 @@ def test_an_entered_pool_runs_every_job_on_the_same_processes() -> None:
 
 def test_the_workers_choice_says_why() -> None:
     """What ``--dry-run`` prints and puts in its JSON: the count, and the setting or facts behind it."""
-    auto = choose_workers("auto", units=3, records=1_200_000, cores=2)
-    assert auto.text() == "workers: 2 (auto: 2 core(s), 3 source partition(s), 1,200,000 records)"
+    auto = choose_workers("auto", units=3, records=1_200_000, cores=4)
+    assert (
+        auto.text()
+        == "workers: 2 (auto: 4 core(s), one worker per 2, 3 source partition(s), 1,200,000 records)"
+    )
     assert auto.to_dict() == {
         "count": 2,
         "setting": "auto",
-        "cores": 2,
+        "cores": 4,
         "source_partitions": 3,
         "records": 1_200_000,
-        "reason": "auto: 2 core(s), 3 source partition(s), 1,200,000 records",
+        "reason": "auto: 4 core(s), one worker per 2, 3 source partition(s), 1,200,000 records",
     }
     small = choose_workers("auto", units=3, records=AUTO_MIN_RECORDS - 1, cores=16)
     assert small.text() == "workers: 1 (auto: under 100,000 records)"
