@@ -5,26 +5,30 @@ a three-node cluster beside it.
                                             [--write-docs]
 
 For 100-byte and 1 KiB records it builds backups at two sizes (a folder, with
-the test backup builder; ``--smaller``: the smaller of each), starts a local
+the test backup builder; ``--smaller`` or ``--larger``: one of each), starts a local
 Kafka cluster of each ``--nodes`` count (default 1; a three-node cluster has
 replication factor 3 and ``min.insync.replicas=2``), warms
-up, then for each backup runs ``--rounds`` rounds (5 by default) of five runs,
-each into a fresh topic with the same partition count (deleted after its
-counts are checked):
+up, then for each backup runs ``--rounds`` rounds (5 by default) of seven runs
+(eight with ``KBACKUP_PEER_BINARY``), each into a fresh topic with the same
+partition count (deleted after its counts are checked):
 
-- ProducerPerformance with its defaults and ``acks=all``;
-- ProducerPerformance with the restore's own producer settings
-  (``restore_producer_props``: the restore's ``producer_tuning()`` under the Java
-  producer's names, ``acks=all``, idempotence): the reference of the
-  idempotent restore;
-- the same in transactions of ``restore.transaction_max_ms`` (2 s), as the
-  exactly-once restore commits them: the reference of the exactly-once restore;
-- ``kafka-backup restore --idempotent`` and ``--exactly-once`` as subprocesses.
+- ProducerPerformance with the restore's own producer settings in transactions of
+  ``restore.transaction_max_ms`` (2 s; ``restore_producer_props``: the restore's
+  ``producer_tuning()`` under the Java producer's names, ``acks=all``, idempotence);
+- the bare client loop (``bench/_client_floor.py``): the same records and producer settings
+  through confluent-kafka and nothing else, without headers, with the five origin headers,
+  and with them in transactions;
+- ``kafka-backup restore --idempotent --workers 1``, ``--exactly-once --workers 1`` and
+  ``--exactly-once --workers 2`` as subprocesses;
+- with ``KBACKUP_PEER_BINARY``, the header-based peer's restore of its own backup of the same
+  records (the client loop fills a source topic, without headers, that the peer backs up).
 
-The five take turns going first (``rotated``): over five rounds each runs once
-in every place. Each ratio is taken per round, between the two runs of that
-round, and the table gives the median of the rounds with their range
-(min-max); rates are the median of the rounds with their range.
+They take turns going first (``rotated``). Each ratio (of records/s, or of CPU seconds per
+record) is taken per round, between two runs of that round, and the table gives the median of
+the rounds with their range (min-max); rates and CPU are the median of the rounds with their
+range. CPU is every thread's and worker process's (``RUSAGE_CHILDREN``); the restore's start-up
+and planning are subtracted (the median of three ``--dry-run`` of the same restore), the client
+loop's over its produce span only.
 
 Every run must write exactly the backup's records: the restore's summary count
 (as the backup benchmark checks the backup's), ProducerPerformance's sent
@@ -39,7 +43,7 @@ process's VmHWM. ProducerPerformance's rate is its own report (JVM start-up
 excluded). With ``--write-docs`` the tables replace the Restore section of
 docs/benchmarks.md.
 
-With several node counts, each round runs the five on every cluster, the
+With several node counts, each round runs them all on every cluster, the
 clusters taking turns going first too; besides each cluster's tables, the
 report gives replication's cost: per side, the ratio of its rate on the larger
 cluster to its rate on the single node, taken per round. ``--write-docs`` then
@@ -100,7 +104,7 @@ FLOOR = "client loop (restore's settings, 5 headers)"
 FLOOR_TX = "client loop (restore's settings, 5 headers, transactions)"
 IDEMPOTENT_1 = "restore idempotent, 1 worker"
 EXACTLY_ONCE_1 = "restore exactly-once, 1 worker"
-EXACTLY_ONCE = "restore exactly-once, default workers"
+EXACTLY_ONCE = "restore exactly-once, 2 workers"
 PEER = "peer restore (OSO kafka-backup)"
 #: The restore's sides (a summary's count and mode to check).
 RESTORES = (IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
@@ -110,8 +114,8 @@ TRANSACTIONAL = (PP_SAME_TX, FLOOR_TX, EXACTLY_ONCE_1, EXACTLY_ONCE)
 SIDES = (PP_SAME_TX, FLOOR_NO_HEADERS, FLOOR, FLOOR_TX, IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
 #: (column title, numerator side, denominator side): ratios of records/s, taken per round.
 RATIOS = (
-    ("default workers / 1 worker (exactly-once)", EXACTLY_ONCE, EXACTLY_ONCE_1),
-    ("ratio exactly-once, default workers / PP restore's settings + transactions", EXACTLY_ONCE, PP_SAME_TX),
+    ("2 workers / 1 worker (exactly-once)", EXACTLY_ONCE, EXACTLY_ONCE_1),
+    ("ratio exactly-once, 2 workers / PP restore's settings + transactions", EXACTLY_ONCE, PP_SAME_TX),
     ("ratio exactly-once, 1 worker / PP restore's settings + transactions", EXACTLY_ONCE_1, PP_SAME_TX),
 )
 #: (column title, restore side, client loop side): ratios of CPU seconds per record, per round.
@@ -119,7 +123,7 @@ CPU_RATIOS = (
     ("client loop, 5 headers / no headers", FLOOR, FLOOR_NO_HEADERS),
     ("idempotent, 1 worker / client loop", IDEMPOTENT_1, FLOOR),
     ("exactly-once, 1 worker / client loop + transactions", EXACTLY_ONCE_1, FLOOR_TX),
-    ("exactly-once, default workers / client loop + transactions", EXACTLY_ONCE, FLOOR_TX),
+    ("exactly-once, 2 workers / client loop + transactions", EXACTLY_ONCE, FLOOR_TX),
 )
 #: The peer's binary (``KBACKUP_PEER_BINARY``): its restore of the same records joins every round.
 PEER_BINARY = Path(os.environ["KBACKUP_PEER_BINARY"]) if os.environ.get("KBACKUP_PEER_BINARY") else None
@@ -236,7 +240,10 @@ def run_round(case: Case, bootstrap: str, root: Path, round_: int, work: Path) -
             f"re1-{stamp}",
             partial(restore, target_topic=f"re1-{stamp}", exactly_once=True, workers=1),
         ),
-        EXACTLY_ONCE: (f"re-{stamp}", partial(restore, target_topic=f"re-{stamp}", exactly_once=True)),
+        EXACTLY_ONCE: (
+            f"re-{stamp}",
+            partial(restore, target_topic=f"re-{stamp}", exactly_once=True, workers=2),
+        ),
     }
     if PEER_BINARY is not None and case.peer_store is not None:
         runs[PEER] = (
@@ -417,7 +424,7 @@ def tables(cases: list[Case]) -> str:
         lines.append(f"| {case.record_size} B | {case.records:,} | " + " | ".join(cells) + " |")
     ratios = [
         *RATIOS,
-        *([("exactly-once, default workers / peer (wall)", EXACTLY_ONCE, PEER)] if PEER in sides else []),
+        *([("exactly-once, 2 workers / peer (wall)", EXACTLY_ONCE, PEER)] if PEER in sides else []),
     ]
     lines += [
         "",
@@ -464,8 +471,8 @@ def tables(cases: list[Case]) -> str:
         "takes them as they are, ProducerPerformance leaves out what has no Java "
         "equivalent (`" + "`, `".join(LEFT_OUT) + "`). The transactional ones commit every "
         f"{TRANSACTION_MS} ms (`restore.transaction_max_ms`); the restore also commits after "
-        "`restore.transaction_max_records` records. The default workers are `restore.workers: auto` "
-        f"on this machine's {os.cpu_count()} cores.",
+        "`restore.transaction_max_records` records. Two workers: `--workers 2` (`auto` gives one per "
+        f"two cores, {max(1, (os.cpu_count() or 1) // 2)} on this machine).",
         "",
         "The restore's rate is its records over the run time it reports: the up-front SHA-256 check "
         "of every segment, topic creation, the workers' start, producing, commits and the wait for "

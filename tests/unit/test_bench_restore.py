@@ -91,19 +91,19 @@ def test_the_restore_report_gives_paired_ratios_of_rates_and_of_cpu_per_record()
     rate_table, cpu_table, ratio_table, cpu_ratio_table = markdown_tables(text)[:4]
     row = dict(zip(ratio_table[0], ratio_table[1][0], strict=False))
     # Per round 60/40, 80/40, 40/40: the median of the ratios, not a ratio of medians.
-    assert row["default workers / 1 worker (exactly-once)"] == "1.50"
+    assert row["2 workers / 1 worker (exactly-once)"] == "1.50"
     assert ratio_table[1][0][3] == "1.00-2.00"
     cpu_row = dict(zip(cpu_ratio_table[0], cpu_ratio_table[1][0], strict=False))
     # Per round 4/4, 6/4, 4/4 us per record.
     assert cpu_row["idempotent, 1 worker / client loop"] == "1.00"
     assert cpu_row["client loop, 5 headers / no headers"] == "2.00"
     # Per round 6/5, 6/5, 10/10.
-    assert cpu_row["exactly-once, default workers / client loop + transactions"] == "1.20"
+    assert cpu_row["exactly-once, 2 workers / client loop + transactions"] == "1.20"
     assert cpu_table[1][0][4].startswith("4.0 (4.0-4.0)")
     assert rate_table[1][0][5].startswith("100 (100-100) rec/s")
     labels = [label for label, _ in throughput_ratios(f"<!-- restore:start -->{text}<!-- restore:end -->")]
     assert labels == [
-        "restore: 100 B 1,000 [ratio exactly-once, default workers / PP restore's settings + transactions]",
+        "restore: 100 B 1,000 [ratio exactly-once, 2 workers / PP restore's settings + transactions]",
         "restore: 100 B 1,000 [ratio exactly-once, 1 worker / PP restore's settings + transactions]",
     ]
 
