@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import tempfile
 import time
@@ -396,6 +397,19 @@ class PartitionSegmentWriter:
         self._buffer = RecordColumns()
 
 
+#: Local segment files whose SHA-256 this process found right, each with the file's identity then:
+#: (path, SHA-256) -> (device, inode, size, mtime_ns, ctime_ns). A restore checks every segment
+#: before its first record and opens it again to produce: a file of the same identity is the file
+#: that was checked (a write or a replacement changes its ctime, which no program sets back), so
+#: the second opening reads it without hashing it again. Objects of a remote store are downloaded
+#: anew, and checked, each time.
+_CHECKED_FILES: dict[tuple[str, str], tuple[int, int, int, int, int]] = {}
+
+
+def _identity(status: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
 @contextlib.contextmanager
 def open_segment(
     storage: Storage,
@@ -407,29 +421,23 @@ def open_segment(
     keys: BackupKeys | None = None,
 ) -> Iterator[pq.ParquetFile]:
     """Open a segment for reading after checking its size and checksum against the manifest
-    (and, encrypted, that it decrypts with the backup's keys and names this object)."""
+    (and, encrypted, that it decrypts with the backup's keys and names this object). The file is
+    opened once: what is checked is what is parsed."""
     key = object_key(backup_id, entry.key)
-    with _local_copy(storage, key, scratch_dir) as path:
+    with _local_copy(storage, key, scratch_dir) as path, path.open("rb") as handle:
         if verify:
-            size = path.stat().st_size
-            if size != entry.size_bytes:
-                raise BackupIntegrityError(
-                    f"segment {key} has {size} bytes, the manifest says {entry.size_bytes} "
-                    "(truncated or replaced)"
-                )
-            problem = _checksum_problem(path, key, entry)
-            if problem is not None:
-                raise BackupIntegrityError(problem)
-        if keys is not None and not _has_encrypted_footer(path):
+            _check_file(handle, path, key, entry, in_store=isinstance(storage, LocalStorage))
+        if keys is not None and not _has_encrypted_footer(handle):
             raise BackupIntegrityError(
                 f"segment {key} is not encrypted, in an encrypted backup (replaced?)",
                 hint="restore the backup's own objects from a copy",
             )
+        handle.seek(0)
         try:
             parquet = (
-                pq.ParquetFile(path)
+                pq.ParquetFile(handle)
                 if keys is None
-                else pq.ParquetFile(path, decryption_properties=keys.file_decryption_properties())
+                else pq.ParquetFile(handle, decryption_properties=keys.file_decryption_properties())
             )
         except (pa.ArrowException, OSError) as exc:
             raise BackupIntegrityError(f"segment {key} is not a readable Parquet file: {exc}") from None
@@ -449,14 +457,33 @@ def open_segment(
             parquet.close()
 
 
-def _has_encrypted_footer(path: Path) -> bool:
+def _check_file(
+    handle: io.BufferedReader, path: Path, key: str, entry: SegmentEntry, *, in_store: bool
+) -> None:
+    """The open segment file's size and SHA-256 against the manifest's; a file of the store this
+    process already found right, unchanged since (:data:`_CHECKED_FILES`), is not hashed again."""
+    identity = _identity(os.fstat(handle.fileno()))
+    size = identity[2]
+    if size != entry.size_bytes:
+        raise BackupIntegrityError(
+            f"segment {key} has {size} bytes, the manifest says {entry.size_bytes} (truncated or replaced)"
+        )
+    checked = (str(path), entry.sha256)
+    if in_store and _CHECKED_FILES.get(checked) == identity:
+        return
+    if hashlib.file_digest(handle, "sha256").hexdigest() != entry.sha256:
+        raise BackupIntegrityError(f"segment {key} fails its SHA-256 check (corrupted or replaced)")
+    if in_store:
+        _CHECKED_FILES[checked] = identity
+
+
+def _has_encrypted_footer(handle: io.BufferedReader) -> bool:
     """Parquet Modular Encryption with an encrypted footer ends a file with ``PARE``, not ``PAR1``."""
-    with path.open("rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell() < 4:
-            return False
-        handle.seek(-4, os.SEEK_END)
-        return handle.read(4) == ENCRYPTED_FOOTER_MAGIC
+    handle.seek(0, os.SEEK_END)
+    if handle.tell() < 4:
+        return False
+    handle.seek(-4, os.SEEK_END)
+    return handle.read(4) == ENCRYPTED_FOOTER_MAGIC
 
 
 def iter_segment_batches(

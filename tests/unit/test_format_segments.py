@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -256,3 +258,61 @@ def test_unknown_manifest_fields_are_ignored() -> None:
     raw["added_in_a_later_minor_version"] = {"x": 1}
     raw["source"]["new_field"] = True
     assert parse_manifest(json.dumps(raw).encode(), "m") == manifest
+
+
+def _hashes_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a segment file is hashed from now on (one entry per SHA-256 taken)."""
+    taken: list[int] = []
+    real = hashlib.file_digest
+
+    def counting(handle: Any, digest: str) -> Any:
+        taken.append(1)
+        return real(handle, digest)
+
+    monkeypatch.setattr("kbackup.format.segments.hashlib.file_digest", counting)
+    return taken
+
+
+def test_a_segment_file_checked_and_unchanged_is_not_hashed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore checks every segment before its first record and reads it again to produce: the
+    second read of the same, unchanged file skips the SHA-256 (docs/restore.md)."""
+    storage = LocalStorage(tmp_path / "store")
+    writer = write_records(storage, tmp_path, sample_records(300), SegmentLimits())
+    taken = _hashes_counted(monkeypatch)
+    first = read_back(storage, writer)
+    again = read_back(storage, writer)
+    assert again == first
+    assert len(taken) == 1
+
+
+@pytest.mark.parametrize("change", ["flip in place", "replace", "same bytes rewritten"])
+def test_a_segment_file_changed_after_its_check_is_hashed_and_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Between the check and the read: bytes changed in place (same size), the file replaced by
+    another of the same size, or even rewritten with the same bytes: its identity changed, so it is
+    hashed again (and refused when its bytes differ)."""
+    storage = LocalStorage(tmp_path / "store")
+    writer = write_records(storage, tmp_path, sample_records(300), SegmentLimits())
+    entry = writer.segments[0]
+    read_back(storage, writer)
+    taken = _hashes_counted(monkeypatch)
+    path = storage.local_path(object_key("b1", entry.key))
+    data = bytearray(path.read_bytes())
+    if change != "same bytes rewritten":
+        data[len(data) // 2] ^= 0x01
+    if change == "replace":
+        other = path.with_suffix(".new")
+        other.write_bytes(bytes(data))
+        other.replace(path)
+    else:
+        with path.open("r+b") as handle:
+            handle.write(bytes(data))
+    if change == "same bytes rewritten":
+        assert len(read_back(storage, writer)) == 300
+    else:
+        with pytest.raises(BackupIntegrityError, match="fails its SHA-256 check"):
+            list(iter_segment_batches(storage, "b1", entry))
+    assert len(taken) == 1
