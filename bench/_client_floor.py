@@ -21,23 +21,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import time
 from typing import Any
 
 from confluent_kafka import Producer
 
+from bench._floor_span import cpu_seconds, span_result
 from bench._restore_perf import letter_payloads
 from kbackup.format.origin import stamp_batch
 from kbackup.restore.writer import producer_tuning
 
 #: Records handed over per source partition in turn (about one Parquet batch of the restore).
 BATCH = 10_000
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _records(
@@ -76,7 +71,7 @@ def produce(arguments: argparse.Namespace) -> dict[str, Any]:
     batches = _records(arguments.records, arguments.record_size, arguments.partitions, arguments.headers == 5)
     if arguments.transaction_ms:
         producer.init_transactions(30)
-    started, cpu_started = time.monotonic(), _cpu_seconds()
+    started, cpu_started = time.monotonic(), cpu_seconds()
     if arguments.transaction_ms:
         producer.begin_transaction()
     transaction_started = started
@@ -110,13 +105,8 @@ def produce(arguments: argparse.Namespace) -> dict[str, Any]:
         remaining = producer.flush(60)
         if remaining:
             raise RuntimeError(f"{remaining} records not delivered")
-    seconds, cpu = time.monotonic() - started, _cpu_seconds() - cpu_started
-    return {
-        "records": arguments.records,
-        "seconds": seconds,
-        "cpu_seconds": cpu,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }
+    seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started
+    return span_result(arguments.records, seconds, cpu)
 
 
 def main() -> None:

@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from bench._floor_span import cpu_seconds, span_result
 from kbackup.backup.runner import CONSUMER_TUNING
 
 #: Records per consume() call: the backup's reader batch.
 BATCH = 10_000
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def read(bootstrap: str, topic: str) -> dict[str, Any]:
@@ -44,7 +39,7 @@ def read(bootstrap: str, topic: str) -> dict[str, Any]:
         }
     )
     partitions = list(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-    started, cpu_started = time.monotonic(), _cpu_seconds()
+    started, cpu_started = time.monotonic(), cpu_seconds()
     consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
     records, ended = 0, set[int]()
     while len(ended) < len(partitions):
@@ -57,14 +52,9 @@ def read(bootstrap: str, topic: str) -> dict[str, Any]:
                 continue
             message.key(), message.value(), message.offset(), message.timestamp(), message.headers()
             records += 1
-    seconds, cpu = time.monotonic() - started, _cpu_seconds() - cpu_started
+    seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started
     consumer.close()
-    return {
-        "records": records,
-        "seconds": seconds,
-        "cpu_seconds": cpu,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }
+    return span_result(records, seconds, cpu)
 
 
 def main() -> None:
