@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,18 +89,19 @@ class Case:
     def cpu(self, side: str) -> Spread:
         return spread([run.cpu_per_million for run in self.runs[side]])
 
-    def rate_ratio(self, numerator: str, denominator: str) -> Spread:
-        return spread(
-            paired_ratios([r.rate for r in self.runs[numerator]], [r.rate for r in self.runs[denominator]])
-        )
-
-    def cpu_ratio(self, numerator: str, denominator: str) -> Spread:
+    def paired(self, numerator: str, denominator: str, metric: Callable[[Run], float]) -> Spread:
+        """The median and range of the per-round ratios of two sides' ``metric``."""
         return spread(
             paired_ratios(
-                [r.cpu_per_million for r in self.runs[numerator]],
-                [r.cpu_per_million for r in self.runs[denominator]],
+                [metric(r) for r in self.runs[numerator]], [metric(r) for r in self.runs[denominator]]
             )
         )
+
+    def rate_ratio(self, numerator: str, denominator: str) -> Spread:
+        return self.paired(numerator, denominator, lambda r: r.rate)
+
+    def cpu_ratio(self, numerator: str, denominator: str) -> Spread:
+        return self.paired(numerator, denominator, lambda r: r.cpu_per_million)
 
 
 def consumer_loop(bootstrap: str, topic: str) -> Run:

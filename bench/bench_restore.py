@@ -148,32 +148,25 @@ class Case:
     def rates(self, name: str) -> Spread:
         return spread([m.records_per_second for m in self.runs[name]])
 
-    def ratio(self, numerator: str, denominator: str) -> Spread:
-        """The median and range of the per-round ratios of two sides."""
+    def paired(self, numerator: str, denominator: str, metric: Callable[[Measured], float]) -> Spread:
+        """The median and range of the per-round ratios of two sides' ``metric``."""
         return spread(
             paired_ratios(
-                [m.records_per_second for m in self.runs[numerator]],
-                [m.records_per_second for m in self.runs[denominator]],
+                [metric(m) for m in self.runs[numerator]], [metric(m) for m in self.runs[denominator]]
             )
         )
 
+    def ratio(self, numerator: str, denominator: str) -> Spread:
+        """Per-round ratios of records per second (the restore's own run time)."""
+        return self.paired(numerator, denominator, lambda m: m.records_per_second)
+
     def cpu_ratio(self, numerator: str, denominator: str) -> Spread:
-        """The median and range of the per-round ratios of two sides' CPU seconds per record."""
-        return spread(
-            paired_ratios(
-                [m.cpu_per_million for m in self.runs[numerator]],
-                [m.cpu_per_million for m in self.runs[denominator]],
-            )
-        )
+        """Per-round ratios of CPU seconds per record."""
+        return self.paired(numerator, denominator, lambda m: m.cpu_per_million)
 
     def wall_ratio(self, numerator: str, denominator: str) -> Spread:
         """Per-round ratios of records per second of wall time (start-up included)."""
-        return spread(
-            paired_ratios(
-                [m.records / (m.wall_seconds or m.seconds) for m in self.runs[numerator]],
-                [m.records / (m.wall_seconds or m.seconds) for m in self.runs[denominator]],
-            )
-        )
+        return self.paired(numerator, denominator, lambda m: m.records / (m.wall_seconds or m.seconds))
 
     def peak_rss(self, name: str) -> int:
         return max(m.peak_rss_bytes for m in self.runs[name])
