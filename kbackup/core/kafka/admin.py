@@ -499,12 +499,22 @@ class Admin:
     ) -> dict[str, dict[str, ConfigValue]]:
         if not resources:
             return {}
-        futures = self._wait_request(
-            lambda: self.client.describe_configs(resources, request_timeout=self.timeout), "describe configs"
-        )
+
+        def once() -> dict[ConfigResource, Any]:
+            futures = self._wait_request(
+                lambda: self.client.describe_configs(resources, request_timeout=self.timeout),
+                "describe configs",
+            )
+            return {
+                resource: self._result(future, f"describe the configs of {what(resource)}")
+                for resource, future in futures.items()
+            }
+
+        # Again while retryable: a node stopped mid-request (a rolling restart) leaves the request
+        # unanswered, and the same request again goes to a broker that is up.
+        answers = self._retried(once)
         result: dict[str, dict[str, ConfigValue]] = {}
-        for resource, future in futures.items():
-            entries = self._result(future, f"describe the configs of {what(resource)}")
+        for resource, entries in answers.items():
             result[resource.name] = {
                 name: ConfigValue(
                     value=entry.value,
@@ -710,15 +720,20 @@ class Admin:
         wanted = sorted(set(names))
         if not wanted:
             return {}
-        futures = self._wait_request(
-            lambda: self.client.describe_topics(TopicCollection(wanted), request_timeout=self.timeout),
-            "describe topics",
-        )
-        result: dict[str, str | None] = {}
-        for name, future in futures.items():
-            topic_id = getattr(self._result(future, f"describe topic {name}"), "topic_id", None)
-            result[name] = str(topic_id) if topic_id is not None else None
-        return result
+
+        def once() -> dict[str, str | None]:
+            futures = self._wait_request(
+                lambda: self.client.describe_topics(TopicCollection(wanted), request_timeout=self.timeout),
+                "describe topics",
+            )
+            result: dict[str, str | None] = {}
+            for name, future in futures.items():
+                topic_id = getattr(self._result(future, f"describe topic {name}"), "topic_id", None)
+                result[name] = str(topic_id) if topic_id is not None else None
+            return result
+
+        # Again while retryable, as for configs: a restarting node leaves the request unanswered.
+        return self._retried(once)
 
     def create_topics(
         self, topics: Iterable[TopicSpec], *, validate_only: bool = False
