@@ -22,6 +22,13 @@ from tests.support.cli_run import RunCli, cli_in_process
 # Progress bars would interleave with pytest's output.
 os.environ.setdefault("KBACKUP_NO_PROGRESS", "1")
 
+# Every JVM the tests start (Kafka nodes and their tools, Spark drivers, executors and standalone
+# clusters, MirrorMaker) compiles with the quick JIT only: the suite's JVMs live seconds to minutes
+# and move little data, and C2's compiling was a third of their CPU on these 2 cores (a 3-node
+# cluster's start, load and stop: 41-44 CPU s, 22-25 with C1 alone; two test files: 189 against
+# 123). The benchmarks and `make demo` do not load this file: their JVMs keep the full JIT.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 TEST_BUCKET = "kbackup-test"
 
 
