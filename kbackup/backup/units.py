@@ -309,6 +309,8 @@ class SlicedCopier:
         self._failure: BaseException | None = None
         #: Between a follow run's increments: each partition's entry where the last one ended.
         self._idle: list[PartitionEntry] = []
+        #: When the lag gauges were last set from the increment's plan (monotonic seconds).
+        self._lag_refreshed = 0.0
 
     # What an engine says.
     def parallelism(self) -> int:
@@ -351,6 +353,7 @@ class SlicedCopier:
         tasks = [replace(self.template, slices=members, max_bytes_per_second=rate) for members in cuts]
         self._done.clear()
         self._results, self._failure = [], None
+        self._refresh_lag()
         self._thread = threading.Thread(
             target=self._run, args=(tasks,), name="kafka-backup-copy-tasks", daemon=True
         )
@@ -377,6 +380,8 @@ class SlicedCopier:
             time.sleep(timeout)
             return 0
         if not self._done.wait(timeout):
+            if time.monotonic() - self._lag_refreshed >= 1.0:
+                self._refresh_lag()
             return 0
         if self._failure is not None:
             failure, self._failure = self._failure, None
@@ -437,7 +442,25 @@ class SlicedCopier:
                 self.metrics.records_copied(plan.topic, entry.record_count)
         return entries, segments
 
+    def _refresh_lag(self) -> None:
+        """The backup lag of each partition of the increment, from the driver's plan: the tasks'
+        consumers are elsewhere, and the increment's end offsets were fixed when it was planned.
+        Until its commit, every record up to that end is not in a committed increment; the age
+        counts from when the driver first saw them wait (the tasks read the records' times)."""
+        self._lag_refreshed = time.monotonic()
+        waiting = False
+        for plan in self.partitions.values():
+            end = plan.end_offset if plan.end_offset is not None else plan.start_offset
+            records = max(0, end - plan.start_offset)
+            waiting = waiting or records > 0
+            self.metrics.partition_lag(plan.topic, plan.partition, records=records, oldest_timestamp_ms=None)
+        self.metrics.health.waiting(waiting)
+
     def after_commit(self, entries: list[PartitionEntry]) -> None:
+        # What the increment held is committed: no lag until the next increment's plan says more.
+        for entry in entries:
+            self.metrics.partition_lag(entry.topic, entry.partition, records=0, oldest_timestamp_ms=None)
+        self.metrics.health.waiting(False)
         self.partitions = {}
         self._results = []
         self._idle = [

@@ -226,8 +226,9 @@ def get_or_none(port: int, path: str) -> int | None:
         return None
 
 
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
 def test_a_one_shot_backup_writes_its_metrics_to_a_textfile(
-    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+    source_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path, workers: str
 ) -> None:
     topic = unique_name
     create_topic(source_cluster, topic, partitions=2)
@@ -236,6 +237,7 @@ def test_a_one_shot_backup_writes_its_metrics_to_a_textfile(
     textfile.parent.mkdir()
     args = ["backup", "-b", source_cluster.bootstrap_servers, "--include", topic]
     args += ["--path", str(tmp_path / "store"), "--backup-id", "nightly", "--metrics-textfile", str(textfile)]
+    args += ["--workers", workers]
     started = time.time()
     assert run(args) == 0
     found = parse(textfile.read_text())

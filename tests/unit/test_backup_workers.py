@@ -5,6 +5,7 @@ replaced by a recorder: no process starts here)."""
 from __future__ import annotations
 
 import itertools
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from kbackup.backup.copier import entry_of
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.plan import PartitionPlan
 from kbackup.backup.settings import BackupSettings, SourceSettings
-from kbackup.backup.units import CopyResult, CopyTask
+from kbackup.backup.units import CopyResult, CopyTask, SlicedCopier
 from kbackup.backup.worker_engine import AUTO_MIN_RECORDS, CLIENT_ID, WorkerCopier, workers_for
 from kbackup.cli.main import run
 from kbackup.core.config import StorageSettings
@@ -125,3 +126,38 @@ def test_a_follow_run_stopped_between_increments_keeps_every_partition_where_the
     idle, segments = copier.take_increment(partial=True)
     assert [(e.partition, e.start_offset, e.end_offset) for e in idle] == [(0, 100, 100), (1, 50, 50)]
     assert segments == []
+
+
+class HeldCopier(RecordingCopier):
+    """The tasks run until the test lets them end."""
+
+    def __init__(self, template: CopyTask) -> None:
+        super().__init__(template, 2, Throttle())
+        self.release = threading.Event()
+
+    def run_tasks(self, tasks: list[CopyTask]) -> list[CopyResult]:
+        self.release.wait(10)
+        return super().run_tasks(tasks)
+
+
+def lag(copier: SlicedCopier, partition: int) -> float | None:
+    labels = {"backup_id": "b", "topic": "t", "partition": str(partition)}
+    return copier.metrics.registry.get_sample_value("kafka_backup_lag_records", labels)
+
+
+def test_the_lag_gauges_hold_the_increment_being_copied_on_workers_and_drop_at_its_commit() -> None:
+    # The workers' consumers are in other processes: the driver sets the gauges from its plan.
+    copier = HeldCopier(template())
+    copier.start_increment([plan(0, 10, 310), plan(1, 0, 50), plan(2, 5, 5)])
+    try:
+        assert [lag(copier, p) for p in (0, 1, 2)] == [300, 50, 0]
+        assert copier.metrics.health.records_waiting
+        assert copier.poll(0.01) == 0  # still copying: the gauges stay
+        assert lag(copier, 0) == 300
+    finally:
+        copier.release.set()
+    assert copier._done.wait(5)
+    entries, _ = copier.take_increment()
+    copier.after_commit(entries)
+    assert [lag(copier, p) for p in (0, 1, 2)] == [0, 0, 0]
+    assert not copier.metrics.health.records_waiting
