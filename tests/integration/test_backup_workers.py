@@ -6,7 +6,7 @@ a transactional one with an aborted transaction: the same offsets, keys, values,
 timestamps), the backup validates deep and restores to the source's records; a worker SIGKILLed at
 a crash point fails the run naming its slices and a rerun completes with every record once; SIGINT
 to the parent stops every worker, commits nothing of the unfinished increment, and a rerun
-completes; an encrypted backup on two workers restores.
+completes; an encrypted backup on two workers into S3 restores, and no run prints the S3 secret.
 """
 
 from __future__ import annotations
@@ -20,15 +20,19 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from kbackup.core.faults import ENVIRONMENT_VARIABLE as CRASH_AT
 from kbackup.core.faults import ONCE_VARIABLE
+from kbackup.format.segments import ENCRYPTED_FOOTER_MAGIC
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import read_backup
 from tests.support.backup_topics import PARTITIONS, REPO, fill_topics, run_cli, source_records
+from tests.support.config_files import config_file
 from tests.support.encryption_keys import new_key, spec
 from tests.support.kafka_io import consume_all
 from tests.support.restore_checks import assert_restored_exactly
+from tests.support.storage_backends import storage_backend
 
 #: Records per topic: enough for several batches in each slice, few for the time budget.
 RECORDS = 3_000
@@ -143,17 +147,31 @@ def test_sigint_to_the_parent_stops_every_worker_commits_nothing_and_a_rerun_com
     assert read_backup(tmp_path / "store", "b") == source_records(source_cluster, topics)
 
 
-def test_an_encrypted_backup_on_two_workers_restores(
-    source_cluster: LocalKafkaCluster, target_cluster: LocalKafkaCluster, unique_name: str, tmp_path: Path
+def test_an_encrypted_backup_on_two_workers_into_s3_restores_and_prints_no_secret(
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    unique_name: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """The workers upload to moto's S3 with the config file's credentials and the parent's opened
+    key: what they store is sealed, the backup restores, and no run prints the S3 secret."""
     topics = fill_topics(source_cluster, unique_name, 300)
     key = spec(new_key(tmp_path))
-    backed_up = _backup(
-        tmp_path / "store", source_cluster, unique_name, "--workers", "2", "--encryption-key", key
-    )
+    location = storage_backend("s3", request, tmp_path, unique_name)
+    config = config_file(tmp_path / "s3.yaml", storage=location.section)
+    backed_up = run_cli(
+        "-v", "backup", "-c", str(config), "-b", source_cluster.bootstrap_servers, "--include",
+        f"{unique_name}-.*", "--backup-id", "b", "--json", "--workers", "2", "--encryption-key", key,
+    )  # fmt: skip
     assert backed_up.returncode == 0, backed_up.stderr
+    assert "on 2 worker process(es)" in backed_up.stderr
+    stored = location.objects()
+    segments = [data for name, data in stored.items() if name.endswith(".parquet")]
+    assert segments, sorted(stored)
+    assert all(data.endswith(ENCRYPTED_FOOTER_MAGIC) for data in segments), "a segment was stored unsealed"
     restored = run_cli(
-        "restore", "-p", str(tmp_path / "store"), "--backup-id", "b", "-b", target_cluster.bootstrap_servers,
+        "restore", "-c", str(config), "--backup-id", "b", "-b", target_cluster.bootstrap_servers,
         "--encryption-key", key,
     )  # fmt: skip
     assert restored.returncode == 0, restored.stderr
@@ -162,3 +180,6 @@ def test_an_encrypted_backup_on_two_workers_restores(
     assert_restored_exactly(
         expected, on_target, source_cluster=json.loads(backed_up.stdout)["source_cluster_id"]
     )
+    printed = backed_up.stdout + backed_up.stderr + restored.stdout + restored.stderr
+    assert location.secrets
+    assert not any(secret in printed for secret in location.secrets)

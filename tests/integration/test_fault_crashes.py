@@ -1,4 +1,5 @@
-"""Backup, exactly-once restore and three-phase restore SIGKILLed at 10 random points each, then run again.
+"""Backup, exactly-once restore and three-phase restore SIGKILLed at 10 random points each, then run again;
+the restore's runs alternate between one process and two workers (a worker killed).
 
 Every kill is a crash point the product fires (``KBACKUP_CRASH_AT``) at a random occurrence the
 run is sure to reach: the n-th uploaded segment, the batch holding the n-th record read or
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
+from kbackup.core.errors import WorkerDiedError
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from tests.support.backup_io import read_backup
 from tests.support.config_files import config_file, write_three_phase_config
@@ -117,8 +120,9 @@ def test_exactly_once_restore_killed_at_random_points_holds_each_record_once_in_
     )  # fmt: skip
     total = sum(len(records) for records in expected.values())
     # How far one kill can move "records left" beyond its own count: the rest of its read batch
-    # (at most one transaction's records), the open transaction it leaves aborted, and markers.
-    cost = 2 * TRANSACTION_RECORDS + 50
+    # (at most one transaction's records), the open transaction it leaves aborted, and markers;
+    # twice that, as a run on two workers has two of each when the first of them is killed.
+    cost = 2 * (2 * TRANSACTION_RECORDS + 50)
     probe = Consumer(
         {
             "bootstrap.servers": target_cluster.bootstrap_servers,
@@ -131,14 +135,23 @@ def test_exactly_once_restore_killed_at_random_points_holds_each_record_once_in_
             # At most the records this run has left: what the target holds counts aborted ones too.
             left = total - landed(probe, topic, SOURCE_PARTITIONS)
             kills_to_come = KILLS_WANTED - run
-            if chooser.random() < 0.4 and left - cost - 2 * TRANSACTION_RECORDS >= kills_to_come * (cost + 1):
-                point = "restore:after-transaction@1"  # commits at most two read batches
+            # Runs on one process and on two workers, so that each resumes what the other left. On
+            # two workers the point fires in the first worker to reach it, which fails the run
+            # (exit 19); one of the two copies at least half of what the run has left, and neither
+            # more than the point's count when the first dies.
+            workers = (1, 2)[run - 1] if run <= 2 else chooser.choice([1, 2])
+            if chooser.random() < 0.4 and left - cost - 4 * TRANSACTION_RECORDS >= kills_to_come * (cost + 1):
+                point = "restore:after-transaction@1"  # commits at most two read batches a process
             else:  # somewhere inside the next transactions, uncommitted records included
                 point = counted_kill(
                     chooser, "restore:records-produced", left=left, kills_to_come=kills_to_come,
-                    per_kill_cost=cost, most=3 * TRANSACTION_RECORDS,
+                    per_kill_cost=cost + 1, most=3 * TRANSACTION_RECORDS, workers=workers,
                 )  # fmt: skip
-            must_kill(command, point, seed=seed, run=run, note=f" ({left} records left at most)", cwd=REPO)
+            must_kill(
+                [*command, "--workers", str(workers)], point, seed=seed, run=run, cwd=REPO,
+                note=f" on {workers} process(es) ({left} records left at most)",
+                killed_exit=-signal.SIGKILL if workers == 1 else WorkerDiedError.exit_code,
+            )  # fmt: skip
     finally:
         probe.close()
 

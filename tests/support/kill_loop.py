@@ -41,10 +41,17 @@ class RunOutcome:
 
 
 def run_and_kill(
-    command: Sequence[str], crash_at: str, *, cwd: Path | None = None, timeout: float = 300
+    command: Sequence[str],
+    crash_at: str,
+    *,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    killed_exit: int = -signal.SIGKILL,
 ) -> RunOutcome:
     """Run ``command`` with ``KBACKUP_CRASH_AT=crash_at``. ``killed``: it died by the SIGKILL of that
-    crash point (a run that ends any other way did not reach it)."""
+    crash point (a run that ends any other way did not reach it). ``killed_exit``: how the run
+    ends when the point fires; on worker processes the point kills a worker, and the run ends
+    with the exit of a dead worker (WorkerDiedError's 19)."""
     env = {key: value for key, value in os.environ.items() if key != CRASH_AT}
     env["KBACKUP_NO_PROGRESS"] = "1"
     env[CRASH_AT] = crash_at
@@ -57,20 +64,34 @@ def run_and_kill(
         raise AssertionError(
             f"{' '.join(command)} ran longer than {timeout}s (kill point {crash_at})"
         ) from None
-    return RunOutcome(done.returncode == -signal.SIGKILL, done.returncode, done.stderr)
+    return RunOutcome(done.returncode == killed_exit, done.returncode, done.stderr)
 
 
 def must_kill(
-    command: Sequence[str], crash_at: str, *, seed: int, run: int, note: str = "", cwd: Path | None = None
+    command: Sequence[str],
+    crash_at: str,
+    *,
+    seed: int,
+    run: int,
+    note: str = "",
+    cwd: Path | None = None,
+    killed_exit: int = -signal.SIGKILL,
 ) -> None:
     """:func:`run_and_kill`, asserting that the run died at its crash point (and saying so)."""
-    outcome = run_and_kill(command, crash_at, cwd=cwd)
+    outcome = run_and_kill(command, crash_at, cwd=cwd, killed_exit=killed_exit)
     assert outcome.killed, f"seed {seed}, run {run}, {crash_at}: exit {outcome.returncode} {outcome.stderr}"
     print(f"run {run}: {crash_at}{note} -> killed")
 
 
 def counted_kill(
-    chooser: random.Random, name: str, *, left: int, kills_to_come: int, per_kill_cost: int, most: int
+    chooser: random.Random,
+    name: str,
+    *,
+    left: int,
+    kills_to_come: int,
+    per_kill_cost: int,
+    most: int,
+    workers: int = 1,
 ) -> str:
     """``name@N`` for a counting crash point (``restore:records-produced``), with a random N that the
     run is sure to reach and that leaves every later run a kill it is sure to reach too.
@@ -79,10 +100,14 @@ def counted_kill(
     already holds, committed or not); ``per_kill_cost`` bounds how much further than its N one kill
     can move that bound (the rest of the batch holding the N-th record, and the records of an open
     transaction the kill leaves aborted on the target); ``kills_to_come`` later runs must each still
-    find at least one record left after their own cost.
+    find at least one record left after their own cost (``workers`` records on ``workers``).
+
+    On ``workers`` processes each counts its own records: the first to reach N is killed, when
+    none has copied more than N, so the run moves the bound by at most ``workers`` * N and the
+    cost; and one of them copies at least ``left`` / ``workers``, so N up to that is reached.
     """
     reserve = kills_to_come * (per_kill_cost + 1)
-    highest = min(most, left - reserve - per_kill_cost)
+    highest = min(most, (left - reserve - per_kill_cost) // workers)
     if highest < 1:
         raise AssertionError(
             f"only {left} records left for {kills_to_come + 1} kills of cost {per_kill_cost}: "
