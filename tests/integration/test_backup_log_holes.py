@@ -85,6 +85,9 @@ def send_transaction(producer: Producer, topic: str, values: list[bytes], *, com
     if commit:
         producer.commit_transaction(30)
     else:
+        # Delivered first: the aborted records are in the log (holes and markers), and an
+        # abort sent while they are in flight was refused (INVALID_TXN_STATE, seen in a suite run).
+        producer.flush(30)
         producer.abort_transaction(30)
 
 
@@ -157,4 +160,7 @@ def test_open_transaction_is_not_waited_for(
         assert entry.end_offset == 2  # "done" at 0, its marker at 1; "pending" at 2 is not stable
         assert [r.value for r in read_backup(tmp_path, "open")] == [b"done"]
     finally:
+        # Delivered first: the aborted records are in the log (holes and markers), and an
+        # abort sent while they are in flight was refused (INVALID_TXN_STATE, seen in a suite run).
+        producer.flush(30)
         producer.abort_transaction(30)
