@@ -49,6 +49,7 @@ from kbackup.core.retry import call_with_retries
 from kbackup.core.types import TopicPartitionKey
 
 Result = TypeVar("Result")
+Key = TypeVar("Key")
 
 #: Group requests in flight at once (Kafka's group APIs take a single group per request);
 #: also the backup's group snapshot.
@@ -499,20 +500,11 @@ class Admin:
     ) -> dict[str, dict[str, ConfigValue]]:
         if not resources:
             return {}
-
-        def once() -> dict[ConfigResource, Any]:
-            futures = self._wait_request(
-                lambda: self.client.describe_configs(resources, request_timeout=self.timeout),
-                "describe configs",
-            )
-            return {
-                resource: self._result(future, f"describe the configs of {what(resource)}")
-                for resource, future in futures.items()
-            }
-
-        # Again while retryable: a node stopped mid-request (a rolling restart) leaves the request
-        # unanswered, and the same request again goes to a broker that is up.
-        answers = self._retried(once)
+        answers: dict[ConfigResource, Any] = self._answers(
+            lambda: self.client.describe_configs(resources, request_timeout=self.timeout),
+            "describe configs",
+            lambda resource: f"describe the configs of {what(resource)}",
+        )
         result: dict[str, dict[str, ConfigValue]] = {}
         for resource, entries in answers.items():
             result[resource.name] = {
@@ -531,6 +523,24 @@ class Admin:
             return issue()
         except KafkaException as exc:
             raise translate_kafka_error(exc, action=action, connection=self.connection) from None
+
+    def _answers(
+        self,
+        issue: Callable[[], Mapping[Key, Future[Result]]],
+        action: str,
+        action_of: Callable[[Key], str],
+        *,
+        leaders_of: Sequence[str] = (),
+    ) -> dict[Key, Result]:
+        """A request whose answer is a mapping of futures, each waited for, and the whole request
+        sent again while an answer's error is retryable: a node stopped mid-request (a rolling
+        restart) leaves it unanswered, and the same request again goes to a broker that is up."""
+
+        def once() -> dict[Key, Result]:
+            futures = self._wait_request(issue, action)
+            return {key: self._result(future, action_of(key)) for key, future in futures.items()}
+
+        return self._retried(once, leaders_of=leaders_of)
 
     def topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, ConfigValue]]:
         """Every config of each topic, with where its value comes from."""
@@ -720,20 +730,13 @@ class Admin:
         wanted = sorted(set(names))
         if not wanted:
             return {}
-
-        def once() -> dict[str, str | None]:
-            futures = self._wait_request(
-                lambda: self.client.describe_topics(TopicCollection(wanted), request_timeout=self.timeout),
-                "describe topics",
-            )
-            result: dict[str, str | None] = {}
-            for name, future in futures.items():
-                topic_id = getattr(self._result(future, f"describe topic {name}"), "topic_id", None)
-                result[name] = str(topic_id) if topic_id is not None else None
-            return result
-
-        # Again while retryable, as for configs: a restarting node leaves the request unanswered.
-        return self._retried(once)
+        answers: dict[str, Any] = self._answers(
+            lambda: self.client.describe_topics(TopicCollection(wanted), request_timeout=self.timeout),
+            "describe topics",
+            lambda name: f"describe topic {name}",
+        )
+        ids = {name: getattr(answer, "topic_id", None) for name, answer in answers.items()}
+        return {name: str(topic_id) if topic_id is not None else None for name, topic_id in ids.items()}
 
     def create_topics(
         self, topics: Iterable[TopicSpec], *, validate_only: bool = False
@@ -775,26 +778,17 @@ class Admin:
         if not wanted:
             return {}
         action = "delete records (DeleteRecords) of " + ", ".join(f"{t}/{p}" for (t, p), _ in wanted[:5])
-
-        def once() -> dict[TopicPartitionKey, int]:
-            futures = self._wait_request(
-                lambda: self.client.delete_records(
-                    [TopicPartition(topic, partition, offset) for (topic, partition), offset in wanted],
-                    request_timeout=self.timeout,
-                    operation_timeout=self.timeout,
-                ),
-                action,
-            )
-            return {
-                (tp.topic, tp.partition): int(
-                    self._result(
-                        future, f"delete the records of {tp.topic}/{tp.partition} below offset {tp.offset}"
-                    ).low_watermark
-                )
-                for tp, future in futures.items()
-            }
-
-        return self._retried(once, leaders_of=sorted({topic for (topic, _), _ in wanted}))
+        answers: dict[TopicPartition, Any] = self._answers(
+            lambda: self.client.delete_records(
+                [TopicPartition(topic, partition, offset) for (topic, partition), offset in wanted],
+                request_timeout=self.timeout,
+                operation_timeout=self.timeout,
+            ),
+            action,
+            lambda tp: f"delete the records of {tp.topic}/{tp.partition} below offset {tp.offset}",
+            leaders_of=sorted({topic for (topic, _), _ in wanted}),
+        )
+        return {(tp.topic, tp.partition): int(answer.low_watermark) for tp, answer in answers.items()}
 
     def delete_topics(self, names: Iterable[str], *, within_secs: float) -> None:
         """Delete topics and wait until no broker lists them (the brokers delete asynchronously,
