@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -45,12 +46,48 @@ class SandboxError(KBackupError):
     kind = "sandbox"
 
 
+#: How many times :meth:`LocalKafkaCluster.start` launches a cluster whose chosen port was taken.
+PORT_ATTEMPTS = 3
+#: What a node's log says when its port was taken (the JVM's BindException).
+PORT_TAKEN = "Address already in use"
+#: The lowest port :func:`free_port` hands out.
+PORT_FLOOR = 20000
+#: Ports :func:`free_port` handed out in this process: never handed out twice.
+_handed_out: set[int] = set()
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port of the kernel's ephemeral range (outgoing connections' local ports)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A TCP port on loopback that nothing listens on right now, not handed out before.
+
+    Chosen at random below the kernel's ephemeral range: a port in that range is also the local
+    port of any outgoing connection, so on a busy machine a client's connection could take it
+    between this choice and a JVM's bind (seen once in a suite run). Other processes choosing
+    here can still collide, rarely: :meth:`LocalKafkaCluster.start` chooses again then."""
+    ceiling = _ephemeral_floor()
+    for _ in range(100 if ceiling - PORT_FLOOR >= 1000 else 0):
+        port = random.randrange(PORT_FLOOR, ceiling)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # an odd range: the kernel's choice
+        sock.bind(("127.0.0.1", 0))
+        chosen: int = sock.getsockname()[1]
+    _handed_out.add(chosen)
+    return chosen
 
 
 def new_cluster_id() -> str:
@@ -220,6 +257,9 @@ class LocalKafkaCluster:
     processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, init=False, repr=False)
     #: Ports of nodes 2 and up (node 1's are the fields above), chosen by :meth:`launch`.
     _other_ports: dict[int, NodePorts] = field(default_factory=dict, init=False, repr=False)
+    #: The ports :meth:`launch` chose (names of :class:`NodePorts` fields, by node id) and no start
+    #: has bound yet: the ones :meth:`start` may choose again when another process took one first.
+    _unbound_choices: dict[int, list[str]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= MAX_NODES:
@@ -531,12 +571,13 @@ class LocalKafkaCluster:
         node's properties name every voter)."""
         for node_id in self.node_ids:
             ports = self.node_ports(node_id)
-            if not ports.port:
-                ports.port, ports.controller_port = free_port(), free_port()
-            if self.scram_users and not ports.sasl_port:
-                ports.sasl_port = free_port()
-            if self.tls and not ports.ssl_port:
-                ports.ssl_port = free_port()
+            wanted = ["port", "controller_port"]
+            wanted += ["sasl_port"] if self.scram_users else []
+            wanted += ["ssl_port"] if self.tls else []
+            for name in wanted:
+                if not getattr(ports, name):
+                    setattr(ports, name, free_port())
+                    self._unbound_choices.setdefault(node_id, []).append(name)
             if node_id == 1:
                 self.port, self.controller_port = ports.port, ports.controller_port
                 self.sasl_port, self.ssl_port = ports.sasl_port, ports.ssl_port
@@ -616,8 +657,35 @@ class LocalKafkaCluster:
 
     def start(self, timeout: float = 90.0) -> LocalKafkaCluster:
         self.launch()
-        self.wait_ready(timeout)
+        self.wait_ready_choosing_again(timeout)
         return self
+
+    def wait_ready_choosing_again(self, timeout: float = 90.0) -> None:
+        """:meth:`wait_ready`; but when a node exits because a port :meth:`launch` chose was taken
+        by another process before the JVM bound it, stop, choose those ports again and launch
+        again (up to PORT_ATTEMPTS launches). Ports once bound are kept: restarts reuse them."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self.wait_ready(timeout)
+            except SandboxError as error:
+                if attempt == PORT_ATTEMPTS or not self._unbound_choices or PORT_TAKEN not in str(error):
+                    raise
+                self.stop()
+                self._forget_unbound_choices()
+                self.launch()
+            else:
+                self._unbound_choices.clear()
+                return
+
+    def _forget_unbound_choices(self) -> None:
+        for node_id, names in self._unbound_choices.items():
+            ports = self.node_ports(node_id)
+            for name in names:
+                setattr(ports, name, 0)
+            if node_id == 1:
+                self.port, self.controller_port = ports.port, ports.controller_port
+                self.sasl_port, self.ssl_port = ports.sasl_port, ports.ssl_port
+        self._unbound_choices.clear()
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM to every node at once (a clean shutdown), then SIGKILL to any not exited in time."""
@@ -787,7 +855,7 @@ def local_clusters(
         for cluster in clusters:
             cluster.launch()
         for cluster in clusters:
-            cluster.wait_ready(timeout)
+            cluster.wait_ready_choosing_again(timeout)
         yield clusters
     finally:
         for cluster in clusters:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
+import pytest
 from confluent_kafka.admin import AdminClient
 
 from kbackup.core.kafka import open_admin
-from kbackup.sandbox.kafka import LocalKafkaCluster
+from kbackup.sandbox import kafka as sandbox_kafka
+from kbackup.sandbox.jars import kafka_libs
+from kbackup.sandbox.kafka import PORT_TAKEN, LocalKafkaCluster, SandboxError
+from kbackup.sandbox.kafka import free_port as real_free_port
 from tests.support.kafka_io import Record, consume_all, create_topic, produce
 
 
@@ -65,3 +72,55 @@ def test_topic_on_one_cluster_is_absent_on_the_other(
         AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers}).list_topics(timeout=10).topics
     )
     assert unique_name not in topics
+
+
+def _holding_free_port(monkeypatch: pytest.MonkeyPatch, held: socket.socket, at_call: int) -> list[int]:
+    """Make the sandbox's port choice hand out the port ``held`` listens on at its ``at_call``-th
+    call (as if another process took it between choice and bind); the ports handed out, returned."""
+    handed: list[int] = []
+
+    def choose() -> int:
+        port = held.getsockname()[1] if len(handed) + 1 == at_call else real_free_port()
+        handed.append(port)
+        return port
+
+    monkeypatch.setattr(sandbox_kafka, "free_port", choose)
+    return handed
+
+
+def test_a_port_taken_between_choice_and_bind_is_chosen_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A suite run once lost a cluster start to a port another process bound first: the start
+    chooses the lost ports again and launches again, and the cluster works on its new ports."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", real_free_port()))
+        held.listen()
+        handed = _holding_free_port(monkeypatch, held, at_call=2)  # node 1's controller port
+        cluster = LocalKafkaCluster(name="taken", work_dir=tmp_path, libs=kafka_libs())
+        try:
+            cluster.start(timeout=120)
+            assert held.getsockname()[1] in handed
+            assert held.getsockname()[1] not in (cluster.port, cluster.controller_port)
+            assert PORT_TAKEN in (tmp_path / "stdout.log").read_text() + (tmp_path / "server.log").read_text()
+            roundtrip(cluster, "after-a-taken-port")
+            cluster.restart(timeout=120)  # bound ports are kept
+            assert consume_all(cluster, "after-a-taken-port", partitions=[0, 1])
+        finally:
+            cluster.stop()
+
+
+def test_a_taken_port_fails_the_start_once_the_attempts_are_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", real_free_port()))
+        held.listen()
+        _holding_free_port(monkeypatch, held, at_call=1)
+        monkeypatch.setattr(sandbox_kafka, "PORT_ATTEMPTS", 1)
+        cluster = LocalKafkaCluster(name="taken", work_dir=tmp_path, libs=kafka_libs())
+        try:
+            with pytest.raises(SandboxError, match=PORT_TAKEN):
+                cluster.start(timeout=120)
+        finally:
+            cluster.stop()

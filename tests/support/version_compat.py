@@ -42,7 +42,7 @@ def clusters_of_versions(versions: Mapping[str, str], base: Path) -> Iterator[di
         for cluster in clusters.values():
             cluster.launch()
         for cluster in clusters.values():
-            cluster.wait_ready()
+            cluster.wait_ready_choosing_again()
         yield clusters
     finally:
         for cluster in clusters.values():

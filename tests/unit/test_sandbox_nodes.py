@@ -165,3 +165,15 @@ def test_the_active_controller_is_the_leader_of_the_highest_epoch_a_running_node
     del cluster.processes[1]
     with pytest.raises(SandboxError, match=r"no active controller now \(last known: node 1, epoch 5\)"):
         cluster.active_controller()
+
+
+def test_free_ports_are_below_the_ephemeral_range_and_never_handed_out_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A port in the kernel's ephemeral range can become an outgoing connection's local port before
+    the JVM binds it (a suite run lost a cluster start so): ports come from below the range."""
+    monkeypatch.setattr(kafka, "_ephemeral_floor", lambda: kafka.PORT_FLOOR + 1200)
+    monkeypatch.setattr(kafka, "_handed_out", set())
+    handed = [kafka.free_port() for _ in range(1000)]
+    assert all(kafka.PORT_FLOOR <= port < kafka.PORT_FLOOR + 1200 for port in handed)
+    assert len(set(handed)) == len(handed)
