@@ -9,9 +9,10 @@ saying what it applied before it. A second run of plan then execute changes noth
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
+from typing import TypeVar
 
 from pydantic import SecretStr
 
@@ -19,7 +20,9 @@ from kbackup import __version__
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import ConfigError, KafkaOperationError, KBackupError, PreconditionError
 from kbackup.core.kafka import AclEntry, Admin, KafkaClients
+from kbackup.core.kafka.admin import ScramCredential
 from kbackup.core.logs import get_logger
+from kbackup.core.retry import call_with_retries
 from kbackup.core.times import utc_now_iso
 from kbackup.format.catalog import Backup
 from kbackup.format.cluster_metadata import ClusterMetadata, read_cluster_metadata
@@ -242,11 +245,22 @@ def _passwords_for(changes: list[MetadataItem], settings: MetadataRestoreSetting
     return passwords
 
 
+#: How long execute waits for the brokers to show the ACLs and SCRAM credentials it changed.
+CHANGES_VISIBLE_SECS = 30.0
+Answer = TypeVar("Answer")
+
+
 @dataclass
 class _Applier:
     admin: Admin
     passwords: dict[str, SecretStr]
     result: MetadataResult
+
+    #: ACL bindings created and deleted, SCRAM credentials set (user, mechanism, iterations):
+    #: awaited in the broker's answers at the end.
+    _created: set[AclEntry] = field(default_factory=set)
+    _deleted: set[AclEntry] = field(default_factory=set)
+    _credentials: set[tuple[str, str, int]] = field(default_factory=set)
 
     def apply(self, changes: list[MetadataItem]) -> None:
         """``changes`` in the plan's order (:meth:`MetadataPlan.changes`), where the ACLs of one
@@ -258,6 +272,42 @@ class _Applier:
             else:
                 for item in items:
                     self._one(item)
+        self._await_visible()
+
+    def _await_visible(self) -> None:
+        """Until the broker answers with the ACLs and SCRAM credentials as changed: the controller
+        acknowledges a change once committed, and each broker applies it a moment later (seen: a
+        describe right after a restore answered with none), so a client started now would still
+        be refused."""
+        if self._created or self._deleted:
+
+            def acls_settled(found: list[AclEntry]) -> bool:
+                return self._created <= set(found) and not self._deleted & set(found)
+
+            acls = self._await(self.admin.describe_acls, acls_settled)
+            if not acls_settled(acls):
+                self._not_visible("ACL", len(self._created - set(acls)) + len(self._deleted & set(acls)))
+        if self._credentials:
+
+            def listed(users: dict[str, list[ScramCredential]]) -> set[tuple[str, str, int]]:
+                return {(user, c.mechanism, c.iterations) for user, creds in users.items() for c in creds}
+
+            users = self._await(self.admin.scram_users, lambda found: self._credentials <= listed(found))
+            if not self._credentials <= listed(users):
+                self._not_visible("SCRAM credential", len(self._credentials - listed(users)))
+
+    def _await(self, describe: Callable[[], Answer], settled: Callable[[Answer], bool]) -> Answer:
+        return call_with_retries(
+            describe, within_secs=CHANGES_VISIBLE_SECS, delay_secs=0.1, max_delay_secs=1.0, until=settled
+        )
+
+    def _not_visible(self, what: str, missing: int) -> None:
+        raise KafkaOperationError(
+            f"the target acknowledged the {what} changes but {missing} of them do not show "
+            f"{CHANGES_VISIBLE_SECS:g}s later",
+            hint="check the target's brokers; running execute again applies what is missing",
+            retryable=True,
+        )
 
     def _one(self, item: MetadataItem) -> None:
         try:
@@ -271,6 +321,7 @@ class _Applier:
         if isinstance(item, ScramUserItem):
             password = self.passwords[item.user].get_secret_value()
             self.admin.upsert_scram_credential(item.user, item.mechanism, item.iterations, password)
+            self._credentials.add((item.user, item.mechanism, item.iterations))
         elif isinstance(item, BrokerConfigItem):
             # The planner plans neither a default nor a sensitive value for execute.
             assert item.broker_id is not None
@@ -292,6 +343,7 @@ class _Applier:
             error = outcome.get(entry, KafkaOperationError(f"no answer for {describe_item(item)}"))
             if error is None:
                 self.result.applied.append(f"{item.action} {describe_item(item)}")
+                (self._created if item.action == "create" else self._deleted).add(entry)
             elif refused is None:
                 refused = (item, error)
         if refused is not None:

@@ -90,6 +90,14 @@ def free_port() -> int:
     return chosen
 
 
+def _size(path: Path) -> int:
+    """A file's size; 0 when it does not exist yet."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64, not starting with '-'."""
     while True:
@@ -260,6 +268,8 @@ class LocalKafkaCluster:
     #: The ports :meth:`launch` chose (names of :class:`NodePorts` fields, by node id) and no start
     #: has bound yet: the ones :meth:`start` may choose again when another process took one first.
     _unbound_choices: dict[int, list[str]] = field(default_factory=dict, init=False, repr=False)
+    #: Where each node's logs (stdout.log, server.log) ended when its JVM was last launched.
+    _log_marks: dict[int, tuple[int, int]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= MAX_NODES:
@@ -597,6 +607,7 @@ class LocalKafkaCluster:
         self._write_config(node_id)
         self.format_storage(node_id)
         folder = self.node_dir(node_id)
+        self._log_marks[node_id] = (_size(folder / "stdout.log"), _size(folder / "server.log"))
         stdout = (folder / "stdout.log").open("ab")
         self.processes[node_id] = subprocess.Popen(
             self._java("kafka.Kafka", str(folder / "server.properties"), node_id=node_id),
@@ -668,14 +679,31 @@ class LocalKafkaCluster:
             try:
                 self.wait_ready(timeout)
             except SandboxError as error:
-                if attempt == PORT_ATTEMPTS or not self._unbound_choices or PORT_TAKEN not in str(error):
+                if not self._lost_a_port():
                     raise
+                if attempt == PORT_ATTEMPTS or not self._unbound_choices:
+                    raise SandboxError(
+                        f"local Kafka cluster {self.name}: a port of one of its nodes was taken by another "
+                        f"process ({PORT_TAKEN}) after {attempt} launch(es)\n{error}"
+                    ) from None
                 self.stop()
                 self._forget_unbound_choices()
                 self.launch()
             else:
                 self._unbound_choices.clear()
                 return
+
+    def _lost_a_port(self) -> bool:
+        """Whether a node's log since its launch says a port was taken (anywhere in it: a JVM that
+        fails to bind logs its configuration again as it stops, so the error is not at the end)."""
+        for node_id, marks in self._log_marks.items():
+            folder = self.node_dir(node_id)
+            for path, mark in zip((folder / "stdout.log", folder / "server.log"), marks, strict=True):
+                with contextlib.suppress(OSError), path.open("rb") as handle:
+                    handle.seek(mark)
+                    if PORT_TAKEN.encode() in handle.read():
+                        return True
+        return False
 
     def _forget_unbound_choices(self) -> None:
         for node_id, names in self._unbound_choices.items():
