@@ -37,6 +37,7 @@ from kbackup.core.metrics import MetricsSettings
 from kbackup.core.spark import SparkEngine, engine_master
 from kbackup.mapping.settings import MappingSettings
 from kbackup.mapping.spark_session import spark_conf as mapping_spark_conf
+from kbackup.reset.settings import OffsetResetSettings
 from kbackup.restore.settings import RestoreSettings
 
 Connection = TypeVar("Connection", bound=KafkaConnection)
@@ -83,6 +84,37 @@ def target_connection(config: KBackupConfig, bootstrap_servers: str | None) -> K
     if connection is None:
         raise UsageError(NO_TARGET_CLUSTER)
     return connection
+
+
+def reset_cluster(config: KBackupConfig, bootstrap_servers: str | None) -> KafkaConnection:
+    """The cluster an ``offset-reset`` moves groups on: the target (``target_connection``); for a
+    rewind (``strategy: rewind``), the cluster the backup was taken from: its ``source`` section
+    with ``--bootstrap-servers`` over it (the target, if the file has no source section)."""
+    if config.offset_reset.strategy == "rewind" and config.source is not None:
+        connection = with_bootstrap_servers(config.source, bootstrap_servers, KafkaConnection)
+        if connection is not None:
+            return connection
+    return target_connection(config, bootstrap_servers)
+
+
+def with_point_in_time(config: KBackupConfig, as_of: str | None, in_place: bool) -> KBackupConfig:
+    """``--as-of`` over ``offset_reset.as_of``, ``--in-place`` as ``offset_reset.strategy: rewind``
+    (checked as the file's keys are: a time without a zone is refused)."""
+    if as_of is None and not in_place:
+        return config
+    updates: dict[str, Any] = {}
+    if as_of is not None:
+        updates["as_of"] = as_of
+    if in_place:
+        updates["strategy"] = "rewind"
+    section = _over(
+        config.offset_reset,
+        updates,
+        OffsetResetSettings,
+        "command line",
+        {"as_of": "--as-of", "strategy": "--in-place"},
+    )
+    return config.model_copy(update={"offset_reset": section})
 
 
 def storage_settings(config: KBackupConfig, path: str | None, *, run: bool = False) -> StorageSettings:

@@ -24,6 +24,7 @@ from kbackup.reset import (
     PlanRequest,
     SourceOffsets,
     from_backup,
+    from_backup_as_of,
     from_live_source,
     load_mapping_index,
     plan_offset_reset,
@@ -67,6 +68,8 @@ def source_offsets_for(
             f"offset_reset.source_cluster is {settings.source_cluster!r} but backup {backup.backup_id} "
             f"is from {backup.source_cluster!r}"
         )
+    if settings.as_of is not None:
+        return from_backup_as_of(backup, storage, settings.as_of), backup, storage
     return from_backup(backup, storage.url), backup, storage
 
 
@@ -90,7 +93,8 @@ def reset_request(
     chosen_groups = groups if groups else settings.groups
     source, backup, storage = source_offsets_for(config, chosen_groups)
     mapping_hint = MAPPING_HINT
-    if mapping is None:
+    rewind = settings.strategy == "rewind"
+    if mapping is None and not rewind:  # a rewind translates nothing
         mapping, mapping_hint = configured_mapping(config, target, source.info.source_cluster)
     topic_mapping = (
         settings.topic_mapping if settings.topic_mapping is not None else config.restore.topic_mapping
@@ -120,6 +124,12 @@ def reset_request(
         source_topics=restored_source_topics(config, backup),
         mapping_hint=mapping_hint,
         search_repartitioned=search_repartitioned,
+        rewind_cluster_id=backup.latest.source.kafka_cluster_id if rewind and backup is not None else None,
+        rewind_topic_ids=(
+            {name: topic.topic_id for name, topic in backup.topics.items()}
+            if rewind and backup is not None
+            else {}
+        ),
     )
 
 

@@ -5,8 +5,9 @@ What the stage offers, the same way the other stages say theirs:
 - **run a backup**: ``run_backup(BackupJob(...), ...)`` copies one increment (snapshot mode), or
   one every checkpoint until stopped (follow mode), and returns a ``BackupSummary``; its sections
   of the config are ``SourceSettings`` and ``BackupSettings``;
-- **look at backups**: ``list_backups``, ``describe_backup``, and ``validate_backup`` (a
-  ``ValidationReport``; ``deep`` re-reads every segment);
+- **look at backups**: ``list_backups``, ``describe_backup``, ``describe_group_history`` (one
+  group's positions over time), and ``validate_backup`` (a ``ValidationReport``; ``deep``
+  re-reads every segment);
 - **status**: ``collect_status`` (each backup's recovery point and, with a source, its lag) and
   ``find_breaches`` (the thresholds it misses);
 - **rekey**: ``plan_rekey`` then ``execute_rekey``, the keyrings of encrypted backups re-wrapped
@@ -22,6 +23,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kbackup.backup.group_positions import describe_group_history
     from kbackup.backup.inspect import ValidationReport, describe_backup, list_backups, validate_backup
     from kbackup.backup.rekey import RekeyPlan, execute_rekey, plan_rekey
     from kbackup.backup.runner import BackupJob, run_backup
@@ -39,6 +41,7 @@ _MODULE_OF = {
     "SourceSettings": "settings",
     "list_backups": "inspect",
     "describe_backup": "inspect",
+    "describe_group_history": "group_positions",
     "validate_backup": "inspect",
     "ValidationReport": "inspect",
     "collect_status": "status",
@@ -60,6 +63,7 @@ __all__ = [
     "ValidationReport",
     "collect_status",
     "describe_backup",
+    "describe_group_history",
     "execute_rekey",
     "find_breaches",
     "list_backups",

@@ -16,6 +16,7 @@ from kbackup import __version__
 from kbackup.backup.chain import ChainState
 from kbackup.backup.cluster_capture import MetadataCapture
 from kbackup.backup.copier import Copier
+from kbackup.backup.group_history import GroupHistoryRecorder, store_readings
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.settings import BackupSettings
 from kbackup.backup.summary import BackupSummary, CommittedIncrement
@@ -99,6 +100,9 @@ class Committer:
     #: Reads the cluster's metadata at each checkpoint and stores it before the manifest of the
     #: increment that commits; None: the increments have none.
     cluster_metadata: MetadataCapture | None = None
+    #: The readings of the groups between increments (``backup.group_snapshot_interval``); None:
+    #: the increments have no group history.
+    group_history: GroupHistoryRecorder | None = None
     #: When the open increment started (its manifest's ``started_at``).
     started_at: str = field(default_factory=utc_now_iso, init=False)
     #: When committing the open increment began: its segments' last uploads, then the manifest.
@@ -110,7 +114,7 @@ class Committer:
         groups = self._covered(entries, groups, partial=False)
         metadata = self._read_metadata()
         if self.state.nothing_new(entries, segments, groups, topics) and not self._is_news(metadata):
-            self._skip(entries)
+            self._skip(entries)  # the readings of the groups since wait for the next increment
             return
         self._commit(entries, segments, groups, topics, metadata, partial=False)
 
@@ -224,6 +228,21 @@ class Committer:
             if self.cluster_metadata is not None and captured is not None
             else None
         )
+        readings = []
+        history = None
+        if self.group_history is not None:
+            ends = {key: item.end_offset for key, item in state.coverage.items()}
+            ends.update({(e.topic, e.partition): e.end_offset for e in entries})
+            readings = self.group_history.for_increment(groups, ends, partial=partial)
+            history = store_readings(
+                self.storage,
+                readings,
+                backup_id=self.summary.backup_id,
+                increment=state.increment,
+                run_id=self.copier.run_id,
+                interval_secs=self.group_history.interval_secs,
+                keys=self.keys,
+            )
         manifest = Manifest(
             backup_id=self.summary.backup_id,
             increment=state.increment,
@@ -239,9 +258,12 @@ class Committer:
             segments=sorted(segments, key=lambda s: (s.topic, s.partition, s.first_offset)),
             consumer_groups=groups,
             cluster_metadata=metadata,
+            group_history=history,
         )
         key = commit_manifest(self.storage, manifest, self.keys)
         crash_point("backup:after-manifest")
+        if self.group_history is not None:
+            self.group_history.stored(readings)
         self.copier.after_commit(entries)
         state.committed(manifest)
         self.started_at = utc_now_iso()
@@ -255,6 +277,7 @@ class Committer:
             consumer_groups=len(groups.groups) if groups is not None else None,
             partial=partial,
             cluster_metadata=metadata.kinds() if metadata is not None else None,
+            group_history_readings=len(readings) if self.group_history is not None else None,
         )
         self.summary.increments.append(committed)
         self.summary.nothing_new_since = None

@@ -39,4 +39,4 @@ def snapshot_consumer_groups(admin: Admin, topics: Collection[str]) -> ConsumerG
         if offsets:
             offsets.sort(key=lambda item: (item.topic, item.partition))
             snapshots.append(GroupSnapshot(group_id=group_id, state=states[group_id], offsets=offsets))
-    return ConsumerGroupsSnapshot(taken_at=taken_at, groups=snapshots)
+    return ConsumerGroupsSnapshot(taken_at=taken_at, groups=snapshots, finished_at=utc_now_iso())

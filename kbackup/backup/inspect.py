@@ -18,6 +18,7 @@ from kbackup.format.catalog import Backup, BackupCatalog, PartitionCoverage
 from kbackup.format.cluster_metadata import METADATA_FOLDER, read_cluster_metadata
 from kbackup.format.encryption import is_encrypted
 from kbackup.format.erasure import erasures_prefix
+from kbackup.format.group_history import GROUP_HISTORY_FOLDER, read_group_history
 from kbackup.format.layout import DATA_FOLDER, object_key
 from kbackup.format.manifest import ConsumerGroupsSnapshot, Manifest, PartitionEntry, SegmentEntry
 from kbackup.format.segments import check_segment_contents, segment_checksum_problem
@@ -124,6 +125,7 @@ def increment_row(manifest: Manifest) -> dict[str, Any]:
         "segments": len(manifest.segments),
         "consumer_groups": None if manifest.consumer_groups is None else len(manifest.consumer_groups.groups),
         "cluster_metadata": None if manifest.cluster_metadata is None else manifest.cluster_metadata.kinds(),
+        "group_history": None if manifest.group_history is None else manifest.group_history.readings,
         "revision": manifest.revision,
         "erasures": note_rows(manifest),
     }
@@ -158,6 +160,8 @@ class ValidationReport:
     segments_checked: int = 0
     #: Cluster-metadata files read in full and checked (``deep``).
     cluster_metadata_checked: int = 0
+    #: Group-history files read in full and checked (``deep``).
+    group_history_checked: int = 0
     #: Erasure records read (opened, in an encrypted backup) and checked against the revisions.
     erasure_records_checked: int = 0
     records: int = 0
@@ -178,6 +182,7 @@ class ValidationReport:
             "increments": self.increments,
             "segments_checked": self.segments_checked,
             "cluster_metadata_checked": self.cluster_metadata_checked,
+            "group_history_checked": self.group_history_checked,
             "erasure_records_checked": self.erasure_records_checked,
             "records": self.records,
             "encrypted": self.encrypted,
@@ -223,6 +228,7 @@ def validate_backup(storage: Storage, backup_id: str, *, deep: bool = False) -> 
     metadata_listed = check_metadata_objects(storage, backup, report, unsound)
     find_orphans(storage, backup_id, DATA_FOLDER, listed, report)
     find_orphans(storage, backup_id, METADATA_FOLDER, metadata_listed, report)
+    find_orphans(storage, backup_id, GROUP_HISTORY_FOLDER, metadata_listed, report)
     if deep:
         for manifest in backup.manifests:
             for segment in manifest.segments:
@@ -417,44 +423,51 @@ def size_problem(what: str, size: int | None, increment: int, expected: int) -> 
 def check_metadata_objects(
     storage: Storage, backup: Backup, report: ValidationReport, unsound: set[str]
 ) -> set[str]:
-    """Every cluster-metadata file a manifest names is stored with its size, under the name of its
-    increment and run; returns the keys named (those missing or of the wrong size join ``unsound``)."""
-    backup_id = backup.backup_id
-    stored = {info.key: info.size for info in storage.list(f"{backup_id}/{METADATA_FOLDER}/")}
+    """Every cluster-metadata and group-history file a manifest names is stored with its size,
+    under the name of its increment and run; returns the keys named (those missing or of the
+    wrong size join ``unsound``)."""
     named = set()
-    for manifest in backup.manifests:
-        ref = manifest.cluster_metadata
-        if ref is None:
-            continue
-        if not ref.key.startswith(f"{METADATA_FOLDER}/{manifest.increment:08d}-{manifest.run_id}-"):
-            report.errors.append(
-                f"increment {manifest.increment}: cluster metadata key {ref.key} does not match its "
-                "increment or run"
-            )
-        key = object_key(backup_id, ref.key)
-        named.add(key)
-        problem = size_problem(f"cluster metadata {key}", stored.get(key), manifest.increment, ref.size_bytes)
-        if problem is not None:
-            report.errors.append(problem)
-            unsound.add(key)
+    for folder, what in ((METADATA_FOLDER, "cluster metadata"), (GROUP_HISTORY_FOLDER, "group history")):
+        stored = {info.key: info.size for info in storage.list(f"{backup.backup_id}/{folder}/")}
+        for manifest in backup.manifests:
+            ref = manifest.cluster_metadata if folder == METADATA_FOLDER else manifest.group_history
+            if ref is None:
+                continue
+            if not ref.key.startswith(f"{folder}/{manifest.increment:08d}-{manifest.run_id}-"):
+                report.errors.append(
+                    f"increment {manifest.increment}: {what} key {ref.key} does not match its "
+                    "increment or run"
+                )
+            key = object_key(backup.backup_id, ref.key)
+            named.add(key)
+            problem = size_problem(f"{what} {key}", stored.get(key), manifest.increment, ref.size_bytes)
+            if problem is not None:
+                report.errors.append(problem)
+                unsound.add(key)
     return named
 
 
 def check_metadata_contents(
     storage: Storage, backup: Backup, report: ValidationReport, unsound: set[str]
 ) -> None:
-    """Each cluster-metadata file read in full: its SHA-256, its identity, and in an encrypted
-    backup its authentication (a file sealed under another key or increment fails)."""
+    """Each cluster-metadata and group-history file read in full: its SHA-256, its identity, and
+    in an encrypted backup its authentication (a file sealed under another key or increment fails)."""
     for manifest in backup.manifests:
-        ref = manifest.cluster_metadata
-        if ref is None or object_key(backup.backup_id, ref.key) in unsound:
-            continue  # none, or already named as missing or of the wrong size
-        try:
-            read_cluster_metadata(storage, manifest, backup.keys)
-        except (BackupIntegrityError, EncryptionKeyError) as exc:
-            # EncryptionKeyError: a sealed file in a backup that is not encrypted (put there).
-            report.errors.append(exc.message)
-        report.cluster_metadata_checked += 1
+        for ref, read in (
+            (manifest.cluster_metadata, read_cluster_metadata),
+            (manifest.group_history, read_group_history),
+        ):
+            if ref is None or object_key(backup.backup_id, ref.key) in unsound:
+                continue  # none, or already named as missing or of the wrong size
+            try:
+                read(storage, manifest, backup.keys)
+            except (BackupIntegrityError, EncryptionKeyError) as exc:
+                # EncryptionKeyError: a sealed file in a backup that is not encrypted (put there).
+                report.errors.append(exc.message)
+            if ref is manifest.group_history:
+                report.group_history_checked += 1
+            else:
+                report.cluster_metadata_checked += 1
 
 
 def find_orphans(

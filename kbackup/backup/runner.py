@@ -30,6 +30,8 @@ from kbackup.backup.chain import ChainState
 from kbackup.backup.cluster_capture import MetadataCapture
 from kbackup.backup.commit import Committer, manifest_settings
 from kbackup.backup.copier import Copier
+from kbackup.backup.group_history import GroupHistoryRecorder
+from kbackup.backup.groups import snapshot_consumer_groups
 from kbackup.backup.lease import LeaseKeeper
 from kbackup.backup.metrics import BackupMetrics
 from kbackup.backup.plan import (
@@ -203,6 +205,7 @@ def run_backup(
                 cluster_metadata=MetadataCapture(
                     cluster.admin, storage, keys, summary.warnings, _committed_content(existing)
                 ),
+                group_history=_group_history(settings, cluster, follow=follow),
             )
             loop = _IncrementLoop(settings, cluster, copier, committer, rules, stop or threading.Event(), bar)
             loop.run(metadata, topics, existing)
@@ -218,6 +221,19 @@ def run_backup(
     summary.seconds = time.monotonic() - started
     summary.throttled_secs = copier.throttled_secs
     return summary
+
+
+def _group_history(
+    settings: BackupSettings, cluster: SourceCluster, *, follow: bool
+) -> GroupHistoryRecorder | None:
+    """A follow run's readings of the groups between increments, if ``group_snapshot_interval`` asks."""
+    interval = settings.group_snapshot_interval_secs
+    if interval is None or not follow or not settings.consumer_group_snapshot:
+        return None
+    admin = cluster.admin
+    # One attempt a reading (no retries as for an increment's snapshot): a reading missed while a
+    # broker is away is a gap in the history, and waiting would hold up the copy.
+    return GroupHistoryRecorder(lambda topics: snapshot_consumer_groups(admin, topics), interval)
 
 
 def _committed_content(existing: Backup | None) -> str | None:
@@ -469,6 +485,8 @@ class _IncrementLoop:
                 checkpoint_started = time.monotonic()
                 # Step 2, then step 3: group offsets before the end offsets (docs/format.md, Consistency).
                 groups = cluster.consumer_groups(topics) if settings.consumer_group_snapshot else None
+                if commit.group_history is not None:
+                    commit.group_history.checkpoint(topics)
                 keys = [(t, p) for t in topics for p in range(metadata.topics[t].partitions)]
                 offsets = cluster.offsets(keys, read_committed=settings.isolation_level == "read_committed")
                 topic_entries = cluster.topic_entries(metadata, topics)
@@ -504,11 +522,14 @@ class _IncrementLoop:
 
     def _copy_until(self, condition: Callable[[], bool]) -> bool:
         """Consume until ``condition`` holds (True) or a stop was requested (False)."""
+        history = self.commit.group_history
         with few_collections():
             while not condition():
                 if self.stop.is_set():
                     return False
                 self.copier.poll(0.5)
+                if history is not None:
+                    history.tick()
         return True
 
 

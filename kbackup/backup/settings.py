@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import KafkaConnection, StrictModel, check_patterns
+from kbackup.core.durations import Duration, DurationText
 from kbackup.core.sizes import SizeBytes
 
 
@@ -101,6 +102,15 @@ class BackupSettings(StrictModel):
         default=True,
         description="Snapshot the committed offsets of every consumer group on the selected topics.",
     )
+    group_snapshot_interval: DurationText | None = Field(
+        default=None,
+        description=(
+            "In continuous mode: also read every group's committed offsets this often between "
+            "increments (`10s`, `1m`), stored with the next increment as its group history (only what "
+            "changed), for positions at a point in time (`describe --groups-history`). Unset: one "
+            "snapshot per increment. Needs `consumer_group_snapshot`."
+        ),
+    )
     buffer_memory_bytes: int = Field(
         default=256 * 1024 * 1024,
         ge=1024 * 1024,
@@ -166,3 +176,18 @@ class BackupSettings(StrictModel):
             'is split evenly over the tasks that run at once (docs/backup.md, "Rate limit").'
         ),
     )
+
+    @model_validator(mode="after")
+    def _history_needs_snapshots(self) -> BackupSettings:
+        if self.group_snapshot_interval is not None and not self.consumer_group_snapshot:
+            raise ValueError(
+                "backup.group_snapshot_interval reads the groups between increments: it needs "
+                "backup.consumer_group_snapshot: true"
+            )
+        return self
+
+    @property
+    def group_snapshot_interval_secs(self) -> float | None:
+        """``group_snapshot_interval`` in seconds (None: unset)."""
+        interval = self.group_snapshot_interval
+        return None if interval is None else Duration.seconds_in(interval)

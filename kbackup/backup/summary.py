@@ -20,6 +20,8 @@ class CommittedIncrement:
     partial: bool
     #: Per kind of cluster metadata (acls, scram_users, broker_configs): status and count.
     cluster_metadata: dict[str, dict[str, str | int]] | None = None
+    #: Readings of the groups in its group history (None: the run keeps no group history).
+    group_history_readings: int | None = None
 
 
 @dataclass

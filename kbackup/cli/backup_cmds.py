@@ -190,6 +190,11 @@ def backup(
             f"committed increment {item.increment} of backup {summary.backup_id}: {item.records:,} records, "
             f"{size_text(item.bytes)} in {item.segments} segment(s)"
             + (f", {item.consumer_groups} consumer group(s)" if item.consumer_groups is not None else "")
+            + (
+                f", {item.group_history_readings} reading(s) of the groups between increments"
+                if item.group_history_readings
+                else ""
+            )
             + (" (stopped early)" if item.partial else "")
         )
     if summary.nothing_new_since is not None:
@@ -278,10 +283,21 @@ def describe(
     config: ConfigOption = None,
     as_json: JsonOption = False,
     encryption_key: EncryptionKeyOption = None,
+    groups_history: Annotated[
+        str | None,
+        typer.Option(
+            "--groups-history",
+            metavar="GROUP",
+            help="Show where this consumer group was over time instead: every reading of the groups "
+            "the backup holds (the group history of backup.group_snapshot_interval, and each "
+            "increment's snapshot), a row per position.",
+        ),
+    ] = None,
 ) -> None:
     """Show one backup: offset and time ranges per topic-partition, consumer-group snapshots, per
     increment the ACLs, SCRAM users and broker configs it captured and the erasures that rewrote
-    it, and the backup's erasure records (counts only, never a key).
+    it, and the backup's erasure records (counts only, never a key). With --groups-history, one
+    group's positions over time.
 
     \b
     Example:
@@ -293,6 +309,9 @@ def describe(
     cfg = with_encryption_key(load_config(config), encryption_key)
     chosen = backup_id_of(cfg, backup_id)
     storage = existing_store(open_storage(storage_settings(cfg, path)))
+    if groups_history is not None:
+        _describe_group_history(storage, chosen, groups_history, as_json=as_json)
+        return
     info = describe_backup(storage, chosen)
     if as_json:
         print_json(info)
@@ -319,6 +338,7 @@ def describe(
             f"  {row['increment']:>4}  {row['started_at']} to {row['finished_at']}  {row['mode'] or '':<8} "
             f"{row['records']:>12,} records {size_text(row['bytes']):>10}  groups {groups}"
             + (f", {metadata_text(metadata)}" if metadata is not None else "")
+            + (f", group history {row['group_history']} reading(s)" if row["group_history"] else "")
             + (f", revision {row['revision']}" if row["revision"] else "")
         )
         for note in row["erasures"]:
@@ -355,6 +375,30 @@ def describe(
     for group in groups_info["groups"]:
         offsets = ", ".join(f"{o['topic']}/{o['partition']}@{o['offset']}" for o in group["offsets"])
         typer.echo(f"  {group['group_id']} ({group['state']}): {offsets}")
+
+
+def _describe_group_history(storage: Storage, backup_id: str, group_id: str, *, as_json: bool) -> None:
+    from kbackup.backup.group_positions import describe_group_history
+
+    info = describe_group_history(storage, backup_id, group_id)
+    if as_json:
+        print_json(info)
+        return
+    interval = info["interval_secs"]
+    precision = (
+        f"read every {format_duration(interval)} between increments"
+        if interval is not None
+        else "read at each increment only (no backup.group_snapshot_interval)"
+    )
+    typer.echo(
+        f"group {group_id} in backup {backup_id}: {len(info['positions'])} position(s) in "
+        f"{info['readings']} reading(s) of the groups, {precision}; the group may have committed "
+        "between two readings"
+    )
+    for row in info["positions"]:
+        offsets = ", ".join(f"{o['topic']}/{o['partition']}@{o['offset']}" for o in row["offsets"])
+        span = row["first_seen"] if row["readings"] == 1 else f"{row['first_seen']} to {row['last_seen']}"
+        typer.echo(f"  {span}  (increment {row['increment']})  {offsets or 'no committed offset'}")
 
 
 def erased_text(records: int, topics: dict[str, int]) -> str:
@@ -429,6 +473,8 @@ def validate(
     checked = f", {report.segments_checked} segment(s) re-read and checksummed" if deep else ""
     if report.cluster_metadata_checked:
         checked += f", {report.cluster_metadata_checked} cluster-metadata file(s) read and checked"
+    if report.group_history_checked:
+        checked += f", {report.group_history_checked} group-history file(s) read and checked"
     if report.erasure_records_checked:
         checked += f", {report.erasure_records_checked} erasure record(s) checked"
     if not report.contents_checked:

@@ -240,7 +240,11 @@ def _backup_lines(item: BackupPlan) -> list[str]:
         f"    increments {item.increments_before:,} -> {item.increments_after:,}, "
         f"{size_text(item.bytes_before)} -> {size_text(item.bytes_after)}; "
         f"{len(item.segments):,} segment(s) and {len(item.manifests):,} manifest(s) go"
-        + (f" with {len(item.metadata_files):,} cluster-metadata file(s)" if item.metadata_files else "")
+        + (
+            f" with {len(item.metadata_files):,} cluster-metadata or group-history file(s)"
+            if item.metadata_files
+            else ""
+        )
     )
     for window in item.windows:
         when = (

@@ -10,7 +10,13 @@ from typing import Annotated
 import typer
 
 from kbackup.app.config import KBackupConfig
-from kbackup.app.overrides import backup_id_of, storage_settings, target_connection
+from kbackup.app.overrides import (
+    backup_id_of,
+    reset_cluster,
+    storage_settings,
+    target_connection,
+    with_point_in_time,
+)
 from kbackup.cli.backup_cmds import check_store_exists
 from kbackup.cli.common import (
     BootstrapOption,
@@ -132,19 +138,42 @@ def plan(
             show_default="offset_reset.groups, else all",
         ),
     ] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="TIME",
+            help="Move the groups to where they were at this time (ISO 8601 with its zone, "
+            "2026-11-27T13:59:00Z), read from the backup's group history; precision: "
+            "backup.group_snapshot_interval.",
+            show_default="offset_reset.as_of, else the latest snapshot",
+        ),
+    ] = None,
+    in_place: Annotated[
+        bool,
+        typer.Option(
+            "--in-place",
+            help="Rewind the groups on the cluster the backup was taken from (its source section, "
+            "or -b), to their positions of --as-of: no restore, no translation "
+            "(offset_reset.strategy: rewind).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Work out each group's new offsets on the target, and show them for review. Changes nothing.
 
     The target (-b), the storage (-p) and the backup (--backup-id) come from the flags or the
     config file; the rest of the planning (strategy, mapping) from the file's offset_reset section.
+    With --as-of the groups' offsets are those of that time; with --in-place they are rewound on
+    the source cluster itself.
 
     \b
     Example:
       kafka-backup offset-reset plan -c dr.yaml --output plan.json
     """
     json_mode(as_json)
-    cfg = _reset_config(load_config(config), bootstrap_servers, path, backup_id)
+    cfg = with_point_in_time(load_config(config), as_of, in_place)
+    cfg = _reset_config(cfg, bootstrap_servers, path, backup_id)
     if output is not None:
         # Planning can take minutes: a plan file that cannot be written is refused before it.
         check_writable(output, PLAN_OUTPUT)
@@ -158,6 +187,8 @@ def plan(
         if config is not None
         else f"-b {shlex.quote(','.join(cfg.target.bootstrap_servers))}"
     )
+    if reviewed.strategy == "rewind":
+        connect += " --allow-rewind"  # execute refuses to move a group back without it
     _emit_plan(reviewed, output, connect, as_json, PLAN_OUTPUT)
 
 
@@ -166,7 +197,7 @@ def _reset_config(
 ) -> KBackupConfig:
     """The config the planning reads, with -b over its target, -p over its storage and --backup-id
     over its backup id; what the planning needs and neither gives is refused first (exit 2)."""
-    target = target_connection(config, bootstrap_servers)
+    target = reset_cluster(config, bootstrap_servers)
     chosen = backup_id or config.backup_id
     if config.offset_reset.source_offsets != "live" or backup_id:
         # The groups' offsets come from the backup: it is named, and its folder exists.
@@ -206,15 +237,19 @@ def execute(
     json_mode(as_json)
     cfg = load_config(config)
     reviewed = read_plan(plan_file)
-    target = plan_target(
-        cfg,
-        bootstrap_servers,
-        command="offset-reset execute",
-        plan_file=plan_file,
-        planned=reviewed.target,
-        hint="give -c with the config the plan was made from (its target section carries the "
-        "security settings), or --bootstrap-servers for a plaintext cluster",
-    )
+    if reviewed.strategy == "rewind" and cfg.source is not None:
+        # A rewind's groups are on the backup's source cluster (execute checks the plan's cluster id).
+        target = reset_cluster(with_point_in_time(cfg, None, in_place=True), bootstrap_servers)
+    else:
+        target = plan_target(
+            cfg,
+            bootstrap_servers,
+            command="offset-reset execute",
+            plan_file=plan_file,
+            planned=reviewed.target,
+            hint="give -c with the config the plan was made from (its target section carries the "
+            "security settings), or --bootstrap-servers for a plaintext cluster",
+        )
     folder = snapshot_dir or Path(cfg.offset_reset.snapshot_dir)
     result = execute_plan(
         reviewed,

@@ -11,13 +11,10 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import Field
 
-from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError
-from kbackup.format.documents import validate, versioned_object
-from kbackup.format.encryption import SCHEME, BackupKeys, open_document, seal_document
-from kbackup.format.layout import object_key
+from kbackup.format.encryption import BackupKeys
+from kbackup.format.increment_files import IncrementDocument, IncrementFileKind
 from kbackup.format.manifest import ClusterMetadataRef, Manifest, ManifestModel, MetadataKindSummary
 from kbackup.storage import Storage
 
@@ -91,7 +88,7 @@ class BrokerConfigsSection(ManifestModel):
     brokers: list[BrokerConfigs] = Field(default_factory=list)
 
 
-class ClusterMetadata(ManifestModel):
+class ClusterMetadata(IncrementDocument):
     format: str = CLUSTER_METADATA_FORMAT
     format_version: int = CLUSTER_METADATA_VERSION
     backup_id: str
@@ -141,27 +138,18 @@ def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def _aead(keys: BackupKeys, increment: int) -> AESGCM:
-    return AESGCM(keys.derive("cluster-metadata", str(increment)))
-
-
-def _visible(metadata: ClusterMetadata) -> dict[str, Any]:
-    """What a sealed file shows: which file it is, never what it holds."""
-    dumped = metadata.model_dump(mode="json")
-    visible = {
-        name: dumped[name] for name in ("format", "format_version", "backup_id", "increment", "run_id")
-    }
-    return {**visible, "encryption": {"scheme": SCHEME}}
+KIND = IncrementFileKind(
+    what="cluster metadata",
+    format=CLUSTER_METADATA_FORMAT,
+    version=CLUSTER_METADATA_VERSION,
+    purpose="cluster-metadata",
+)
 
 
 def encode_cluster_metadata(metadata: ClusterMetadata, keys: BackupKeys | None) -> bytes:
     """The file's bytes: the document, or for an encrypted backup its identity and the whole
     document sealed with that identity as authenticated data."""
-    if keys is None:
-        return (json.dumps(metadata.model_dump(mode="json"), indent=2) + "\n").encode()
-    return seal_document(
-        _aead(keys, metadata.increment), metadata.model_dump(mode="json"), _visible(metadata)
-    )
+    return KIND.encode(metadata, keys)
 
 
 def reference(metadata: ClusterMetadata, key: str, data: bytes) -> ClusterMetadataRef:
@@ -186,44 +174,9 @@ def parse_cluster_metadata(
 ) -> ClusterMetadata:
     """The file a manifest names, checked against the manifest (size, SHA-256, identity); every
     problem is one BackupIntegrityError naming the object."""
-    name = f"{backup_id}/{ref.key}"
-    if len(data) != ref.size_bytes or hashlib.sha256(data).hexdigest() != ref.sha256:
-        raise BackupIntegrityError(
-            f"cluster metadata {name} does not match its manifest (size or SHA-256 differs)",
-            hint="restore the object from a copy; 'kafka-backup validate' checks the rest of the backup",
-        )
-    raw = _document(data, name, increment, keys)
-    metadata = validate(
-        ClusterMetadata,
-        raw,
-        lambda problem: BackupIntegrityError(f"cluster metadata {name} is malformed at {problem}"),
+    return KIND.parse(
+        ClusterMetadata, data, ref, backup_id=backup_id, increment=increment, run_id=run_id, keys=keys
     )
-    if (metadata.backup_id, metadata.increment, metadata.run_id) != (backup_id, increment, run_id):
-        raise BackupIntegrityError(
-            f"cluster metadata {name} belongs to backup {metadata.backup_id} increment {metadata.increment} "
-            f"(run {metadata.run_id}), not to the manifest that names it"
-        )
-    return metadata
-
-
-def _document(data: bytes, name: str, increment: int, keys: BackupKeys | None) -> dict[str, Any]:
-    raw = versioned_object(
-        data,
-        f"cluster metadata {name}",
-        expected_format=CLUSTER_METADATA_FORMAT,
-        max_version=CLUSTER_METADATA_VERSION,
-    )
-    if "sealed" not in raw:
-        if keys is not None:
-            raise BackupIntegrityError(
-                f"cluster metadata {name} is not encrypted, in a backup that is (replaced?)"
-            )
-        return raw
-    if keys is None:
-        raise EncryptionKeyError(
-            f"cluster metadata {name} is encrypted: configure the backup's key to read it"
-        )
-    return open_document(raw, _aead(keys, increment), f"cluster metadata {name}", "increment or backup")
 
 
 def read_cluster_metadata(
@@ -231,15 +184,4 @@ def read_cluster_metadata(
 ) -> ClusterMetadata | None:
     """The cluster-metadata file ``manifest`` names, checked (None: the increment has none); ``keys``
     are an encrypted backup's (``Backup.keys``)."""
-    ref = manifest.cluster_metadata
-    if ref is None:
-        return None
-    data = storage.get_bytes(object_key(manifest.backup_id, ref.key))
-    return parse_cluster_metadata(
-        data,
-        ref,
-        backup_id=manifest.backup_id,
-        increment=manifest.increment,
-        run_id=manifest.run_id,
-        keys=keys,
-    )
+    return KIND.read(ClusterMetadata, storage, manifest, manifest.cluster_metadata, keys)

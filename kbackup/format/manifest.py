@@ -94,6 +94,9 @@ class ConsumerGroupsSnapshot(ManifestModel):
     #: Taken before the increment read the end offsets it copies up to, so every offset is covered.
     taken_at: str
     groups: list[GroupSnapshot] = Field(default_factory=list)
+    #: When its last answer came: every offset in it was committed by then (None: written before
+    #: kafka-backup recorded it). A position "as of" a moment is read from a snapshot finished by then.
+    finished_at: str | None = None
 
 
 class MetadataKindSummary(ManifestModel):
@@ -141,6 +144,22 @@ class ErasureNote(ManifestModel):
     partitions: list[PartitionErased] = Field(default_factory=list)
 
 
+class GroupHistoryRef(ManifestModel):
+    """The increment's group-history file: the groups' offsets read between increments
+    (``backup.group_snapshot_interval``; docs/format.md, "Group history")."""
+
+    #: Object key relative to the backup's folder.
+    key: str
+    size_bytes: int
+    sha256: str
+    #: How many readings the file holds, and the first's and last's times.
+    readings: int
+    first_taken_at: str | None = None
+    last_taken_at: str | None = None
+    #: The interval they were read at, in seconds: the precision of a position read from them.
+    interval_secs: float
+
+
 class Manifest(ManifestModel):
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
@@ -162,6 +181,8 @@ class Manifest(ManifestModel):
     consumer_groups: ConsumerGroupsSnapshot | None = None
     #: None: the increment did not capture the cluster's metadata (written before it existed).
     cluster_metadata: ClusterMetadataRef | None = None
+    #: None (absent): no group readings between the previous increment's snapshot and this one's.
+    group_history: GroupHistoryRef | None = None
     #: 0 (absent): as the backup run wrote it; N: the N-th rewrite by ``erase``, stored as
     #: ``<increment>.r<N>.json`` (the name and this field must agree).
     revision: int = 0
@@ -170,10 +191,13 @@ class Manifest(ManifestModel):
 
     def document(self) -> dict[str, object]:
         """The manifest as JSON values; ``revision`` and ``erasures`` only once an erasure rewrote it,
-        so a backup run's manifest stays byte for byte what it was before revisions existed."""
+        and ``group_history`` only when the increment has one, so a backup run's manifest stays byte
+        for byte what it was before these existed."""
         dumped = self.model_dump(mode="json")
         if not self.revision and not self.erasures:
             del dumped["revision"], dumped["erasures"]
+        if self.group_history is None:
+            del dumped["group_history"]
         return dumped
 
     def to_json_bytes(self) -> bytes:

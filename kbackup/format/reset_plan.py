@@ -27,7 +27,7 @@ PLAN_FORMAT = "kafka-backup-reset-plan"
 PLAN_VERSION = 1
 
 Method = Literal[
-    "binary-search", "merged-search", "mapping", "timestamp", "earliest", "latest", "offset", "none"
+    "binary-search", "merged-search", "mapping", "timestamp", "earliest", "latest", "offset", "rewind", "none"
 ]
 
 
@@ -90,11 +90,17 @@ class GroupReset(PlanModel):
 class SourceOffsetsInfo(PlanModel):
     #: ``backup``: the group snapshot stored with a backup; ``live``: read from the source cluster.
     kind: Literal["backup", "live"]
+    #: When the reading of the groups the offsets come from began.
     taken_at: str
     source_cluster: str
     backup_id: str | None = None
     storage_url: str | None = None
     bootstrap_servers: list[str] = Field(default_factory=list)
+    #: The point in time asked for (``offset_reset.as_of``); None: the latest snapshot.
+    as_of: str | None = None
+    #: With ``as_of``: the interval of the backup's group history, the most the positions may lag
+    #: ``as_of`` by (the groups may have committed between two readings); None: increments only.
+    precision_secs: float | None = None
 
 
 class TargetInfo(PlanModel):
@@ -168,9 +174,21 @@ def render_plan_table(plan: ResetPlan) -> str:
         f"{'group':<24} {'target partition':<28} {'source committed':<18} {'target now':>10} "
         f"{'new offset':>10} {'method':<13} {'origin at new':<20} {'re-read':>7} {'gap':>5}"
     )
+    as_of = (
+        f" as of {plan.source.as_of} (the reading of {plan.source.taken_at}"
+        + (
+            f"; groups read every {plan.source.precision_secs:g}s: one may have committed since"
+            if plan.source.precision_secs is not None
+            else "; groups read at each increment only"
+        )
+        + ")"
+        if plan.source.as_of
+        else f" taken {plan.source.taken_at}"
+    )
+    where = "rewound in place on" if plan.strategy == "rewind" else "target"
     lines = [
-        f"reset plan ({plan.strategy}), source offsets from {plan.source.kind} taken {plan.source.taken_at}, "
-        f"target cluster {plan.target.cluster_id}",
+        f"reset plan ({plan.strategy}), source offsets from {plan.source.kind}{as_of}, "
+        f"{where} cluster {plan.target.cluster_id}",
         header,
         "-" * len(header),
     ]

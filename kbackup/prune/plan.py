@@ -26,6 +26,7 @@ from kbackup.format.generations import (
     retention_prefix,
     utc_iso,
 )
+from kbackup.format.group_history import GROUP_HISTORY_FOLDER
 from kbackup.format.layout import DATA_FOLDER, increment_of_manifest, manifests_prefix, object_key
 from kbackup.prune.policy import SegmentAge, kept_backups, window_cuts
 from kbackup.prune.settings import RetentionSettings
@@ -80,12 +81,13 @@ class BackupPlan:
     #: Full keys (below the storage root) to delete, in the order they go.
     segments: list[str] = field(default_factory=list)
     segment_bytes: int = 0
-    #: The cluster-metadata files the manifests that go name (none a kept manifest names).
+    #: The cluster-metadata and group-history files the manifests that go name (none a kept
+    #: manifest names).
     metadata_files: list[str] = field(default_factory=list)
     metadata_bytes: int = 0
     manifests: list[str] = field(default_factory=list)
     generations: list[str] = field(default_factory=list)
-    #: Garbage under data/ and metadata/: objects no manifest read through the new generation names.
+    #: Garbage under data/, metadata/ and groups/: objects no manifest read through the new generation names.
     orphans: list[str] = field(default_factory=list)
     orphan_bytes: int = 0
     #: Unreferenced objects kept for now: younger than the grace period, or a live run's.
@@ -393,7 +395,12 @@ def _inside(
     _orphans(
         plan, storage, backup, removed, policy.orphan_grace_secs, now, live={lease.run_id for lease in leases}
     )
-    metadata_objects = list(storage.list(f"{backup_id}/{METADATA_FOLDER}/"))
+    # An increment's files besides its segments, named alike (<increment>-<run id>-<token>.json).
+    metadata_objects = [
+        info
+        for folder in (METADATA_FOLDER, GROUP_HISTORY_FOLDER)
+        for info in storage.list(f"{backup_id}/{folder}/")
+    ]
     named = _dropped_metadata(plan, backup, first_after, metadata_objects)
     _metadata_orphans(plan, backup, named, metadata_objects, policy.orphan_grace_secs, now, live=bool(leases))
     return plan
@@ -449,14 +456,15 @@ def _orphans(
 def _dropped_metadata(
     plan: BackupPlan, backup: Backup, first_after: int, stored: list[ObjectInfo]
 ) -> set[str]:
-    """The cluster-metadata files of the increments below ``first_after`` go with their manifests;
-    returns the keys the manifests read now name (none of which is an orphan)."""
+    """The cluster-metadata and group-history files of the increments below ``first_after`` go with
+    their manifests; returns the keys the manifests read now name (none of which is an orphan)."""
     kept: dict[str, bool] = {}
     for manifest in backup.manifests:
-        if manifest.cluster_metadata is not None:
-            key = object_key(backup.backup_id, manifest.cluster_metadata.key)
-            # Kept if any manifest that stays names it (two never should; a kept one's never goes).
-            kept[key] = kept.get(key, False) or manifest.increment >= first_after
+        for ref in (manifest.cluster_metadata, manifest.group_history):
+            if ref is not None:
+                key = object_key(backup.backup_id, ref.key)
+                # Kept if any manifest that stays names it (two never should; a kept one's never goes).
+                kept[key] = kept.get(key, False) or manifest.increment >= first_after
     for info in stored:
         if kept.get(info.key) is False:
             plan.metadata_files.append(info.key)
@@ -474,7 +482,7 @@ def _metadata_orphans(
     *,
     live: bool,
 ) -> None:
-    """Files under metadata/ that no manifest read now names.
+    """Files under metadata/ and groups/ that no manifest read now names.
 
     A run writes the file of the increment it commits before that increment's manifest (each
     create-if-absent): a file of an increment at or below the newest committed one can never be
@@ -494,7 +502,8 @@ def _metadata_orphans(
 
 
 def _metadata_increment(key: str) -> int | None:
-    """The increment a cluster-metadata file's name carries (``<8 digits>-<run id>-<token>.json``)."""
+    """The increment a cluster-metadata or group-history file's name carries
+    (``<8 digits>-<run id>-<token>.json``)."""
     number = key.rsplit("/", 1)[-1].split("-", 1)[0]
     return int(number) if len(number) == 8 and number.isdigit() else None
 

@@ -96,6 +96,12 @@ class PlanRequest:
     #: Without a mapping, place a repartitioned topic by a binary search per source partition
     #: (``merged-search``) instead of refusing.
     search_repartitioned: bool = False
+    #: ``strategy: rewind``: the Kafka cluster id of the backup's source, which the target must be
+    #: (the groups move back on the cluster they committed on; no translation).
+    rewind_cluster_id: str | None = None
+    #: ``strategy: rewind``: each topic's Kafka topic id in the backup, which the live topic must
+    #: have (a topic deleted and re-created under its name holds other records at those offsets).
+    rewind_topic_ids: dict[str, str | None] = field(default_factory=dict)
 
 
 class _Planner:
@@ -148,11 +154,21 @@ class _Planner:
         return sorted(topics)
 
     def target_topic(self, source_topic: str) -> str:
+        if self.request.strategy == "rewind":
+            return source_topic  # in place: the topics the groups committed on
         return self.request.topic_mapping.get(source_topic, source_topic)
 
     def plan(self) -> ResetPlan:
         request = self.request
         source = request.source
+        if request.strategy == "rewind" and self.cluster_id != request.rewind_cluster_id:
+            raise PreconditionError(
+                f"a rewind moves groups back on the cluster the backup was taken from "
+                f"({request.rewind_cluster_id}), and {','.join(request.target.bootstrap_servers)} is "
+                f"cluster {self.cluster_id}",
+                hint="give the source cluster's servers (-b, or its source section), or translate onto a "
+                "restored cluster without --in-place",
+            )
         groups = request.groups or sorted(source.groups)
         unknown = [group for group in groups if group not in source.groups]
         if unknown:
@@ -170,6 +186,8 @@ class _Planner:
             )
             groups = [group for group in groups if group not in outside]
         source_topics = sorted({topic for group in groups for topic in self.group_topics(group)})
+        if request.strategy == "rewind":
+            self.check_same_topics(source_topics)
         target_counts = self.admin.partition_counts(self.target_topic(topic) for topic in source_topics)
         self.ranges = self.admin.partition_ranges(
             (topic, partition) for topic, count in target_counts.items() for partition in range(count)
@@ -220,6 +238,18 @@ class _Planner:
             groups=group_plans,
             warnings=self.warnings,
         )
+
+    def check_same_topics(self, topics: list[str]) -> None:
+        """A rewind's topics are the ones the backup read (same topic id), not re-created since."""
+        live = self.admin.topic_ids(topics)
+        for topic in topics:
+            then = self.request.rewind_topic_ids.get(topic)
+            if then is not None and live.get(topic) is not None and live[topic] != then:
+                raise PreconditionError(
+                    f"topic {topic} was deleted and re-created since the backup read it (topic id "
+                    f"{then} then, {live[topic]} now): its offsets of then name other records",
+                    hint="rewind the other topics (offset_reset.groups), or restore this one",
+                )
 
     def check_deadline(self, deadline: float | None, progress: str) -> None:
         if deadline is not None and time.monotonic() > deadline:
@@ -277,6 +307,14 @@ class _Planner:
 
     def method_for(self, topic: str, source_count: int, target_count: int) -> Method:
         strategy = self.request.strategy
+        if strategy == "rewind":
+            if source_count != target_count:
+                raise PreconditionError(
+                    f"topic {topic} has {target_count} partitions now and had {source_count} in the "
+                    "backup: its offsets of then do not fit it (re-created?)",
+                    hint="rewind the other topics (offset_reset.groups), or restore this one",
+                )
+            return "rewind"
         if strategy == "from-mapping":
             return "mapping"
         if strategy == "header-based":
@@ -303,7 +341,8 @@ class _Planner:
         committed = {p: c for (t, p), c in source.groups[group].items() if t == topic}
         source_count = len(self.source_partitions(topic, committed))
         method = self.method_for(topic, source_count, target_count)
-        skip_uncommitted = self.request.uncommitted == "skip"
+        # A rewind moves only what the group had committed then; the rest stays as it is.
+        skip_uncommitted = self.request.uncommitted == "skip" or method == "rewind"
         partitions = [
             partition
             for partition in range(min(source_count, target_count))
@@ -328,6 +367,17 @@ class _Planner:
             ]
         if method == "merged-search":
             return [self.plan_merged(topic, target_topic, q, committed, current) for q in range(target_count)]
+        if method == "rewind":
+            later = sorted(p for (t, p) in current if t == topic and p not in committed)
+            if later:
+                self.warnings.append(
+                    f"group {group} had no committed offset on {topic} partition(s) "
+                    f"{', '.join(map(str, later))} then: left where they are"
+                )
+            return [
+                self.rewound(group, topic, partition, committed[partition], current)
+                for partition in partitions
+            ]
         return [
             self.plan_partition(method, topic, target_topic, partition, committed.get(partition), current)
             for partition in partitions
@@ -392,6 +442,44 @@ class _Planner:
             recovery_gap=self.gap(topic, partition, offset),
             retention_gap=self.retention_gap(topic, partition, offset),
             probes=probes,
+            notes=notes,
+        )
+
+    def rewound(
+        self, group: str, topic: str, partition: int, offset: int, current: dict[TopicPartitionKey, int]
+    ) -> PartitionReset:
+        """Strategy rewind: the group back at ``offset`` on the partition it committed it on; below
+        the log start now, at the log start (a retention gap, said); beyond its end, refused."""
+        key = (topic, partition)
+        span = self.ranges[key]
+        notes: list[str] = []
+        if offset > span.log_end:
+            raise PreconditionError(
+                f"group {group} was at offset {offset} of {topic}/{partition}, beyond its log end "
+                f"{span.log_end} now: the topic was re-created or its log truncated since",
+                hint="leave this group out (offset_reset.groups), or restore the topic from the backup",
+            )
+        new_offset = max(offset, span.log_start)
+        retention_gap = new_offset - offset
+        if retention_gap:
+            notes.append(
+                f"retention removed offsets {offset}..{span.log_start - 1}, which the group had not "
+                f"processed then: it starts at the log start {span.log_start}"
+            )
+        now = current.get(key)
+        rereads = 0 if now is None else max(0, now - new_offset)
+        if now is not None and now < new_offset:
+            notes.append(f"moves forward: skips {new_offset - now} offset(s) it is behind now")
+        return PartitionReset(
+            target_topic=topic,
+            target_partition=partition,
+            source_topic=topic,
+            source_committed={partition: offset},
+            target_committed=now,
+            new_offset=new_offset,
+            method="rewind",
+            rereads=rereads,
+            retention_gap=retention_gap,
             notes=notes,
         )
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import StrictModel
 
-Strategy = Literal["header-based", "from-mapping", "timestamp", "earliest", "latest", "offset"]
+Strategy = Literal["header-based", "from-mapping", "timestamp", "earliest", "latest", "offset", "rewind"]
 
 
 class OffsetResetSettings(StrictModel):
@@ -18,7 +19,9 @@ class OffsetResetSettings(StrictModel):
         default="header-based",
         description=(
             "How new positions are found: `header-based` (binary search over origin headers), "
-            "`from-mapping` (a mapping file), `timestamp`, `earliest`, `latest` or a fixed `offset`."
+            "`from-mapping` (a mapping file), `timestamp`, `earliest`, `latest` or a fixed `offset`; "
+            "`rewind`: no restore, the groups move back on the cluster the backup was taken from, "
+            "to their positions of `as_of` (`offset-reset plan --in-place`)."
         ),
     )
     source_cluster: str | None = Field(
@@ -50,6 +53,15 @@ class OffsetResetSettings(StrictModel):
         ),
     )
     offset: int | None = Field(default=None, ge=0, description="The offset for `strategy: offset`.")
+    as_of: datetime | None = Field(
+        default=None,
+        description=(
+            "A point in time with its zone (`2026-11-27T13:59:00Z`, `...+01:00`): every group's "
+            "committed offsets are taken as they were then, from the backup's group history "
+            "(`backup.group_snapshot_interval`) and its increments' snapshots, the latest reading "
+            "finished by then (precision: the interval). Unset: the latest snapshot."
+        ),
+    )
     parallel_consumers: int = Field(
         default=8,
         ge=1,
@@ -91,6 +103,16 @@ class OffsetResetSettings(StrictModel):
         description="Where execute writes rollback snapshots of the offsets it replaces.",
     )
 
+    @field_validator("as_of")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        # A zone-less time is refused, not taken as UTC: a wrong guess moves a group by hours.
+        if value is not None and value.tzinfo is None:
+            raise ValueError(
+                f"{value.isoformat()} has no time zone: write it with Z (UTC) or an offset such as +01:00"
+            )
+        return value
+
     @model_validator(mode="after")
     def _strategy_inputs(self) -> OffsetResetSettings:
         # Checked when the file is read: the planner would otherwise find out only at plan time,
@@ -105,4 +127,11 @@ class OffsetResetSettings(StrictModel):
             )
         if self.live_source_cluster_id is not None and self.source_offsets != "live":
             raise ValueError("live_source_cluster_id is read only with source_offsets: live")
+        if self.as_of is not None and self.source_offsets == "live":
+            raise ValueError("as_of reads the backup's group history: it needs source_offsets: backup")
+        if self.strategy == "rewind" and self.source_offsets == "live":
+            raise ValueError(
+                "strategy: rewind moves groups back to the backup's positions: it needs "
+                "source_offsets: backup"
+            )
         return self

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from kbackup.core.config import KafkaConnection
 from kbackup.core.errors import BackupIntegrityError, PreconditionError
 from kbackup.core.kafka import open_admin
+from kbackup.core.times import iso_utc, parse_iso
 from kbackup.core.types import TopicPartitionKey
 from kbackup.format.catalog import Backup
+from kbackup.format.group_history import (
+    Positions,
+    finest_interval,
+    histories_of,
+    positions_of,
+    positions_over_time,
+)
 from kbackup.format.manifest import utc_now_iso
 from kbackup.format.reset_plan import SourceOffsetsInfo
 from kbackup.format.segments import iter_segment_batches
@@ -53,25 +62,79 @@ def from_backup(backup: Backup, storage_url: str) -> SourceOffsets:
             hint="take the backup with backup.consumer_group_snapshot: true, "
             "or read offsets from the live source",
         )
-    groups = {
-        group.group_id: {(item.topic, item.partition): item.offset for item in group.offsets}
-        for group in snapshot.groups
-    }
-    coverage = backup.coverage()
-    return SourceOffsets(
-        info=SourceOffsetsInfo(
+    return _of_backup(
+        backup,
+        SourceOffsetsInfo(
             kind="backup",
             taken_at=snapshot.taken_at,
             source_cluster=backup.source_cluster,
             backup_id=backup.backup_id,
             storage_url=storage_url,
         ),
+        positions_of(snapshot),
+        group_states={group.group_id: group.state for group in snapshot.groups},
+    )
+
+
+def _of_backup(
+    backup: Backup,
+    info: SourceOffsetsInfo,
+    groups: Positions,
+    group_states: dict[str, str | None] | None = None,
+) -> SourceOffsets:
+    """The groups' offsets of one reading, with what the backup holds of each partition."""
+    coverage = backup.coverage()
+    return SourceOffsets(
+        info=info,
         groups=groups,
         partition_counts={name: topic.partitions for name, topic in backup.topics.items()},
         backup_end={key: item.end_offset for key, item in coverage.items()},
         backup_start=window_starts(backup),
-        group_states={group.group_id: group.state for group in snapshot.groups},
+        group_states=group_states or {},
     )
+
+
+def from_backup_as_of(backup: Backup, storage: Storage, as_of: datetime) -> SourceOffsets:
+    """The groups' committed offsets as they were at ``as_of``: the latest reading of the groups
+    (group history or increment snapshot) that finished by then, so no offset in it was committed
+    after ``as_of``; refused before the first reading and after the last (where the groups went
+    since is not in the backup)."""
+    histories = histories_of(storage, backup.manifests, backup.keys)
+    readings = list(positions_over_time(backup.manifests, histories))
+    if not readings:
+        raise BackupIntegrityError(
+            f"backup {backup.backup_id} holds no reading of the consumer groups",
+            hint="take the backup with backup.consumer_group_snapshot: true",
+        )
+    asked = iso_utc(as_of)
+    chosen = None
+    for reading in readings:
+        if parse_iso(reading.known_by) <= as_of:
+            chosen = reading
+    if chosen is None:
+        raise PreconditionError(
+            f"as of {asked} is before backup {backup.backup_id}'s first reading of the groups "
+            f"({readings[0].known_by})",
+            hint=f"choose a time at or after {readings[0].known_by}",
+        )
+    precision = finest_interval(histories)
+    last = readings[-1]
+    if chosen is last and as_of.timestamp() - parse_iso(last.known_by).timestamp() > (precision or 0):
+        raise PreconditionError(
+            f"as of {asked} is after backup {backup.backup_id}'s last reading of the groups "
+            f"({last.known_by}): where they went since is not in the backup",
+            hint=f"choose a time at or before {last.known_by}, or back up again first",
+        )
+    info = SourceOffsetsInfo(
+        kind="backup",
+        taken_at=chosen.taken_at,
+        source_cluster=backup.source_cluster,
+        backup_id=backup.backup_id,
+        storage_url=storage.url,
+        as_of=asked,
+        precision_secs=precision,
+    )
+    return _of_backup(backup, info, chosen.positions)
 
 
 def from_live_source(

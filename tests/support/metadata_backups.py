@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kbackup.backup.cluster_capture import write_cluster_metadata
+from kbackup.backup.group_history import store_readings
 from kbackup.format.catalog import commit_manifest
 from kbackup.format.cluster_metadata import (
     AclBinding,
@@ -27,7 +28,7 @@ from kbackup.format.cluster_metadata import (
     encode_cluster_metadata,
 )
 from kbackup.format.encryption import BackupKeys
-from kbackup.format.manifest import Manifest, SourceInfo
+from kbackup.format.manifest import ConsumerGroupsSnapshot, GroupOffset, GroupSnapshot, Manifest, SourceInfo
 from kbackup.format.segments import SegmentLimits
 from kbackup.sandbox.synthetic_backup import BackupBuilder, BackupRecord
 from kbackup.storage import Storage
@@ -84,8 +85,10 @@ def commit_increment(
     keys: BackupKeys | None = None,
     sealed_with: BackupKeys | None = None,
     backup_id: str = BACKUP_ID,
+    group_history: bool = False,
 ) -> Manifest:
-    """Write increment ``increment``'s cluster-metadata file, then its manifest naming it.
+    """Write increment ``increment``'s cluster-metadata file (and with ``group_history`` a
+    group-history file of two readings of group ``g`` on ``t/0``), then its manifest naming it.
 
     ``sealed_with``: the file is sealed under these keys instead of ``keys`` (the backup's), and
     the manifest names it with its true size and SHA-256: a file that only authentication can
@@ -103,6 +106,28 @@ def commit_increment(
         "settings": {"mode": "snapshot"},
         "cluster_metadata": ref,
     }
+    if group_history:
+        readings = [
+            ConsumerGroupsSnapshot(
+                taken_at=f"{day}T00:00:{second:02d}.000Z",
+                groups=[
+                    GroupSnapshot(group_id="g", offsets=[GroupOffset(topic="t", partition=0, offset=offset)])
+                ],
+            )
+            for second, offset in (
+                (10, increment * RECORDS_PER_INCREMENT),
+                (20, increment * RECORDS_PER_INCREMENT + 1),
+            )
+        ]
+        fields["group_history"] = store_readings(
+            storage,
+            readings,
+            backup_id=backup_id,
+            increment=increment,
+            run_id=f"run{increment}",
+            interval_secs=10.0,
+            keys=sealed_with or keys,
+        )
     if keys is not None:
         manifest = Manifest(backup_id=backup_id, run_id=f"run{increment}", **fields)
         commit_manifest(storage, manifest, keys)

@@ -86,7 +86,7 @@ def test_the_files_of_dropped_increments_go_and_a_kept_increments_stays(
     args = ["prune", "-p", str(store.root), "--backup-id", "b", "--before", CUT.isoformat()]
     code, out, err = cli(*args)
     assert code == 0, err
-    assert "2 segment(s) and 2 manifest(s) go with 2 cluster-metadata file(s)" in out
+    assert "2 segment(s) and 2 manifest(s) go with 2 cluster-metadata or group-history file(s)" in out
     code, out, err = cli(*args, "--json")
     assert code == 0, err
     assert json.loads(out)["backups"][0]["metadata_files_removed"] == 2
