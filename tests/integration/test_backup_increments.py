@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from kbackup.format.catalog import BackupCatalog
 from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup, take_backup
+from tests.support.cli_process import wait_for
 from tests.support.kafka_io import (
     batch,
     commit_group,
     consume_all,
     create_topic,
     end_offsets,
+    group_position,
     produce,
 )
 
@@ -133,7 +134,14 @@ def test_snapshot_offsets_are_covered_while_producers_and_consumers_run(
     worker = threading.Thread(target=produce_and_commit_at_the_end, daemon=True)
     worker.start()
     try:
-        time.sleep(1)
+        # Every backup must find the group: wait for its first commit (a second's sleep was too
+        # short on a loaded machine, and the first backups then had no offset of it to check).
+        wait_for(
+            lambda: (
+                failures or group_position(source_cluster, f"{unique_name}-tail", unique_name, 0) is not None
+            ),
+            "the group's first commit",
+        )
         for _ in range(4):
             take_backup(source_cluster, tmp_path, "race", [unique_name])
     finally:
