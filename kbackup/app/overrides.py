@@ -97,6 +97,21 @@ def reset_cluster(config: KBackupConfig, bootstrap_servers: str | None) -> Kafka
     return target_connection(config, bootstrap_servers)
 
 
+def _groups_as_of(reset: OffsetResetSettings, restore: RestoreSettings) -> OffsetResetSettings:
+    """A three-phase restore as of a time moves the groups to their positions of that time: the
+    records and the groups of one moment (``restore.as_of`` is ``offset_reset.as_of`` too)."""
+    if restore.as_of is None:
+        return reset
+    if reset.as_of is not None and reset.as_of != restore.as_of:
+        raise ConfigError(
+            f"restore.as_of ({restore.as_of.isoformat()}) and offset_reset.as_of "
+            f"({reset.as_of.isoformat()}) differ: a three-phase restore takes the records and the "
+            "groups of one moment",
+            hint="set only restore.as_of (or --as-of)",
+        )
+    return reset.model_copy(update={"as_of": restore.as_of})
+
+
 def with_point_in_time(config: KBackupConfig, as_of: str | None, in_place: bool) -> KBackupConfig:
     """``--as-of`` over ``offset_reset.as_of``, ``--in-place`` as ``offset_reset.strategy: rewind``
     (checked as the file's keys are: a time without a zone is refused)."""
@@ -247,6 +262,8 @@ class RestoreFlags:
     target_partitions: dict[str, str] = field(default_factory=dict)
     time_window_start: str | None = None
     time_window_end: str | None = None
+    #: ``--as-of TIME``: ``restore.as_of``.
+    as_of: str | None = None
     offset_ranges: dict[str, dict[str, dict[str, int | None]]] = field(default_factory=dict)
     exactly_once: bool | None = None
     origin_headers: bool | None = None
@@ -304,6 +321,9 @@ def restore_inputs(
     if flags.time_window_end is not None:
         updates["time_window_end"] = flags.time_window_end
         typed["time_window_end"] = f"--time-window-end {flags.time_window_end}"
+    if flags.as_of is not None:
+        updates["as_of"] = flags.as_of
+        typed["as_of"] = f"--as-of {flags.as_of}"
     if flags.offset_ranges:
         ranges = base.model_dump()["offset_ranges"]
         for topic, partitions in flags.offset_ranges.items():
@@ -491,6 +511,7 @@ def three_phase_config(
     drop_keys_file: str | None = None,
     tombstone_keys_file: str | None = None,
     rates: RestoreFlags | None = None,
+    as_of: str | None = None,
 ) -> KBackupConfig:
     """The config ``three-phase-restore`` runs with: the flags over it as ``restore`` puts them
     (:func:`restore_inputs`: ``--bootstrap-servers`` over ``target``, ``--path`` over ``storage``,
@@ -511,6 +532,7 @@ def three_phase_config(
             max_bytes_per_second=rates.max_bytes_per_second if rates is not None else None,
             max_records_per_second=rates.max_records_per_second if rates is not None else None,
             workers=rates.workers if rates is not None else None,
+            as_of=as_of,
         ),
     )
     flagged = config.model_copy(
@@ -519,6 +541,7 @@ def three_phase_config(
             "storage": inputs.storage,
             "target": inputs.target,
             "restore": inputs.settings,
+            "offset_reset": _groups_as_of(config.offset_reset, inputs.settings),
         }
     )
     if accept_gap:

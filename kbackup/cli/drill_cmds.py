@@ -28,7 +28,7 @@ from kbackup.cli.common import (
     print_json,
     run_context,
 )
-from kbackup.cli.restore_cmds import DropKeysFileOption, TombstoneKeysFileOption
+from kbackup.cli.restore_cmds import AsOfOption, DropKeysFileOption, TombstoneKeysFileOption
 from kbackup.core.errors import UsageError
 
 
@@ -75,6 +75,7 @@ def three_phase_restore(
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
     encryption_key: EncryptionKeyOption = None,
+    as_of: AsOfOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Restore data, move every consumer group to its exact place, and audit it, in one resumable run.
@@ -120,6 +121,7 @@ def three_phase_restore(
             max_records_per_second=max_records_per_second,
             workers=workers,
         ),
+        as_of=as_of,
     )
     if dry_run:
         check_store_exists(cfg.storage)

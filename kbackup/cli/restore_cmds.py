@@ -38,6 +38,17 @@ from kbackup.cli.common import (
 from kbackup.core.errors import ConfigError
 
 #: ``--drop-keys-file``: a ``restore.filters`` rule for every topic (``three-phase-restore`` too).
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        metavar="TIME",
+        help="The cluster as it was at this time (ISO 8601 with its zone, 2026-11-27T13:59:00Z): "
+        "the records stamped at or before it; with three-phase-restore the groups at their "
+        "positions of then too.",
+        show_default="restore.as_of",
+    ),
+]
 DropKeysFileOption = Annotated[
     str | None,
     typer.Option(
@@ -125,6 +136,7 @@ def restore(
         str | None,
         typer.Option("--time-window-end", metavar="TIME", help="Only records before: epoch ms or ISO-8601."),
     ] = None,
+    as_of: AsOfOption = None,
     offset_ranges: Annotated[
         list[str] | None,
         typer.Option(
@@ -220,6 +232,7 @@ def restore(
         target_partitions=pairs(target_partitions, "--target-partitions"),
         time_window_start=time_window_start,
         time_window_end=time_window_end,
+        as_of=as_of,
         offset_ranges=_offset_ranges(offset_ranges),
         exactly_once=exactly_once,
         origin_headers=origin_headers,

@@ -37,3 +37,13 @@ def parse_iso(text: str) -> datetime:
     """An ISO 8601 time (``Z`` or an offset); one written without a zone is taken as UTC."""
     moment = datetime.fromisoformat(text)
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def require_zone(moment: datetime | None) -> datetime | None:
+    """A point in time an operator names (``as_of``): refused without its zone, not taken as UTC,
+    since a wrong guess moves a recovery by hours. Raises ``ValueError`` (a config validator's)."""
+    if moment is not None and moment.tzinfo is None:
+        raise ValueError(
+            f"{moment.isoformat()} has no time zone: write it with Z (UTC) or an offset such as +01:00"
+        )
+    return moment

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import StrictModel
+from kbackup.core.times import require_zone
 
 Strategy = Literal["header-based", "from-mapping", "timestamp", "earliest", "latest", "offset", "rewind"]
 
@@ -106,12 +107,7 @@ class OffsetResetSettings(StrictModel):
     @field_validator("as_of")
     @classmethod
     def _zoned(cls, value: datetime | None) -> datetime | None:
-        # A zone-less time is refused, not taken as UTC: a wrong guess moves a group by hours.
-        if value is not None and value.tzinfo is None:
-            raise ValueError(
-                f"{value.isoformat()} has no time zone: write it with Z (UTC) or an offset such as +01:00"
-            )
-        return value
+        return require_zone(value)
 
     @model_validator(mode="after")
     def _strategy_inputs(self) -> OffsetResetSettings:

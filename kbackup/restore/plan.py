@@ -15,10 +15,11 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from kbackup.core.errors import ConfigError, NotFoundError, PreconditionError
-from kbackup.core.times import iso_of_ms
+from kbackup.core.times import iso_of_ms, iso_utc, parse_iso
 from kbackup.format.catalog import Backup, PartitionCoverage
 from kbackup.format.manifest import SegmentEntry, TopicEntry
 from kbackup.format.record_match import RecordMatcher
@@ -446,7 +447,7 @@ def restore_identity(backup: Backup, settings: RestoreSettings, target_cluster: 
         "repartition": settings.repartition
         if isinstance(settings.repartition, bool)
         else sorted(settings.repartition),
-        "time_window": [settings.time_window_start, settings.time_window_end],
+        "time_window": [settings.time_window_start, settings.time_end],
         "offset_ranges": {
             t: {str(p): [r.start, r.end] for p, r in sorted(ranges.items())}
             for t, ranges in sorted(settings.offset_ranges.items())
@@ -548,6 +549,8 @@ def build_plan(
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     warnings: list[str] = []
     selected = restored_topics(backup, settings)
+    if settings.as_of is not None:
+        _check_as_of(backup, settings.as_of)
     coverage = backup.coverage()
     target_id = target.cluster_id or target.description
     restore_id = restore_identity(backup, settings, target_id)
@@ -657,11 +660,25 @@ def build_plan(
         create_progress_topic=settings.progress_topic not in target.topics,
         replication_factor=settings.replication_factor,
         time_start=settings.time_window_start,
-        time_end=settings.time_window_end,
+        time_end=settings.time_end,
         topics=topics,
         partitions=partitions,
         warnings=warnings,
     )
+
+
+def _check_as_of(backup: Backup, as_of: datetime) -> None:
+    """``restore.as_of`` within what the backup holds: its last increment copied every record the
+    source held when it read its end offsets, just after its group snapshot (docs/restore.md)."""
+    latest = backup.latest
+    snapshot = latest.consumer_groups
+    covered = (snapshot.finished_at or snapshot.taken_at) if snapshot is not None else latest.started_at
+    if as_of > parse_iso(covered):
+        raise PreconditionError(
+            f"restore as of {iso_utc(as_of)} is after what backup {backup.backup_id} holds: its last "
+            f"increment read the source's end offsets at about {covered}",
+            hint=f"choose a time at or before {covered}, or back up again first",
+        )
 
 
 def _partition_count(
@@ -874,7 +891,7 @@ def _partition_plan(
         if chosen.end is not None:
             end = min(end, chosen.end)
         end = max(start, end)
-    record_filter = RecordFilter(start, end, settings.time_window_start, settings.time_window_end)
+    record_filter = RecordFilter(start, end, settings.time_window_start, settings.time_end)
     segments = [segment for segment in coverage.segments if record_filter.segment_overlaps(segment)]
     partition = PartitionPlan(
         source_topic=coverage.topic,
@@ -886,7 +903,7 @@ def _partition_plan(
         offset_start=start,
         offset_end=end,
         time_start=settings.time_window_start,
-        time_end=settings.time_window_end,
+        time_end=settings.time_end,
         segments=segments,
         records_in_whole_segments=0,
         partial_segments=[],

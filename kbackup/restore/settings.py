@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from kbackup.core.config import KAFKA_INT64_MAX, KafkaConnection, StrictModel, check_patterns
 from kbackup.core.sizes import SizeBytes
+from kbackup.core.times import require_zone
 from kbackup.format.record_match import RecordMatchSettings
 from kbackup.restore.record_filters import FilterAction, parse_time_ms
 
@@ -226,6 +229,14 @@ class RestoreSettings(StrictModel):
         default=None,
         description="Only records with a timestamp before this: epoch ms or ISO-8601 (no zone: UTC).",
     )
+    as_of: datetime | None = Field(
+        default=None,
+        description=(
+            "Restore the cluster as it was at this time (ISO 8601 with its zone, `2026-11-27T13:59:00Z`): "
+            "the records stamped at or before it; with `three-phase-restore` the groups at their "
+            "positions of then too (`offset_reset.as_of`). Not with `time_window_end`."
+        ),
+    )
     offset_ranges: dict[str, dict[int, OffsetRange]] = Field(
         default_factory=dict,
         description="Source offset ranges `{source_topic: {partition: {start, end}}}` (end exclusive).",
@@ -369,10 +380,25 @@ class RestoreSettings(StrictModel):
                 raise ValueError(f"{topic}: a topic needs at least 1 partition")
         return value
 
+    @field_validator("as_of")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        return require_zone(value)
+
     @model_validator(mode="after")
     def _window(self) -> RestoreSettings:
-        _check_window(self.time_window_start, self.time_window_end)
+        if self.as_of is not None and self.time_window_end is not None:
+            raise ValueError("as_of and time_window_end both end the records restored: give one of them")
+        _check_window(self.time_window_start, self.time_end)
         return self
+
+    @property
+    def time_end(self) -> int | None:
+        """Records are restored if stamped before this (epoch ms): ``time_window_end``, or the
+        millisecond after ``as_of`` (a record stamped at ``as_of`` itself is restored)."""
+        if self.as_of is not None:
+            return math.floor(self.as_of.timestamp() * 1000) + 1
+        return self.time_window_end
 
     def repartitions(self, source_topic: str) -> bool:
         if isinstance(self.repartition, bool):

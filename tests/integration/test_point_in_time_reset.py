@@ -26,8 +26,16 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import take_backup
 from tests.support.cli_process import start_cli, wait_for
-from tests.support.config_files import write_backup_config
-from tests.support.kafka_io import Record, admin, commit_group, create_topic, group_positions, produce
+from tests.support.config_files import write_backup_config, write_three_phase_config
+from tests.support.kafka_io import (
+    Record,
+    admin,
+    commit_group,
+    consume_all,
+    create_topic,
+    group_positions,
+    produce,
+)
 
 INTERVAL_SECS = 0.5
 #: A reading's own time (a listing and an offsets request) and the copy loop's poll (at most
@@ -53,12 +61,13 @@ class History:
 
 @pytest.fixture(scope="module")
 def history(source_cluster: LocalKafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> History:
-    """A follow backup of a topic while group ``<topic>-app`` commits 5 offsets further every 0.3 s."""
+    """A follow backup of a topic while records keep coming (5 a partition before each commit) and
+    group ``<topic>-app`` commits 5 offsets further every 0.3 s."""
     work = tmp_path_factory.mktemp("point-in-time")
     topic = f"pit-{int(time.time() * 1000)}"
     group = f"{topic}-app"
     create_topic(source_cluster, topic, partitions=2)
-    produce(source_cluster, topic, [Record(key=b"k", value=b"v", partition=i % 2) for i in range(800)])
+    produce(source_cluster, topic, [Record(key=b"k", value=b"v", partition=i % 2) for i in range(100)])
     store = work / "store"
     config = write_backup_config(
         work / "follow.yaml",
@@ -73,6 +82,8 @@ def history(source_cluster: LocalKafkaCluster, tmp_path_factory: pytest.TempPath
     try:
         wait_for(lambda: (store / "follow" / "manifests").is_dir(), "the first increment", process=process)
         for step in range(1, 31):
+            batch = [Record(key=b"k", value=b"s%d" % step, partition=i % 2) for i in range(10)]
+            produce(source_cluster, topic, batch)
             sent = time.time()
             commit_group(source_cluster, group, {(topic, p): 5 * step for p in PARTITIONS})
             commits.append(Commit(sent, time.time(), 5 * step))
@@ -156,16 +167,6 @@ def test_a_group_rewound_in_place_to_a_moment_is_where_it_was_then(
     assert run([*execute, "--allow-rewind"]) == 0, capsys.readouterr().err
     capsys.readouterr()
     assert group_positions(source_cluster, history.group, history.topic, PARTITIONS) == {0: offset, 1: offset}
-
-    # Retention removed part of what the group had not processed then: said, and it starts at the log start.
-    open_admin(source_cluster.connection()).delete_records({(history.topic, 1): offset + 3})
-    code, replanned = plan([*common, "--in-place", "--json"], capsys)
-    assert code == 0, replanned
-    assert isinstance(replanned, dict)
-    rows = {row["target_partition"]: row for row in replanned["groups"][0]["partitions"]}
-    assert (rows[0]["new_offset"], rows[0]["retention_gap"]) == (offset, 0)
-    assert (rows[1]["new_offset"], rows[1]["retention_gap"]) == (offset + 3, 3)
-    assert any("retention removed offsets" in note for note in rows[1]["notes"])
 
 
 def test_a_group_translated_as_of_a_moment_onto_a_restored_target(
@@ -276,3 +277,85 @@ def test_a_rewind_onto_a_topic_re_created_since_or_another_cluster_is_refused(
     code, err = plan(["-b", source_cluster.bootstrap_servers, *args], capsys)
     assert code == 10
     assert f"topic {topic} was deleted and re-created since the backup read it" in err.splitlines()[0]
+
+
+def test_a_three_phase_restore_as_of_a_moment_holds_its_records_and_its_groups(
+    history: History,
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The records stamped at or before the moment, exactly, and the group at its position of then,
+    translated: never beyond the records restored."""
+    at = moment(history, 15)
+    at_ms = int(at * 1000)
+    config = write_three_phase_config(
+        tmp_path / "restore.yaml", target_cluster, history.store, history.topic, "audit"
+    )
+    restored = f"{history.topic}-as-of"  # another test restored into <topic>-restored
+    text = config.read_text().replace("backup_id: nightly", "backup_id: follow")
+    config.write_text(text.replace(f"{history.topic}-restored", restored))
+    code = run(["three-phase-restore", "-c", str(config), "--as-of", iso_utc(at)])
+    assert code == 0, capsys.readouterr().err
+    for partition in PARTITIONS:
+        source = consume_all(source_cluster, history.topic, [partition])
+        then = [r for r in source if r.timestamp is not None and r.timestamp <= at_ms]
+        assert len(then) < len(source)  # the moment cuts the partition
+        got = consume_all(target_cluster, restored, [partition])
+        assert [(r.value, r.timestamp) for r in got] == [(r.value, r.timestamp) for r in then]
+    moved = group_positions(target_cluster, f"moved-{history.group}", restored, PARTITIONS)
+    origins = set()
+    for partition, position in moved.items():
+        assert position is not None
+        # The source offset of the record the group resumes at (transaction markers shift the
+        # target's offsets): where the group was then, and a record the restore holds.
+        resumes_at = [
+            r
+            for r in consume_all(target_cluster, restored, [partition])
+            if r.offset is not None and r.offset >= position
+        ]
+        assert resumes_at, (partition, position)
+        origins.add(int(dict(resumes_at[0].headers)["x-kafka-backup-offset"] or b"-1"))
+    assert len(origins) == 1, (moved, origins)
+    [offset] = origins
+    check_position_of(history, at, offset)
+
+
+def test_a_restore_as_of_a_moment_after_the_backup_is_one_line(
+    history: History, target_cluster: LocalKafkaCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "restore",
+        "-p",
+        str(history.store),
+        "--backup-id",
+        "follow",
+        "-b",
+        target_cluster.bootstrap_servers,
+    ]
+    args += ["--topic-mapping", f"{history.topic}={history.topic}-late"]
+    assert run([*args, "--as-of", "2100-01-01T00:00:00Z"]) == 10
+    first = capsys.readouterr().err.splitlines()[0]
+    assert "restore as of 2100-01-01T00:00:00.000Z is after what backup follow holds" in first
+    assert run([*args, "--as-of", "2100-01-01T00:00:00"]) == 3
+    assert "has no time zone" in capsys.readouterr().err
+
+
+# Last in the file: it deletes records of the source topic the other tests read.
+def test_a_rewind_past_what_retention_kept_starts_at_the_log_start_and_says_so(
+    history: History, source_cluster: LocalKafkaCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = moment(history, 12)
+    common = ["-b", source_cluster.bootstrap_servers, "-p", str(history.store), "--backup-id", "follow"]
+    common += ["-g", history.group, "--as-of", iso_utc(at), "--in-place", "--json"]
+    code, planned = plan(common, capsys)
+    assert code == 0, planned
+    [offset] = {row["new_offset"] for row in planned["groups"][0]["partitions"]}
+    open_admin(source_cluster.connection()).delete_records({(history.topic, 1): offset + 3})
+    code, replanned = plan(common, capsys)
+    assert code == 0, replanned
+    rows = {row["target_partition"]: row for row in replanned["groups"][0]["partitions"]}
+    assert (rows[0]["new_offset"], rows[0]["retention_gap"]) == (offset, 0)
+    assert (rows[1]["new_offset"], rows[1]["retention_gap"]) == (offset + 3, 3)
+    assert any("retention removed offsets" in note for note in rows[1]["notes"])
