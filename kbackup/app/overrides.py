@@ -86,11 +86,12 @@ def target_connection(config: KBackupConfig, bootstrap_servers: str | None) -> K
     return connection
 
 
-def reset_cluster(config: KBackupConfig, bootstrap_servers: str | None) -> KafkaConnection:
+def reset_cluster(config: KBackupConfig, bootstrap_servers: str | None, *, rewind: bool) -> KafkaConnection:
     """The cluster an ``offset-reset`` moves groups on: the target (``target_connection``); for a
     rewind (``strategy: rewind``), the cluster the backup was taken from: its ``source`` section
-    with ``--bootstrap-servers`` over it (the target, if the file has no source section)."""
-    if config.offset_reset.strategy == "rewind" and config.source is not None:
+    with ``--bootstrap-servers`` over it (the target, if the file has no source section); ``rewind``:
+    the plan is (or will be) ``strategy: rewind``."""
+    if rewind and config.source is not None:
         connection = with_bootstrap_servers(config.source, bootstrap_servers, KafkaConnection)
         if connection is not None:
             return connection

@@ -8,6 +8,7 @@ APIs (catalog, manifests, segment checks), as every other stage reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,14 @@ from kbackup.format.encryption import is_encrypted
 from kbackup.format.erasure import erasures_prefix
 from kbackup.format.group_history import GROUP_HISTORY_FOLDER, read_group_history
 from kbackup.format.layout import DATA_FOLDER, object_key
-from kbackup.format.manifest import ConsumerGroupsSnapshot, Manifest, PartitionEntry, SegmentEntry
+from kbackup.format.manifest import (
+    ClusterMetadataRef,
+    ConsumerGroupsSnapshot,
+    GroupHistoryRef,
+    Manifest,
+    PartitionEntry,
+    SegmentEntry,
+)
 from kbackup.format.segments import check_segment_contents, segment_checksum_problem
 from kbackup.storage import Storage
 
@@ -427,10 +435,14 @@ def check_metadata_objects(
     under the name of its increment and run; returns the keys named (those missing or of the
     wrong size join ``unsound``)."""
     named = set()
-    for folder, what in ((METADATA_FOLDER, "cluster metadata"), (GROUP_HISTORY_FOLDER, "group history")):
+    kinds: tuple[tuple[str, str, Callable[[Manifest], ClusterMetadataRef | GroupHistoryRef | None]], ...] = (
+        (METADATA_FOLDER, "cluster metadata", lambda manifest: manifest.cluster_metadata),
+        (GROUP_HISTORY_FOLDER, "group history", lambda manifest: manifest.group_history),
+    )
+    for folder, what, ref_of in kinds:
         stored = {info.key: info.size for info in storage.list(f"{backup.backup_id}/{folder}/")}
         for manifest in backup.manifests:
-            ref = manifest.cluster_metadata if folder == METADATA_FOLDER else manifest.group_history
+            ref = ref_of(manifest)
             if ref is None:
                 continue
             if not ref.key.startswith(f"{folder}/{manifest.increment:08d}-{manifest.run_id}-"):

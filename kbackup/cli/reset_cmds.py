@@ -197,7 +197,7 @@ def _reset_config(
 ) -> KBackupConfig:
     """The config the planning reads, with -b over its target, -p over its storage and --backup-id
     over its backup id; what the planning needs and neither gives is refused first (exit 2)."""
-    target = reset_cluster(config, bootstrap_servers)
+    target = reset_cluster(config, bootstrap_servers, rewind=config.offset_reset.strategy == "rewind")
     chosen = backup_id or config.backup_id
     if config.offset_reset.source_offsets != "live" or backup_id:
         # The groups' offsets come from the backup: it is named, and its folder exists.
@@ -239,7 +239,7 @@ def execute(
     reviewed = read_plan(plan_file)
     if reviewed.strategy == "rewind" and cfg.source is not None:
         # A rewind's groups are on the backup's source cluster (execute checks the plan's cluster id).
-        target = reset_cluster(with_point_in_time(cfg, None, in_place=True), bootstrap_servers)
+        target = reset_cluster(cfg, bootstrap_servers, rewind=True)
     else:
         target = plan_target(
             cfg,
