@@ -14,6 +14,8 @@ The oracle is the reference position over the records the test wrote, read back 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -295,3 +297,42 @@ def test_coordinator_killed_after_execute_moved_its_first_group(
     assert sorted(group["group_id"] for group in snapshot["groups"]) == sorted(setup.groups)
     finishes_or_fails_retryably(outcome, setup, lambda: cli(capsys, *execute_args), capsys)
     ends_exact_and_rolls_back(three_nodes, setup, capsys, snapshot["snapshot_id"])
+
+
+def test_a_process_reading_groups_across_their_coordinators_loss_lives_on(
+    three_nodes: LocalKafkaCluster, unique_name: str
+) -> None:
+    """librdkafka aborts the process (not an exception: the whole run, and an xdist worker with
+    it) when a request to a group's coordinator times out inside the library while that node is
+    down, once the library finds the coordinator again. The reads here time out after 1 s and the
+    coordinator moves only after the broker session timeout, so every read that waits out the loss
+    would trip it; the process must live on and read the offsets the groups committed."""
+    topic = f"{unique_name}-committed"
+    create_replicated_topic(three_nodes, topic, PARTITIONS)
+    leading = sorted({n for n in offsets_topic_leaders(three_nodes).values() if n is not None})
+    killed = leading[-1]
+    groups = [named_led_by(three_nodes, f"{unique_name}-{i}", GROUP_OFFSETS_TOPIC, killed) for i in range(2)]
+    committed = {
+        group: {(topic, p): 10 * (i + 1) + p for p in range(PARTITIONS)} for i, group in enumerate(groups)
+    }
+    for group, offsets in committed.items():
+        commit_group(three_nodes, group, offsets)
+    program = [sys.executable, "-m", "tests.support.coordinator_reads", three_nodes.bootstrap_servers]
+    reader = subprocess.Popen(
+        [*program, "1", *groups],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert reader.stdout is not None
+        assert reader.stdin is not None
+        assert reader.stdout.readline().strip() == "ready", reader.stderr.read() if reader.stderr else ""
+        three_nodes.kill_node(killed)
+        reader.stdin.write("go\n")
+        reader.stdin.flush()
+        out, err = reader.communicate(timeout=120)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    assert reader.returncode == 0, f"the reader exited {reader.returncode} (-6: librdkafka aborted): {err}"
+    read = json.loads(out.strip().splitlines()[-1])
+    assert read == {g: {f"{t}/{p}": o for (t, p), o in at.items()} for g, at in committed.items()}

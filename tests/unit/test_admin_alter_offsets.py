@@ -21,7 +21,7 @@ class ScriptedAdminClient:
     calls: int = 0
 
     def alter_consumer_group_offsets(
-        self, requests: list[ConsumerGroupTopicPartitions]
+        self, requests: list[ConsumerGroupTopicPartitions], request_timeout: float
     ) -> dict[str, Future[Answer]]:
         (request,) = requests
         code = self.errors[min(self.calls, len(self.errors) - 1)]

@@ -16,6 +16,7 @@ from typing import Literal
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kbackup.core.kafka.admin import COORDINATOR_REQUEST_TIMEOUT_SECS
 from kbackup.core.kafka.clients import KafkaClients, kafka_error_of
 from kbackup.core.retry import call_with_retries
 
@@ -118,11 +119,15 @@ def _read_topic(clients: KafkaClients, check: AccessCheck) -> str:
 
 def _describe_group(clients: KafkaClients, check: AccessCheck) -> str:
     admin: AdminClient = clients.admin()
-    future = admin.describe_consumer_groups([check.resource], request_timeout=_TIMEOUT)[check.resource]
+    future = admin.describe_consumer_groups(
+        [check.resource], request_timeout=COORDINATOR_REQUEST_TIMEOUT_SECS
+    )[check.resource]
     try:
-        future.result(_TIMEOUT + 5)
+        future.result(_TIMEOUT)
     except KafkaException as exc:
         return _raised(exc)
+    except TimeoutError:
+        return "_TIMED_OUT"
     return "allowed"
 
 

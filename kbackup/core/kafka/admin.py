@@ -223,6 +223,16 @@ LEADER_CHANGE_CODE_NAMES = frozenset(
 )
 
 
+#: Seconds librdkafka may take over a request to a group's coordinator: its longest admin timeout,
+#: so that it never times one out while the client lives. librdkafka (2.16 and before) aborts the
+#: whole process when such a request times out inside the library while the coordinator is down
+#: and the library later finds the coordinator (assertion `eonce->refcnt > 0`,
+#: confluentinc/librdkafka#4605, fixed by 731d335 in no release yet). We wait our own timeout on
+#: the future instead (:meth:`Admin._answer`); tests/integration/test_coordinator_timeouts.py
+#: reproduces the abort.
+COORDINATOR_REQUEST_TIMEOUT_SECS = 3600.0
+
+
 class Admin:
     """The admin requests of one cluster, with errors that name what was asked for."""
 
@@ -871,7 +881,9 @@ class Admin:
 
         def issue(group_id: str) -> Future[Any]:
             request = [ConsumerGroupTopicPartitions(group_id)]
-            return self.client.list_consumer_group_offsets(request, request_timeout=self.timeout)[group_id]
+            return self.client.list_consumer_group_offsets(
+                request, request_timeout=COORDINATOR_REQUEST_TIMEOUT_SECS
+            )[group_id]
 
         answers = self._each(
             group_ids, issue, lambda group_id: f"list the committed offsets of group {group_id}"
@@ -917,7 +929,9 @@ class Admin:
         answers = self._raise_first(
             self._each(
                 group_ids,
-                lambda group_id: self.client.describe_consumer_groups([group_id])[group_id],
+                lambda group_id: self.client.describe_consumer_groups(
+                    [group_id], request_timeout=COORDINATOR_REQUEST_TIMEOUT_SECS
+                )[group_id],
                 lambda group_id: f"describe consumer group {group_id}",
             )
         )
@@ -945,7 +959,12 @@ class Admin:
         action = f"commit new offsets for group {group_id}"
 
         def once() -> None:
-            answer = self._wait(lambda: self.client.alter_consumer_group_offsets([request])[group_id], action)
+            answer = self._wait(
+                lambda: self.client.alter_consumer_group_offsets(
+                    [request], request_timeout=COORDINATOR_REQUEST_TIMEOUT_SECS
+                )[group_id],
+                action,
+            )
             for tp in answer.topic_partitions or []:
                 # Per partition too, a broker that just started answers COORDINATOR_LOAD_IN_PROGRESS
                 # (retryable): the whole commit is sent again within the admin's retry budget.
@@ -961,7 +980,9 @@ class Admin:
     def delete_group(self, group_id: str) -> None:
         try:
             self._wait(
-                lambda: self.client.delete_consumer_groups([group_id])[group_id],
+                lambda: self.client.delete_consumer_groups(
+                    [group_id], request_timeout=COORDINATOR_REQUEST_TIMEOUT_SECS
+                )[group_id],
                 f"delete consumer group {group_id}",
             )
         except KBackupError as exc:
@@ -991,7 +1012,9 @@ class Admin:
         """The node id of the broker coordinating ``group_id`` (FindCoordinator, through
         DescribeConsumerGroups; a group that does not exist has a coordinator too)."""
         description = self._wait(
-            lambda: self.client.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id],
+            lambda: self.client.describe_consumer_groups(
+                [group_id], request_timeout=COORDINATOR_REQUEST_TIMEOUT_SECS
+            )[group_id],
             f"describe consumer group {group_id}",
         )
         return int(description.coordinator.id)
