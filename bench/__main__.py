@@ -3,11 +3,11 @@
     .venv/bin/python -m bench all [--quick] [--only NAME ...]     (or: make bench / make bench-quick)
     .venv/bin/python -m bench plots
 
-Runs each benchmark module in its own process (each starts and stops the
-local Kafka clusters it needs): backup, restore, mapping, reset (when
-``bench/bench_reset.py`` exists), recovery, the cost of metrics, prune (no cluster: a folder and
-moto's S3 server), the engines, encryption, the storage backends (a folder, moto's S3 server,
-fake-gcs-server and Azurite), the rate limits and the accuracy study. A full run passes
+Runs each benchmark module in its own process (each starts and stops the local Kafka clusters it
+needs): backup, restore, mapping, reset (when ``bench/bench_reset.py`` exists), point in time,
+recovery, the cost of metrics, prune (no cluster: a folder and moto's S3 server), the engines,
+encryption, the storage backends (a folder, moto's S3 server, fake-gcs-server and Azurite), the
+rate limits and the accuracy study. A full run passes
 ``--write-docs``: each module rewrites its own section of docs/benchmarks.md
 (between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``), then this runner
 writes the ``run`` section (machine, what ran, how long) and a plot of the
@@ -42,6 +42,7 @@ BENCHMARKS = {
     "restore": "bench.bench_restore",
     "mapping": "bench.bench_mapping",
     "reset": "bench.bench_reset",
+    "point-in-time": "bench.bench_point_in_time",
     "recovery": "bench.bench_recovery",
     "metrics": "bench.bench_metrics",
     "prune": "bench.bench_prune",
