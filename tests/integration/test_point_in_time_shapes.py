@@ -50,6 +50,9 @@ INTERVAL_SECS = 0.5
 READING_SECS = 4.0
 PARTITIONS = [0, 1]
 STEPS = 24
+#: A step's length at least (records, commits, then a pause): the moments the tests check (steps 11
+#: to 17) are then more than a reading interval and a reading's time after the first commits.
+STEP_SECS = 0.6
 #: Before the backup: 30 records a partition, the odd ones of one key ("dup"), then a tombstone
 #: (offset 30) of the first one's key: the cleaner removes every "dup" but the last (29), and 0.
 PREFILL = 30
@@ -167,6 +170,7 @@ def history(source_cluster: LocalKafkaCluster, tmp_path_factory: pytest.TempPath
             assert err is None, err
             ends[message.partition()] = message.offset() + 1
 
+        started = time.monotonic()
         for step in range(STEPS):
             # Compacted: two new keys a partition; the fast group at the log end or on the last record.
             stamp = now_ms()
@@ -202,7 +206,7 @@ def history(source_cluster: LocalKafkaCluster, tmp_path_factory: pytest.TempPath
             on_transactional.commit("fast", log_end if step % 3 == 2 else in_holes[step % 4])
             if step % 2 == 0:  # the slow group: only ever markers and aborted records
                 on_transactional.commit("slow", in_holes[(step // 2 + 1) % 4])
-            time.sleep(0.25)
+            time.sleep(max(0.05, started + (step + 1) * STEP_SECS - time.monotonic()))
         last = max(
             c.acknowledged
             for shape in (compacted, transactional)
