@@ -18,15 +18,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import read_backup, take_backup
 from tests.support.kafka_io import Record, consume_all, create_topic, end_offsets, produce
-
-COMPACT_FAST = {
-    "cleanup.policy": "compact",
-    "segment.ms": "100",
-    "min.cleanable.dirty.ratio": "0.01",
-    # Tombstones stay readable for a minute after the cleaner ran, so the backup sees them.
-    "delete.retention.ms": "60000",
-    "min.compaction.lag.ms": "0",
-}
+from tests.support.log_shapes import COMPACT_FAST
 
 
 def wait_for_compaction(

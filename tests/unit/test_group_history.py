@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from kbackup.backup.group_history import GroupHistoryRecorder, store_readings
 from kbackup.backup.group_positions import describe_group_history
-from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError, NotFoundError
+from kbackup.core.errors import BackupIntegrityError, EncryptionKeyError, NotFoundError, PreconditionError
 from kbackup.format.encryption import BackupKeys
 from kbackup.format.group_history import (
     GroupHistory,
@@ -269,3 +270,46 @@ def _rewrite_manifest(root: Path, manifest: Manifest) -> None:
     """The test's own manifest in place of the builder's (a plain backup's manifest is plain JSON)."""
     path = root / "store" / "b" / "manifests" / f"{manifest.increment:08d}.json"
     path.write_bytes(manifest.to_json_bytes())
+
+
+def test_the_position_as_of_a_moment_is_of_the_last_reading_finished_by_then(tmp_path: Path) -> None:
+    """A reading that began before the moment but ended after it may hold a commit made after the
+    moment: the position of then is of the last reading *finished* by then (never a later one)."""
+    from kbackup.format.catalog import BackupCatalog
+    from kbackup.reset.sources import from_backup_as_of
+    from kbackup.sandbox.synthetic_backup import BackupBuilder
+
+    storage = open_storage(str(tmp_path / "store"))
+    (tmp_path / "scratch").mkdir()
+    builder = BackupBuilder(storage, "b", source_cluster="src", scratch_dir=tmp_path / "scratch")
+    builder.topic("orders", 1)
+    builder.partition_rows("orders", 0, ((i, 1_700_000_000_000, 0, None, b"v", []) for i in range(20)))
+    manifest = builder.commit(tool_version="test")
+
+    def reading(second: int, finished_ms: int, offset: int) -> ConsumerGroupsSnapshot:
+        taken = snapshot(f"2026-11-27T10:14:{second:02d}.000Z", {"billing": {("orders", 0): offset}})
+        return taken.model_copy(update={"finished_at": f"2026-11-27T10:14:{second:02d}.{finished_ms:03d}Z"})
+
+    readings = [reading(2, 300, 10), reading(12, 400, 11), reading(22, 200, 12)]
+    ref = store_readings(
+        storage, readings, backup_id="b", increment=0, run_id=manifest.run_id, interval_secs=10.0, keys=None
+    )
+    own = reading(32, 100, 13)
+    _rewrite_manifest(tmp_path, manifest.model_copy(update={"group_history": ref, "consumer_groups": own}))
+    backup = BackupCatalog(storage).load("b")
+
+    def as_of(moment: str) -> tuple[int, str]:
+        found = from_backup_as_of(backup, storage, datetime.fromisoformat(moment))
+        assert found.info.precision_secs == 10.0
+        return found.groups["billing"][("orders", 0)], found.info.taken_at
+
+    # During the second reading: the first one's position.
+    assert as_of("2026-11-27T10:14:12.200Z") == (10, "2026-11-27T10:14:02.000Z")
+    assert as_of("2026-11-27T10:14:12.399Z") == (10, "2026-11-27T10:14:02.000Z")
+    assert as_of("2026-11-27T10:14:12.400Z") == (11, "2026-11-27T10:14:12.000Z")  # just finished
+    assert as_of("2026-11-27T10:14:32.100Z") == (13, "2026-11-27T10:14:32.000Z")  # the increment's own
+    assert as_of("2026-11-27T10:14:42.100Z") == (13, "2026-11-27T10:14:32.000Z")  # an interval after
+    with pytest.raises(PreconditionError, match="is before backup b's first reading of the groups"):
+        as_of("2026-11-27T10:14:02.299Z")
+    with pytest.raises(PreconditionError, match="is after backup b's last reading of the groups"):
+        as_of("2026-11-27T10:14:42.101Z")
