@@ -317,7 +317,7 @@ def offset_reset_bulk(
         totals = reviewed.totals()
         typer.echo(
             f"planned {totals['groups']} group(s), {totals['partitions']} partition(s); "
-            f"{totals['rereads']} record(s) to re-read, recovery gap {totals['recovery_gap']}"
+            f"{reviewed.rereads_words()}, recovery gap {totals['recovery_gap']}"
         )
     _emit_result(result, as_json)
 

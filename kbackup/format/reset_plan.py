@@ -58,6 +58,8 @@ class PartitionReset(PlanModel):
     #: The origin of the record at ``new_offset`` (None when the position is past the last restored record).
     expected_origin: OriginOffset | None = None
     #: Records the group will read again (already processed on the source); 0 when exact, None if unknown.
+    #: For a rewind, offsets: an upper bound, since commit markers, aborted records and records the
+    #: cleaner removed have offsets too but are never read.
     rereads: int | None = 0
     #: Source offsets the group had processed that the backup does not hold (recovery point gap).
     recovery_gap: int = 0
@@ -146,6 +148,13 @@ class ResetPlan(PlanModel):
             "probes": sum(row.probes for row in rows),
         }
 
+    def rereads_words(self) -> str:
+        """The plan's re-reads for a summary line: records, or for a rewind the offsets it spans."""
+        total = self.totals()["rereads"]
+        if self.strategy == "rewind":
+            return f"{total} offset(s) to re-read (markers and removed records included)"
+        return f"{total} record(s) to re-read"
+
 
 _COMMAND = "offset-reset plan"
 
@@ -211,7 +220,7 @@ def render_plan_table(plan: ResetPlan) -> str:
     totals = plan.totals()
     lines.append(
         f"{totals['groups']} group(s), {totals['partitions']} partition(s), {totals['changes']} change(s), "
-        f"{totals['rereads']} record(s) to re-read, recovery gap {totals['recovery_gap']}"
+        f"{plan.rereads_words()}, recovery gap {totals['recovery_gap']}"
         + (
             f", {totals['retention_gap']} unprocessed offset(s) removed by retention"
             if totals["retention_gap"]

@@ -120,3 +120,12 @@ def test_a_repartitioned_search_is_judged_against_the_exact_position() -> None:
     assert late.disagreements == [
         "group g0 on orders/0 at 4: 1 restored record(s) the group had not processed lie before it"
     ]
+
+
+def test_a_rewind_says_its_re_reads_are_offsets_and_a_translation_records() -> None:
+    """A rewind counts offsets (markers, aborted and cleaned records have them too), so its summary
+    must not call them records; a translated plan's re-reads are records."""
+    translated = plan(row(60, 60, rereads=7))
+    assert translated.rereads_words() == "7 record(s) to re-read"
+    rewind = translated.model_copy(update={"strategy": "rewind"})
+    assert rewind.rereads_words() == "7 offset(s) to re-read (markers and removed records included)"
