@@ -149,6 +149,78 @@ def _digestible(value: Any, name: str = "") -> Any:
     return value
 
 
+@dataclass
+class AsOfFacts:
+    """A drill as of a moment (``drill --as-of``): the moment, how it was chosen, and the reading of
+    the groups it took their positions from."""
+
+    #: The moment (UTC, to the millisecond): records stamped at or before it were restored.
+    as_of: str
+    #: ``given``, or how ``auto`` chose it.
+    chosen: str
+    #: The interval the backup read the groups at: a group may have committed that long before the
+    #: moment without the positions showing it. None: the increments' snapshots only.
+    precision_secs: float | None
+    #: When the reading the groups' positions came from started (the latest finished by the moment).
+    reading_taken_at: str
+    #: When the latest reading finished by the moment started, as the drill finds it among the
+    #: backup's readings itself: the positions must come from it (not an older reading, nor a later).
+    latest_reading_taken_at: str | None = None
+    #: The local drill's check of each group's position of the moment against its own record of
+    #: the group's commits (``GroupAtMoment.to_dict``); None: not checked (real clusters).
+    groups: list[dict[str, Any]] | None = None
+
+    @property
+    def wrong(self) -> list[dict[str, Any]]:
+        """The checked groups not at a position they had committed by the moment."""
+        return [group for group in self.groups or [] if group["verdict"] != "committed by then"]
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the positions of the moment are not the groups' positions then (empty: they are)."""
+        found = []
+        if self.latest_reading_taken_at != self.reading_taken_at:
+            found.append(
+                f"the positions came from the reading of {self.reading_taken_at}, but the latest reading "
+                f"finished by the moment is that of {self.latest_reading_taken_at}"
+            )
+        for group in self.wrong:
+            offsets = ", ".join(f"{key} {offset}" for key, offset in group["offsets"].items())
+            found.append(f"{group['group']}: {group['verdict']} ({offsets})")
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "as_of": self.as_of,
+            "chosen": self.chosen,
+            "precision_secs": self.precision_secs,
+            "reading_taken_at": self.reading_taken_at,
+            "latest_reading_taken_at": self.latest_reading_taken_at,
+            "groups_checked": self.groups,
+            "problems": self.problems,
+            "passed": not self.problems,
+        }
+
+    def lines(self) -> list[str]:
+        precision = (
+            f"groups read every {self.precision_secs:g}s: a commit up to that long before the moment "
+            "may not show"
+            if self.precision_secs is not None
+            else "groups read at each increment only"
+        )
+        lines = [
+            f"as of {self.as_of} ({self.chosen}): records stamped at or before it, groups at the backup's "
+            f"reading of {self.reading_taken_at} ({precision})"
+        ]
+        if self.groups is not None:
+            lines.append(
+                f"history: {len(self.groups) - len(self.wrong)} of {len(self.groups)} group(s) at a position "
+                "they had committed by then, checked against the drill's own record of their commits"
+            )
+        lines.extend(f"  as of: {problem}" for problem in self.problems)
+        return lines
+
+
 #: Where a phase of the drill stands against the recovery: the drill's own backup comes before it (a
 #: real recovery starts from a backup that exists), the recovery ends when the groups are committed
 #: (by the reset), and the checks after it (verify, the audit's Spark mapping, the audit, the proof)
@@ -188,6 +260,8 @@ class DrillReport:
     notes: list[str] = field(default_factory=list)
     #: The access proof of a secured drill, per principal and check; None: the drill made none.
     access: list[AccessOutcome] | None = None
+    #: The moment of a drill as of a time (``--as-of``); None: the backup's latest snapshot.
+    as_of: AsOfFacts | None = None
 
     @property
     def recovery_seconds(self) -> float | None:
@@ -221,7 +295,12 @@ class DrillReport:
 
     @property
     def passed(self) -> bool:
-        return self.skipped == 0 and self.unproven is None and not self.access_differences
+        return (
+            self.skipped == 0
+            and self.unproven is None
+            and not self.access_differences
+            and not (self.as_of is not None and self.as_of.problems)
+        )
 
     @property
     def verdict(self) -> str:
@@ -231,6 +310,8 @@ class DrillReport:
             return "FAILED: records would be skipped"
         if self.access_differences:
             return "FAILED: a principal may not do on the target what it could on the source"
+        if self.as_of is not None and self.as_of.problems:
+            return "FAILED: the groups' positions of the moment are not theirs of then"
         return "PASSED"
 
     def failure(self, report_path: Path) -> VerificationError | None:
@@ -252,6 +333,12 @@ class DrillReport:
                 f"the drill found {len(self.access_differences)} access check(s) whose outcome on the "
                 f"target is not the source's; the first: {first}",
                 hint=f"see the access section of {report_path}: each principal's checks on both clusters",
+            )
+        if self.as_of is not None and self.as_of.problems:
+            return VerificationError(
+                f"the drill found the groups' positions as of {self.as_of.as_of} are not theirs of then: "
+                f"{self.as_of.problems[0]}",
+                hint=f"see the as_of section of {report_path}: the reading used and each group's verdict",
             )
         return None
 
@@ -362,6 +449,7 @@ class DrillReport:
             "groups": self.groups,
             "partitions": self.partitions,
             "access": self.access_dict(),
+            "as_of": None if self.as_of is None else self.as_of.to_dict(),
             "backup": self.backup,
             "three_phase": self.three_phase,
         }
@@ -397,6 +485,7 @@ class DrillReport:
             ),
             f"kafka-backup {self.kafka_backup_version}, config sha256 {self.config_sha256 or 'unknown'}",
             *self.cluster_lines(),
+            *(self.as_of.lines() if self.as_of is not None else []),
             *(f"note: {note}" for note in self.notes),
             *self.access_lines(),
         ]
@@ -529,6 +618,7 @@ def render_html(report: DrillReport) -> str:
     facts = [
         ("Verdict", f"{report.verdict}: {report.skipped} record(s) skipped, {report.reprocessed} re-read"),
         ("Backup", f"{report.backup_id} in {storage}"),
+        *(("As of", line) for line in (report.as_of.lines() if report.as_of is not None else [])),
         ("Source cluster", _cluster(report.source)),
         ("Target cluster", _cluster(report.target)),
         ("Run by", f"kafka-backup {report.kafka_backup_version}"),

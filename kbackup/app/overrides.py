@@ -113,6 +113,17 @@ def _groups_as_of(reset: OffsetResetSettings, restore: RestoreSettings) -> Offse
     return reset.model_copy(update={"as_of": restore.as_of})
 
 
+def with_restore_as_of(config: KBackupConfig, as_of: str | None) -> KBackupConfig:
+    """``--as-of TIME`` over ``restore.as_of`` (``drill``), checked as the file's key is: a time
+    without a zone is refused (exit 3), before anything runs."""
+    if as_of is None:
+        return config
+    section = _over(
+        config.restore, {"as_of": as_of}, RestoreSettings, "command line", {"as_of": f"--as-of {as_of}"}
+    )
+    return config.model_copy(update={"restore": section})
+
+
 def with_point_in_time(config: KBackupConfig, as_of: str | None, in_place: bool) -> KBackupConfig:
     """``--as-of`` over ``offset_reset.as_of``, ``--in-place`` as ``offset_reset.strategy: rewind``
     (checked as the file's keys are: a time without a zone is refused)."""

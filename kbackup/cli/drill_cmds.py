@@ -200,6 +200,19 @@ def drill(
     metrics_bind: MetricsBindOption = None,
     metrics_textfile: MetricsTextfileOption = None,
     encryption_key: EncryptionKeyOption = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="TIME",
+            help="Drill a restore as of this time (ISO 8601 with its zone, 2026-11-27T13:59:00Z), or "
+            "auto (halfway through the history): no backup is taken; the config's backup is restored "
+            "with the records stamped at or before it and the groups at their positions of then, from "
+            "its group history (exit 10 outside it). With --local, auto only: the drill makes the "
+            "history first.",
+            show_default="restore.as_of",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Disaster-recovery drill: a three-phase restore of a fresh backup, then a proof.
@@ -211,18 +224,32 @@ def drill(
     brings the source's ACLs and SCRAM users back first, then each app principal connects to
     both clusters and must be allowed and denied the same things (exit 11 if not). With
     --local --nodes 3 each cluster has three nodes, replicated like a production cluster.
+    With --as-of the drill restores the backup the config names as it was at that moment
+    (its group history: backup.group_snapshot_interval) and proves each group against its
+    position of then; with --local --as-of auto its backup is a follow run while the groups
+    commit forward, and each group's position of the moment is checked against the drill's
+    own record of its commits too (exit 11 if one is not a position it had then).
 
     \b
     Example:
       kafka-backup drill --local
       kafka-backup drill --local --secured --records 200
       kafka-backup drill --local --nodes 3 --records 200
+      kafka-backup drill -c drill.yaml --as-of 2026-11-27T13:59:00Z
     """
     json_mode(as_json)
     from kbackup.app.drill import LOCAL_DRILL_BACKUP_ID, drill_backup_id, run_drill, run_local_drill
+    from kbackup.app.drill_history import AUTO
     from kbackup.app.metrics import RecoveryMetrics
-    from kbackup.app.overrides import metrics_settings, with_encryption_key, with_engine
+    from kbackup.app.overrides import metrics_settings, with_encryption_key, with_engine, with_restore_as_of
 
+    if as_of is not None and as_of != AUTO and local:
+        raise UsageError(
+            f"--local --as-of takes {AUTO}, not a time: the local drill makes its group history while it "
+            "runs, so no time named beforehand lies inside it",
+            hint=f"use --local --as-of {AUTO}, or --as-of TIME with --config naming a backup with a "
+            "group history",
+        )
     if not local and config is None:
         raise UsageError("drill needs --config (source, target, storage), or --local")
     if secured and not local:
@@ -245,6 +272,8 @@ def drill(
     cfg = with_encryption_key(
         with_engine(load_config(None if local else config), engine, spark_master), encryption_key
     )
+    # A time without its zone is refused here (exit 3), before any cluster is touched.
+    cfg = with_restore_as_of(cfg, None if as_of == AUTO else as_of)
     # Named before the run, so that its metrics carry the backup id the drill takes.
     backup_id = LOCAL_DRILL_BACKUP_ID if local else drill_backup_id(cfg)
     observed = metrics_settings(cfg, port=metrics_port, bind_address=metrics_bind, textfile=metrics_textfile)
@@ -263,6 +292,7 @@ def drill(
                 encryption=cfg.storage.encryption,
                 secured=secured,
                 nodes=nodes,
+                as_of=as_of == AUTO,
             )
         else:
             report_path = report or Path(cfg.drill.report_path)
@@ -275,6 +305,7 @@ def drill(
                     progress=run.progress,
                     stop=run.stop,
                     metrics=metrics,
+                    as_of=AUTO if as_of == AUTO else None,
                 )
         if result.passed and result.unproven is None:
             metrics.phase("done")
