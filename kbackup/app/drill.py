@@ -296,10 +296,10 @@ class MomentPositions:
 
 def moment_positions(config: KBackupConfig, as_of: AsOf) -> MomentPositions:
     """``as_of`` on the config's backup (``auto``: halfway through its readings of the groups), and
-    the groups' positions of then; refused (exit 10) before the first reading and after the last
-    (a moment after what the last increment holds of the records is refused by the restore's plan,
-    before it writes anything)."""
+    the groups' positions of then; refused (exit 10) before the first reading, after the last, and
+    after what the last increment holds of the records, before anything is restored."""
     from kbackup.reset import from_backup_as_of
+    from kbackup.restore import check_as_of
     from kbackup.storage import open_storage
 
     storage = open_storage(config.storage)
@@ -308,6 +308,7 @@ def moment_positions(config: KBackupConfig, as_of: AsOf) -> MomentPositions:
     moment = auto_moment(readings, backup.backup_id) if as_of == AUTO else as_of
     assert isinstance(moment, datetime)
     source = from_backup_as_of(backup, storage, moment)
+    check_as_of(backup, moment)
     facts = AsOfFacts(
         as_of=iso_utc(moment),
         chosen="given"

@@ -8,11 +8,12 @@ on worker processes of this machine (``restore.workers``) or in Spark tasks, sto
 point when asked; :class:`RestoreMetrics` counts what it produces and the phase its run is in.
 The backup's cluster metadata (ACLs, SCRAM users, configs): :func:`plan_metadata_restore`
 (a :class:`~kbackup.format.metadata_plan.MetadataPlan`), then :func:`execute_metadata_plan`
-(a :class:`MetadataResult`).
+(a :class:`MetadataResult`). :func:`check_as_of` refuses a moment after what a backup holds.
 """
 
 from kbackup.restore.metadata_restore import MetadataResult, execute_metadata_plan, plan_metadata_restore
 from kbackup.restore.metrics import RESTORE_RUN_PHASES, RestoreMetrics
+from kbackup.restore.plan import check_as_of
 from kbackup.restore.service import DryRunReport, RestoreJob, dry_run, prepare, required_backup_id, run
 from kbackup.restore.summary import RestoreSummary
 
@@ -23,6 +24,7 @@ __all__ = [
     "RestoreJob",
     "RestoreMetrics",
     "RestoreSummary",
+    "check_as_of",
     "dry_run",
     "execute_metadata_plan",
     "plan_metadata_restore",

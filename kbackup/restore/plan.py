@@ -550,7 +550,7 @@ def build_plan(
     warnings: list[str] = []
     selected = restored_topics(backup, settings)
     if settings.as_of is not None:
-        _check_as_of(backup, settings.as_of)
+        check_as_of(backup, settings.as_of)
     coverage = backup.coverage()
     target_id = target.cluster_id or target.description
     restore_id = restore_identity(backup, settings, target_id)
@@ -667,7 +667,7 @@ def build_plan(
     )
 
 
-def _check_as_of(backup: Backup, as_of: datetime) -> None:
+def check_as_of(backup: Backup, as_of: datetime) -> None:
     """``restore.as_of`` within what the backup holds: its last increment copied every record the
     source held when it read its end offsets, just after its group snapshot (docs/restore.md)."""
     latest = backup.latest

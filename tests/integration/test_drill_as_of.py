@@ -16,12 +16,13 @@ import json
 import signal
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kbackup.app.drill_history import readings_of
 from kbackup.core.config import StorageSettings
 from kbackup.core.times import iso_utc
 from kbackup.format.catalog import BackupCatalog
@@ -264,3 +265,28 @@ def test_the_local_drill_as_of_a_moment_checks_each_group_against_its_own_commit
     assert f"as of {as_of['as_of']} (auto: halfway through the drill's own commits" in out
     assert "history: 6 of 6 group(s) at a position they had committed by then" in out
     assert "groups read every 1s" in out
+
+
+def test_a_moment_after_the_records_the_backup_holds_is_refused_before_anything_is_restored(
+    history: History,
+    source_cluster: LocalKafkaCluster,
+    target_cluster: LocalKafkaCluster,
+    tmp_path: Path,
+    cli: RunCli,
+) -> None:
+    """The history may read the groups after the last increment read the source's end offsets: a
+    moment between the two has its groups' positions but not all its records, so the drill refuses
+    it (its own check up front, and the restore's plan behind it) in one line, restoring nothing."""
+    storage = open_storage(StorageSettings(url=str(history.store)))
+    backup = BackupCatalog(storage).load("follow")
+    snapshot = backup.latest.consumer_groups
+    assert snapshot is not None
+    covered = datetime.fromisoformat(snapshot.finished_at or snapshot.taken_at)
+    last_reading = max(datetime.fromisoformat(r.known_by) for r in readings_of(backup, storage))
+    moment = covered + timedelta(milliseconds=1)
+    assert moment <= last_reading + timedelta(seconds=INTERVAL_SECS), (covered, last_reading)
+    config = drill_config(tmp_path / "late.yaml", history, source_cluster, target_cluster)
+    got, out, err = cli("drill", "-c", str(config), "--as-of", iso_utc(moment))
+    assert got == 10, out + err
+    assert "is after what backup follow holds" in err.splitlines()[0], err
+    assert f"drill-late.{history.topic}" not in target_topics(target_cluster)

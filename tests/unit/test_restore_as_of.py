@@ -13,7 +13,7 @@ from kbackup.app.config import KBackupConfig
 from kbackup.app.overrides import three_phase_config
 from kbackup.core.errors import ConfigError, PreconditionError
 from kbackup.format.catalog import BackupCatalog
-from kbackup.restore.plan import _check_as_of
+from kbackup.restore.plan import check_as_of
 from kbackup.restore.settings import RestoreSettings
 from kbackup.storage import LocalStorage
 from tests.support.metadata_backups import commit_increment, day_of
@@ -65,7 +65,7 @@ def test_a_time_after_what_the_backup_holds_is_refused(tmp_path: Path) -> None:
         commit_increment(storage, tmp_path, increment)
     backup = BackupCatalog(storage).load("b")
     covered = datetime.fromisoformat(backup.latest.started_at)
-    _check_as_of(backup, covered)  # at the moment its last increment started: held
-    _check_as_of(backup, day_of(0))
+    check_as_of(backup, covered)  # at the moment its last increment started: held
+    check_as_of(backup, day_of(0))
     with pytest.raises(PreconditionError, match="is after what backup b holds: its last increment read"):
-        _check_as_of(backup, day_of(5))
+        check_as_of(backup, day_of(5))
