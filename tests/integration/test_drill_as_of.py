@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.cli_process import start_cli, wait_for
 from tests.support.cli_run import RunCli
+from tests.support.commit_record import INTERVAL_SECS, Commit, History, check_position_of
 from tests.support.config_files import config_file, write_backup_config
 from tests.support.kafka_io import (
     Record,
@@ -46,27 +46,8 @@ from tests.support.restored_topics import restored_records
 
 pytestmark = pytest.mark.integration
 
-INTERVAL_SECS = 0.5
-#: A reading's own time (a listing and an offsets request) and the copy loop's poll (at most
-#: 0.5 s), on a loaded machine.
-READING_SECS = 4.0
 PARTITIONS = [0, 1]
 STEPS = 24
-
-
-@dataclass(frozen=True)
-class Commit:
-    sent: float
-    acknowledged: float
-    offset: int  # the same on both partitions
-
-
-@dataclass(frozen=True)
-class History:
-    store: Path
-    topic: str
-    group: str
-    commits: list[Commit]
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +97,6 @@ def backed_up_positions(store: Path, group: str) -> dict[tuple[str, int], int]:
     """The group's positions in the latest increment's snapshot of backup ``follow``."""
     snapshot = BackupCatalog(open_storage(StorageSettings(url=str(store)))).load("follow").consumer_groups
     return positions_of(snapshot).get(group, {}) if snapshot is not None else {}
-
-
-def check_position_of(history: History, at: float, offset: int) -> None:
-    """``offset`` is a position the group had committed by ``at``, and no older than the precision."""
-    committed = {c.offset: c for c in history.commits}
-    assert offset in committed, offset
-    assert committed[offset].sent <= at, "a position committed after the moment asked for"
-    settled = [c.offset for c in history.commits if c.acknowledged <= at - INTERVAL_SECS - READING_SECS]
-    assert offset >= max(settled, default=0), (offset, settled)
 
 
 def drill_config(path: Path, history: History, source: LocalKafkaCluster, target: LocalKafkaCluster) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from kbackup.sandbox.kafka import LocalKafkaCluster
 from kbackup.storage import open_storage
 from tests.support.backup_io import take_backup
 from tests.support.cli_process import start_cli, wait_for
+from tests.support.commit_record import INTERVAL_SECS, Commit, History, check_position_of
 from tests.support.config_files import write_backup_config, write_three_phase_config
 from tests.support.kafka_io import (
     Record,
@@ -37,26 +37,7 @@ from tests.support.kafka_io import (
     produce,
 )
 
-INTERVAL_SECS = 0.5
-#: A reading's own time (a listing and an offsets request) and the copy loop's poll (at most
-#: 0.5 s), on a loaded machine.
-READING_SECS = 4.0
 PARTITIONS = [0, 1]
-
-
-@dataclass(frozen=True)
-class Commit:
-    sent: float
-    acknowledged: float
-    offset: int  # the same on both partitions
-
-
-@dataclass(frozen=True)
-class History:
-    store: Path
-    topic: str
-    group: str
-    commits: list[Commit]
 
 
 @pytest.fixture(scope="module")
@@ -101,15 +82,6 @@ def history(source_cluster: LocalKafkaCluster, tmp_path_factory: pytest.TempPath
 def moment(history: History, index: int) -> float:
     """A moment between commit ``index`` and the next (a little after the first was acknowledged)."""
     return history.commits[index].acknowledged + 0.1
-
-
-def check_position_of(history: History, at: float, offset: int) -> None:
-    """``offset`` is a position the group had committed by ``at``, and no older than the precision."""
-    committed = {c.offset: c for c in history.commits}
-    assert offset in committed, offset
-    assert committed[offset].sent <= at, "a position committed after the moment asked for"
-    settled = [c.offset for c in history.commits if c.acknowledged <= at - INTERVAL_SECS - READING_SECS]
-    assert offset >= max(settled, default=0), (offset, settled)
 
 
 def plan(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any]:
