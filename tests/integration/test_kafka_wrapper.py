@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kbackup.core.errors import KafkaOperationError
 from kbackup.core.kafka import Admin, KafkaClients, PartitionReader, TopicSpec, open_admin
@@ -112,3 +113,48 @@ def test_admin_topics_offsets_configs_and_groups(target_cluster: LocalKafkaClust
         f"{unique_name}-never": {},
     }
     assert group in admin.list_groups()
+
+
+@pytest.mark.parametrize("ending", ["commit", "abort"])
+def test_group_offsets_in_an_open_transaction_are_read_once_it_ends(
+    target_cluster: LocalKafkaCluster, unique_name: str, ending: str
+) -> None:
+    """Offsets a transactional producer sends for a group (an exactly-once application's
+    ``sendOffsetsToTransaction``) are the group's offsets only if the transaction commits: a read
+    while it is open waits for its end (Kafka says UNSTABLE_OFFSET_COMMIT meanwhile), and one that
+    waits longer than its retry time is one retryable line naming the group and the partition."""
+    create_topic(target_cluster, unique_name, partitions=2)
+    group, keys = f"{unique_name}-eos", [(unique_name, 0), (unique_name, 1)]
+    admin = open_admin(target_cluster.connection())
+    admin.alter_offsets(group, {keys[0]: 5, keys[1]: 6})
+    producer = Producer(
+        {"bootstrap.servers": target_cluster.bootstrap_servers, "transactional.id": unique_name}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(unique_name, b"processed", partition=0)
+    consumer = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": group})
+    try:
+        producer.send_offsets_to_transaction(
+            [TopicPartition(unique_name, 0, 50)], consumer.consumer_group_metadata(), 30
+        )
+        impatient = Admin(KafkaClients(target_cluster.connection()), retry_secs=1)
+        with pytest.raises(KafkaOperationError) as caught:
+            impatient.committed_offsets_of([group])
+        assert caught.value.retryable
+        assert caught.value.code_name == "UNSTABLE_OFFSET_COMMIT"
+        assert f"group {group} has offsets on {unique_name}/0 committed in a transaction still open" in str(
+            caught.value
+        )
+
+        ends = threading.Timer(
+            2.0, producer.commit_transaction if ending == "commit" else producer.abort_transaction
+        )
+        ends.start()
+        try:
+            read = admin.committed_offsets_of([group])
+        finally:
+            ends.join()
+    finally:
+        consumer.close()
+    assert read == {group: {keys[0]: 50 if ending == "commit" else 5, keys[1]: 6}}
