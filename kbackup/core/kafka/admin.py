@@ -232,10 +232,6 @@ LEADER_CHANGE_CODE_NAMES = frozenset(
 #: (``test_a_process_reading_groups_across_their_coordinators_loss_lives_on``) reproduces the abort.
 COORDINATOR_REQUEST_TIMEOUT_SECS = 3600.0
 
-#: Kafka's answer for a partition whose offsets a transaction still open has committed (asked with
-#: ``require_stable``): the transaction's end decides the offset, so the read is asked again.
-UNSTABLE_OFFSETS_CODE_NAME = "UNSTABLE_OFFSET_COMMIT"
-
 
 class Admin:
     """The admin requests of one cluster, with errors that name what was asked for."""
@@ -886,10 +882,10 @@ class Admin:
         Asked with ``require_stable``. Without it, Kafka 4's group coordinator answers from the
         state its high watermark covers, and a coordinator that has just taken over (its node's
         watermark a fetch behind the old leader's) answered a group committed a moment before the
-        failover as having no offsets at all: seen in 1 of 6 kills of a three-node cluster
-        (tests/integration/test_fault_nodes_reset.py). With it, the coordinator answers once its
-        state is replicated, and a partition whose offsets an open transaction committed says
-        so; such a group is read again until the transaction ends."""
+        failover as having no offsets at all: 2 of 18 kills of a three-node cluster, none of 16
+        with it (docs/reliability.md). With it, the coordinator answers once its state is
+        replicated, and a partition whose offsets an open transaction committed says so
+        (UNSTABLE_OFFSET_COMMIT); such a group is read again until the transaction ends."""
 
         def issue(group_id: str) -> Future[Any]:
             request = [ConsumerGroupTopicPartitions(group_id)]
@@ -903,11 +899,11 @@ class Admin:
         answers = self._each(group_ids, issue, action)
         result: dict[str, list[CommittedOffset]] = {}
         for group_id, answer in answers.items():
-            if not isinstance(answer, KBackupError) and _in_open_transaction(answer):
+            if not isinstance(answer, KBackupError) and _awaiting_transactions(answer):
                 answer = self._wait(
                     lambda group_id=group_id: issue(group_id),  # type: ignore[misc]
                     action(group_id),
-                    until=lambda again: not _in_open_transaction(again),
+                    until=lambda again: not _awaiting_transactions(again),
                 )
             if isinstance(answer, KBackupError):
                 if getattr(answer, "code_name", None) == "GROUP_ID_NOT_FOUND":
@@ -917,18 +913,20 @@ class Admin:
         return result
 
     def _offsets_of(self, group_id: str, answer: Any) -> list[CommittedOffset]:
+        waiting = _awaiting_transactions(answer)
+        if waiting:
+            tp = waiting[0]
+            raise KafkaOperationError(
+                f"group {group_id} has offsets on {tp.topic}/{tp.partition} committed in a "
+                f"transaction still open after {self.retry_secs:g}s",
+                code=tp.error.code(),
+                code_name=tp.error.name(),
+                hint="its transactional producer has not committed or aborted yet (a producer "
+                "that died is aborted after its transaction.timeout.ms); run the command again",
+                retryable=True,
+            )
         offsets = []
         for tp in answer.topic_partitions or []:
-            if tp.error is not None and tp.error.name() == UNSTABLE_OFFSETS_CODE_NAME:
-                raise KafkaOperationError(
-                    f"group {group_id} has offsets on {tp.topic}/{tp.partition} committed in a "
-                    f"transaction still open after {self.retry_secs:g}s",
-                    code=tp.error.code(),
-                    code_name=tp.error.name(),
-                    hint="its transactional producer has not committed or aborted yet (a producer "
-                    "that died is aborted after its transaction.timeout.ms); run the command again",
-                    retryable=True,
-                )
             if tp.error is not None:
                 raise translate_kafka_error(
                     KafkaException(tp.error),
@@ -1106,12 +1104,14 @@ def _coordinators_busy(errors: Iterable[Any]) -> bool:
     )
 
 
-def _in_open_transaction(answer: Any) -> bool:
-    """A group's offsets answer in which some partition's offset awaits a transaction's end."""
-    return any(
-        tp.error is not None and tp.error.name() == UNSTABLE_OFFSETS_CODE_NAME
+def _awaiting_transactions(answer: Any) -> list[Any]:
+    """The partitions of a group's offsets answer whose offset an open transaction decides (asked
+    with ``require_stable``, Kafka answers UNSTABLE_OFFSET_COMMIT until it commits or aborts)."""
+    return [
+        tp
         for tp in answer.topic_partitions or []
-    )
+        if tp.error is not None and tp.error.code() == KafkaError.UNSTABLE_OFFSET_COMMIT
+    ]
 
 
 def _source_of(entry: Any) -> int:
