@@ -17,6 +17,7 @@ from bench.bench_restore import (
     FLOOR_NO_HEADERS,
     FLOOR_TX,
     IDEMPOTENT_1,
+    PEER,
     PP_SAME_TX,
     SIDES,
     Case,
@@ -106,6 +107,34 @@ def test_the_restore_report_gives_paired_ratios_of_rates_and_of_cpu_per_record()
         "restore: 100 B 1,000 [ratio exactly-once, 2 workers / PP restore's settings + transactions]",
         "restore: 100 B 1,000 [ratio exactly-once, 1 worker / PP restore's settings + transactions]",
     ]
+
+
+def test_the_peer_is_compared_by_wall_time_with_the_default_one_worker_and_with_two() -> None:
+    # Issue 40 asks for the restore "with its default workers" against the peer: on this 2-core
+    # machine `auto` picks one, so both layouts get a column, by wall time (start-up included).
+    case = Case(100, 1_000)
+    for name in (*SIDES, PEER):
+        case.runs[name] = [Measured(name, 1_000, 100, 1.0, 0, wall_seconds=2.0, cpu_seconds=0.005)] * 3
+    # Wall seconds per round: the peer 4, 4, 2; one worker 5, 4, 1; two workers 2, 8, 2.
+    case.runs[PEER] = [Measured(PEER, 1_000, 100, w, 0, wall_seconds=w) for w in (4.0, 4.0, 2.0)]
+    case.runs[EXACTLY_ONCE_1] = [
+        Measured(EXACTLY_ONCE_1, 1_000, 100, 1.0, 0, wall_seconds=w, cpu_seconds=0.005)
+        for w in (5.0, 4.0, 1.0)
+    ]
+    case.runs[EXACTLY_ONCE] = [
+        Measured(EXACTLY_ONCE, 1_000, 100, 1.0, 0, wall_seconds=w, cpu_seconds=0.005) for w in (2.0, 8.0, 2.0)
+    ]
+    case.orders = [[*SIDES, PEER]] * 3
+    ratio_table = markdown_tables(report([case], rounds=3, seconds=60.0))[2]
+    row = dict(zip(ratio_table[0], ratio_table[1][0], strict=False))
+    # Records/s of wall time, per round: 4/5, 4/4, 2/1 for one worker; 4/2, 4/8, 2/2 for two.
+    assert row["exactly-once, 1 worker (auto here) / peer (wall)"] == "1.00"
+    assert row["exactly-once, 2 workers / peer (wall)"] == "1.00"
+    header = ratio_table[0]
+    one = header.index("exactly-once, 1 worker (auto here) / peer (wall)")
+    two = header.index("exactly-once, 2 workers / peer (wall)")
+    assert ratio_table[1][0][one + 1] == "0.80-2.00"
+    assert ratio_table[1][0][two + 1] == "0.50-2.00"
 
 
 def test_the_benchmarks_backup_holds_every_record_even_when_partitions_do_not_divide_them(
