@@ -118,6 +118,12 @@ RATIOS = (
     ("ratio exactly-once, 2 workers / PP restore's settings + transactions", EXACTLY_ONCE, PP_SAME_TX),
     ("ratio exactly-once, 1 worker / PP restore's settings + transactions", EXACTLY_ONCE_1, PP_SAME_TX),
 )
+#: Ratios of records/s of wall time (start to exit) against the peer, when it runs. One worker is
+#: what `auto` picks on a 2-core machine (one per two cores): issue 40's "default workers".
+PEER_RATIOS = (
+    ("exactly-once, 1 worker (auto here) / peer (wall)", EXACTLY_ONCE_1, PEER),
+    ("exactly-once, 2 workers / peer (wall)", EXACTLY_ONCE, PEER),
+)
 #: (column title, restore side, client loop side): ratios of CPU seconds per record, per round.
 CPU_RATIOS = (
     ("client loop, 5 headers / no headers", FLOOR, FLOOR_NO_HEADERS),
@@ -417,16 +423,7 @@ def tables(cases: list[Case]) -> str:
         lines.append(f"| {case.record_size} B | {case.records:,} | " + " | ".join(cells) + " |")
     ratios = [
         *RATIOS,
-        # One worker is what `auto` picks on a 2-core machine (one per two cores): issue 40's
-        # "default workers" against the peer.
-        *(
-            [
-                ("exactly-once, 1 worker (auto here) / peer (wall)", EXACTLY_ONCE_1, PEER),
-                ("exactly-once, 2 workers / peer (wall)", EXACTLY_ONCE, PEER),
-            ]
-            if PEER in sides
-            else []
-        ),
+        *(PEER_RATIOS if PEER in sides else ()),
     ]
     lines += [
         "",
