@@ -20,8 +20,12 @@ test test-unit test-integration: export KBACKUP_REQUIRE_PROMTOOL := 1
 # Test workers (pytest-xdist): each starts its own Kafka clusters, S3 server and Spark session, and
 # takes whole files (--dist loadfile). Two keep a 2-core machine busy while tests wait on brokers,
 # processes and Spark; TEST_WORKERS=0 runs in one process.
+# --max-worker-restart=0: a worker that dies ends the run at once, naming the test it ran. Replacing
+# it is what xdist 3.8 does by default, and under --dist loadfile that can wait forever at the end of
+# the run (pytest-xdist#1378: the dead worker's finished files come back as empty work), which a
+# fresh-clone run did here until killed at 2,967 s; a death is a failure either way.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --max-worker-restart=0
 
 test: install bytecode jars browser promtool azurite fake-gcs ## Run the whole test suite (lint, types, layer contracts, unit and integration tests)
 	$(MAKE) --no-print-directory lint
