@@ -2,19 +2,24 @@
 confluent-kafka, and nothing else (no Parquet, no checks, no resume state).
 
     python -m bench._client_floor --bootstrap HOST:PORT --topic T --records N --record-size B
-        [--partitions 3] [--headers 5|0] [--transaction-ms MS] [--compression CODEC]
+        [--partitions 3] [--only 0,2] [--headers 5|0] [--transaction-ms MS] [--compression CODEC]
+        [--wait-for-go]
 
-Prints one JSON line: ``records``, ``seconds`` (from the first produce to the last delivery, or
-the last commit), ``cpu_seconds`` (user + system of every thread of this process over the same
-span) and ``peak_rss_bytes``. Everything a record needs is built before the clock starts: the
-values are the benchmark backup's (``letter_payloads``), the timestamps its own, and with
-``--headers 5`` each record's five origin headers as the restore sends them, so the span holds the
-client's own work only: one ``produce`` call per record, its copy into librdkafka, compression,
-batching and the network, and with ``--transaction-ms`` a commit as often as the exactly-once
-restore commits.
+Prints one JSON line: ``records`` (those this process sent), ``seconds`` (from the first produce to
+the last delivery, or the last commit), ``started_at`` and ``ended_at`` (the span's ends in epoch
+seconds, so spans of several processes can be joined), ``cpu_seconds`` (user + system of every
+thread of this process over the same span) and ``peak_rss_bytes``. Everything a record needs is
+built before the clock starts: the values are the benchmark backup's (``letter_payloads``), the
+timestamps its own, and with ``--headers 5`` each record's five origin headers as the restore sends
+them, so the span holds the client's own work only: one ``produce`` call per record, its copy into
+librdkafka, compression, batching and the network, and with ``--transaction-ms`` a commit as often
+as the exactly-once restore commits.
 
 The records go to the partitions as the restore sends them: one source partition's batch at a
-time (``BATCH`` records), in turn.
+time (``BATCH`` records), in turn. ``--only`` sends only some of the ``--partitions`` (the same
+records of each as a whole run sends), as one of the restore's workers does with the source
+partitions it is given; ``--wait-for-go`` then prints ``ready`` once the records are built and
+waits for a line on standard input before the clock starts, so several processes start together.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from bench._floor_span import cpu_seconds, span_result
+from bench._floor_span import cpu_seconds, span_result, wait_for_go
 from bench._restore_perf import letter_payloads
 from kbackup.format.origin import stamp_batch
 from kbackup.restore.writer import producer_tuning
@@ -36,9 +41,10 @@ BATCH = 10_000
 
 
 def _records(
-    count: int, record_size: int, partitions: int, headers: bool
+    count: int, record_size: int, partitions: int, headers: bool, only: set[int] | None = None
 ) -> list[tuple[int, list[bytes], list[int], list[Any] | None]]:
-    """The batches to send: (partition, values, timestamps, headers), in the order sent."""
+    """The batches to send: (partition, values, timestamps, headers), in the order sent; ``only``:
+    those of these partitions."""
     payloads = letter_payloads(record_size)
     now = int(time.time() * 1000)
     per_partition = [count // partitions + (1 if p < count % partitions else 0) for p in range(partitions)]
@@ -46,7 +52,7 @@ def _records(
     for start in range(0, max(per_partition), BATCH):
         for partition in range(partitions):
             end = min(start + BATCH, per_partition[partition])
-            if start >= end:
+            if start >= end or (only is not None and partition not in only):
                 continue
             offsets = list(range(start, end))
             values = [payloads[(i * partitions + partition) % len(payloads)] for i in offsets]
@@ -65,13 +71,19 @@ def produce(arguments: argparse.Namespace) -> dict[str, Any]:
         "acks": "all",
         "enable.idempotence": True,
     }
+    only = {int(p) for p in arguments.only.split(",")} if arguments.only else None
     if arguments.transaction_ms:
-        props["transactional.id"] = f"floor-{arguments.topic}"
+        # One id per process, as each of the restore's units has its own.
+        props["transactional.id"] = f"floor-{arguments.topic}-{arguments.only or 'all'}"
     producer = Producer(props)
-    batches = _records(arguments.records, arguments.record_size, arguments.partitions, arguments.headers == 5)
+    batches = _records(
+        arguments.records, arguments.record_size, arguments.partitions, arguments.headers == 5, only
+    )
     if arguments.transaction_ms:
         producer.init_transactions(30)
-    started, cpu_started = time.monotonic(), cpu_seconds()
+    if arguments.wait_for_go:
+        wait_for_go()
+    started, cpu_started, started_at = time.monotonic(), cpu_seconds(), time.time()
     if arguments.transaction_ms:
         producer.begin_transaction()
     transaction_started = started
@@ -106,7 +118,8 @@ def produce(arguments: argparse.Namespace) -> dict[str, Any]:
         if remaining:
             raise RuntimeError(f"{remaining} records not delivered")
     seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started
-    return span_result(arguments.records, seconds, cpu)
+    sent = sum(len(values) for _, values, _, _ in batches)
+    return span_result(sent, seconds, cpu, started_at)
 
 
 def main() -> None:
@@ -118,6 +131,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--record-size", type=int, required=True)
     parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated partitions to send (default: all)")
+    parser.add_argument("--wait-for-go", action="store_true", help="print ready, start on a line of stdin")
     parser.add_argument("--headers", type=int, choices=(0, 5), default=5)
     parser.add_argument("--transaction-ms", type=int, default=0)
     parser.add_argument("--compression", default=None, help="compression.type (default: the restore's)")

@@ -2,13 +2,16 @@
 settings, each record's fields taken out as the backup takes them, and nothing else (no Arrow, no
 Parquet, no storage).
 
-    python -m bench._consumer_floor --bootstrap HOST:PORT --topic T
+    python -m bench._consumer_floor --bootstrap HOST:PORT --topic T [--only 0,2] [--wait-for-go]
 
 Prints one JSON line: ``records``, ``seconds`` (from the assignment to the last partition's end),
+``started_at`` and ``ended_at`` (that span's ends in epoch seconds),
 ``cpu_seconds`` (user + system of every thread of this process over the same span) and
 ``peak_rss_bytes``. Every partition is read from its first offset to its end, ``read_committed``,
 ``BATCH`` records per ``consume`` call, and of each record its key, value, offset, timestamp and
-headers are fetched (the Python objects the backup's columns are built from).
+headers are fetched (the Python objects the backup's columns are built from). ``--only`` reads
+only those partitions, as one of the backup's workers does; ``--wait-for-go`` starts the span
+together with other loops (``bench._floor_span.run_together``).
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from bench._floor_span import cpu_seconds, span_result
+from bench._floor_span import cpu_seconds, span_result, wait_for_go
 from kbackup.backup.runner import CONSUMER_TUNING
 
 #: Records per consume() call: the backup's reader batch.
 BATCH = 10_000
 
 
-def read(bootstrap: str, topic: str) -> dict[str, Any]:
+def read(bootstrap: str, topic: str, only: set[int] | None = None, go: bool = False) -> dict[str, Any]:
     consumer = Consumer(
         {
             **CONSUMER_TUNING,
@@ -38,8 +41,11 @@ def read(bootstrap: str, topic: str) -> dict[str, Any]:
             "isolation.level": "read_committed",
         }
     )
-    partitions = list(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-    started, cpu_started = time.monotonic(), cpu_seconds()
+    listed = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    partitions = [p for p in listed if only is None or p in only]
+    if go:
+        wait_for_go()
+    started, cpu_started, started_at = time.monotonic(), cpu_seconds(), time.time()
     consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
     records, ended = 0, set[int]()
     while len(ended) < len(partitions):
@@ -53,8 +59,9 @@ def read(bootstrap: str, topic: str) -> dict[str, Any]:
             message.key(), message.value(), message.offset(), message.timestamp(), message.headers()
             records += 1
     seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started
+    result = span_result(records, seconds, cpu, started_at)
     consumer.close()
-    return span_result(records, seconds, cpu)
+    return result
 
 
 def main() -> None:
@@ -63,8 +70,11 @@ def main() -> None:
     )
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
+    parser.add_argument("--only", default="", help="comma-separated partitions to read (default: all)")
+    parser.add_argument("--wait-for-go", action="store_true", help="print ready, start on a line of stdin")
     arguments = parser.parse_args()
-    print(json.dumps(read(arguments.bootstrap, arguments.topic)))
+    only = {int(p) for p in arguments.only.split(",")} if arguments.only else None
+    print(json.dumps(read(arguments.bootstrap, arguments.topic, only, arguments.wait_for_go)))
 
 
 if __name__ == "__main__":

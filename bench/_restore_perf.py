@@ -14,12 +14,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from bench._floor_span import joined, run_together
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.writer import producer_tuning
 from kbackup.sandbox.jars import classpath, kafka_libs
@@ -364,6 +366,22 @@ def _restore_command(
     ]
 
 
+def joined_floor_result(
+    name: str, record_size: int, results: Sequence[dict[str, Any]], *, wall_seconds: float
+) -> Measured:
+    """Several client-loop processes' lines as one run (:func:`bench._floor_span.joined`)."""
+    run = joined(results)
+    return Measured(
+        name,
+        run["records"],
+        record_size,
+        run["seconds"],
+        run["peak_rss_bytes"],
+        wall_seconds=wall_seconds,
+        cpu_seconds=run["cpu_seconds"],
+    )
+
+
 def client_floor(
     bootstrap: str,
     topic: str,
@@ -374,13 +392,23 @@ def client_floor(
     transaction_ms: int | None,
     name: str,
     headers: bool = True,
+    groups: Sequence[Sequence[int]] | None = None,
 ) -> Measured:
-    """The bare confluent-kafka loop of :mod:`bench._client_floor` into an existing topic."""
+    """The bare confluent-kafka loop of :mod:`bench._client_floor` into an existing topic. With
+    ``groups``: one process per group of partitions, their spans started together
+    (:func:`bench._floor_span.run_together`), what a second process gives the client itself on
+    this machine, beside what a second restore worker gives."""
     command = [
         sys.executable, "-m", "bench._client_floor", "--bootstrap", bootstrap, "--topic", topic,
         "--records", str(records), "--record-size", str(record_size), "--partitions", str(partitions),
         "--headers", "5" if headers else "0", "--transaction-ms", str(transaction_ms or 0),
     ]  # fmt: skip
+    if groups:
+        started = time.monotonic()
+        results = run_together(
+            [[*command, "--wait-for-go", "--only", ",".join(map(str, group))] for group in groups], REPO
+        )
+        return joined_floor_result(name, record_size, results, wall_seconds=time.monotonic() - started)
     done = run_measured(command, cwd=REPO)
     result = json.loads(done.out)
     return Measured(

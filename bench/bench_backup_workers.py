@@ -4,10 +4,12 @@
 
 Starts one local broker, fills a topic of 4,000,000 x 100 B and one of 1,000,000 x 1 KiB records
 (3 partitions, ProducerPerformance), warms up, then per topic runs ``--rounds`` rounds (3 by
-default) of four runs in rotated order: the **bare consumer loop** (``bench/_consumer_floor.py``:
+default) of five runs in rotated order: the **bare consumer loop** (``bench/_consumer_floor.py``:
 the topic read through confluent-kafka with the backup's consumer settings, each record's fields
-taken out, nothing else), and ``kafka-backup backup`` (a local folder, zstd) with ``--workers 1``,
-``--workers 2`` and its default (``backup.workers: auto``).
+taken out, nothing else) in one process and in two started together (partitions 0 and 2 in one,
+1 in the other: what two backup workers make of three partitions; what a second process gives
+the client itself here, the ceiling for two workers), and ``kafka-backup backup`` (a local folder,
+zstd) with ``--workers 1``, ``--workers 2`` and its default (``backup.workers: auto``).
 
 Per run: records/s (the backup's own run time, which includes the workers' start; the loop's
 read span) and CPU seconds per million records (the backup: user + system of the process and its
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench._floor_span import joined, run_together
 from bench._perf import (
     create_topic,
     measured_backup,
@@ -49,10 +52,14 @@ PARTITIONS = 3
 DOCS = REPO / "docs" / "benchmarks.md"
 START, END = "<!-- backup-workers:start -->", "<!-- backup-workers:end -->"
 LOOP = "consumer loop (backup's settings)"
+LOOP_2 = "consumer loop (backup's settings), 2 processes"
+#: The partitions each of the two consumer-loop processes reads: the split two backup workers
+#: reach over three equal partitions (one takes two), so at most 1.5 x one on idle cores.
+LOOP_SPLIT = ((0, 2), (1,))
 ONE = "backup, 1 worker"
 TWO = "backup, 2 workers"
 DEFAULT = "backup, default workers"
-SIDES = (LOOP, ONE, TWO, DEFAULT)
+SIDES = (LOOP, LOOP_2, ONE, TWO, DEFAULT)
 #: --workers of each backup side (None: the default, ``auto``).
 WORKERS = {ONE: 1, TWO: 2, DEFAULT: None}
 
@@ -112,6 +119,14 @@ def consumer_loop(bootstrap: str, topic: str) -> Run:
     return Run(int(result["records"]), float(result["seconds"]), float(result["cpu_seconds"]))
 
 
+def consumer_loops_together(bootstrap: str, topic: str) -> Run:
+    """The consumer loop in two processes (``LOOP_SPLIT``), their spans started together."""
+    base = [sys.executable, "-m", "bench._consumer_floor", "--bootstrap", bootstrap, "--topic", topic]
+    commands = [[*base, "--only", ",".join(map(str, group)), "--wait-for-go"] for group in LOOP_SPLIT]
+    result = joined(run_together(commands, REPO))
+    return Run(result["records"], result["seconds"], result["cpu_seconds"])
+
+
 def backup(bootstrap: str, case: Case, work: Path, side: str, round_: int) -> Run:
     target = work / f"{case.topic}-{round_}-{side.replace(' ', '_').replace(',', '')}"
     workers = WORKERS[side]
@@ -134,11 +149,12 @@ def fixed_backup_cpu(bootstrap: str, work: Path) -> float:
 
 def run_round(case: Case, bootstrap: str, work: Path, round_: int) -> None:
     for side in rotated(list(SIDES), round_):
-        run = (
-            consumer_loop(bootstrap, case.topic)
-            if side == LOOP
-            else backup(bootstrap, case, work, side, round_)
-        )
+        if side == LOOP:
+            run = consumer_loop(bootstrap, case.topic)
+        elif side == LOOP_2:
+            run = consumer_loops_together(bootstrap, case.topic)
+        else:
+            run = backup(bootstrap, case, work, side, round_)
         if run.records != case.records:
             raise RuntimeError(f"{side} read {run.records:,} records of {case.records:,}")
         case.runs.setdefault(side, []).append(run)
@@ -154,7 +170,7 @@ def report(cases: list[Case], rounds: int, seconds: float, argv: str) -> str:
         f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.bench_backup_workers{argv}` on "
         f"{os.cpu_count()} CPU(s) ({platform.machine()}, {platform.system()}), one local broker, "
         f"{PARTITIONS} partitions, a local folder as storage, {rounds} round(s) after a warm-up, the "
-        f"four runs' order rotating; {seconds / 60:.0f} min in all; broker and backup share the cores.",
+        f"five runs' order rotating; {seconds / 60:.0f} min in all; broker and backup share the cores.",
         "",
         "Records/s, then CPU seconds per million records: the median of the rounds (their range).",
         "",
@@ -173,14 +189,16 @@ def report(cases: list[Case], rounds: int, seconds: float, argv: str) -> str:
         "",
         "Per-round ratios, the median of the rounds (their range):",
         "",
-        "| record size | records | 2 workers / 1 worker (records/s) | default / 1 worker (records/s) "
+        "| record size | records | 2 workers / 1 worker (records/s) "
+        "| consumer loop, 2 processes / 1 (records/s) | default / 1 worker (records/s) "
         "| backup 1 worker / consumer loop (CPU per record) "
         "| backup 2 workers / consumer loop (CPU per record) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in cases:
         cells = [
             case.rate_ratio(TWO, ONE).format(digits=2),
+            case.rate_ratio(LOOP_2, LOOP).format(digits=2),
             case.rate_ratio(DEFAULT, ONE).format(digits=2),
             case.cpu_ratio(ONE, LOOP).format(digits=2),
             case.cpu_ratio(TWO, LOOP).format(digits=2),
@@ -191,7 +209,8 @@ def report(cases: list[Case], rounds: int, seconds: float, argv: str) -> str:
         f"The backup's CPU is the process's and its workers' (`wait4`), less the fixed cost of a backup "
         f"that copies nothing ({', '.join(f'{c.fixed_cpu:.2f} s' for c in cases)}: the median of three "
         "backups of an empty topic); the workers' own start-up stays in. Its rate is its own run time "
-        "(the workers' start in it). The consumer loop's rate and CPU are its read span.",
+        "(the workers' start in it). The consumer loop's rate and CPU are its read span; in two "
+        "processes, from the first one's start to the last one's end, and the CPU of both.",
     ]
     return "\n".join(lines)
 

@@ -8,8 +8,8 @@ For 100-byte and 1 KiB records it builds backups at two sizes (a folder, with
 the test backup builder; ``--smaller`` or ``--larger``: one of each), starts a local
 Kafka cluster of each ``--nodes`` count (default 1; a three-node cluster has
 replication factor 3 and ``min.insync.replicas=2``), warms
-up, then for each backup runs ``--rounds`` rounds (5 by default) of seven runs
-(eight with ``KBACKUP_PEER_BINARY``), each into a fresh topic with the same
+up, then for each backup runs ``--rounds`` rounds (5 by default) of eight runs
+(nine with ``KBACKUP_PEER_BINARY``), each into a fresh topic with the same
 partition count (deleted after its counts are checked):
 
 - ProducerPerformance with the restore's own producer settings in transactions of
@@ -17,7 +17,9 @@ partition count (deleted after its counts are checked):
   ``producer_tuning()`` under the Java producer's names, ``acks=all``, idempotence);
 - the bare client loop (``bench/_client_floor.py``): the same records and producer settings
   through confluent-kafka and nothing else, without headers, with the five origin headers,
-  and with them in transactions;
+  and with them in transactions, in one process and in two started together (partitions 0
+  and 2 in one, 1 in the other: what two restore workers make of three partitions), which is
+  what a second process gives the client itself here, the ceiling for two workers;
 - ``kafka-backup restore --idempotent --workers 1``, ``--exactly-once --workers 1`` and
   ``--exactly-once --workers 2`` as subprocesses;
 - with ``KBACKUP_PEER_BINARY``, the header-based peer's restore of its own backup of the same
@@ -102,6 +104,11 @@ PP_SAME_TX = "ProducerPerformance (restore's settings, transactions)"
 FLOOR_NO_HEADERS = "client loop (restore's settings, no headers)"
 FLOOR = "client loop (restore's settings, 5 headers)"
 FLOOR_TX = "client loop (restore's settings, 5 headers, transactions)"
+FLOOR_TX_2 = "client loop (restore's settings, 5 headers, transactions), 2 processes"
+#: The partitions each of the two client-loop processes sends: the split two restore workers
+#: reach over three equal partitions (a queue of units: one worker takes two of them), so at
+#: most 1.5 x one process's rate even on idle cores.
+FLOOR_SPLIT = ((0, 2), (1,))
 IDEMPOTENT_1 = "restore idempotent, 1 worker"
 EXACTLY_ONCE_1 = "restore exactly-once, 1 worker"
 EXACTLY_ONCE = "restore exactly-once, 2 workers"
@@ -109,12 +116,16 @@ PEER = "peer restore (OSO kafka-backup)"
 #: The restore's sides (a summary's count and mode to check).
 RESTORES = (IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
 #: The sides that write in transactions (their topics hold commit markers too).
-TRANSACTIONAL = (PP_SAME_TX, FLOOR_TX, EXACTLY_ONCE_1, EXACTLY_ONCE)
+TRANSACTIONAL = (PP_SAME_TX, FLOOR_TX, FLOOR_TX_2, EXACTLY_ONCE_1, EXACTLY_ONCE)
 #: Every side of a round, in the order of the first round (the peer's only with its binary).
-SIDES = (PP_SAME_TX, FLOOR_NO_HEADERS, FLOOR, FLOOR_TX, IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE)
+SIDES = (
+    PP_SAME_TX, FLOOR_NO_HEADERS, FLOOR, FLOOR_TX, FLOOR_TX_2, IDEMPOTENT_1, EXACTLY_ONCE_1, EXACTLY_ONCE,
+)  # fmt: skip
 #: (column title, numerator side, denominator side): ratios of records/s, taken per round.
 RATIOS = (
     ("2 workers / 1 worker (exactly-once)", EXACTLY_ONCE, EXACTLY_ONCE_1),
+    # What a second process gives the bare client on this machine: the ceiling of the row before.
+    ("client loop + transactions, 2 processes / 1", FLOOR_TX_2, FLOOR_TX),
     ("ratio exactly-once, 2 workers / PP restore's settings + transactions", EXACTLY_ONCE, PP_SAME_TX),
     ("ratio exactly-once, 1 worker / PP restore's settings + transactions", EXACTLY_ONCE_1, PP_SAME_TX),
 )
@@ -231,6 +242,7 @@ def run_round(case: Case, bootstrap: str, root: Path, round_: int, work: Path) -
         ),
         FLOOR: (f"fl-{stamp}", partial(floor, f"fl-{stamp}", FLOOR, None)),
         FLOOR_TX: (f"flt-{stamp}", partial(floor, f"flt-{stamp}", FLOOR_TX, TRANSACTION_MS)),
+        FLOOR_TX_2: (f"flt2-{stamp}", partial(_floor_processes, bootstrap, case, f"flt2-{stamp}")),
         IDEMPOTENT_1: (
             f"ri-{stamp}",
             partial(restore, target_topic=f"ri-{stamp}", exactly_once=False, workers=1),
@@ -291,6 +303,14 @@ def _floor(
     return client_floor(
         bootstrap, topic, records=case.records, record_size=case.record_size, partitions=PARTITIONS,
         transaction_ms=transaction_ms, name=name, headers=headers,
+    )  # fmt: skip
+
+
+def _floor_processes(bootstrap: str, case: Case, topic: str) -> Measured:
+    create_topic(bootstrap, topic, PARTITIONS)
+    return client_floor(
+        bootstrap, topic, records=case.records, record_size=case.record_size, partitions=PARTITIONS,
+        transaction_ms=TRANSACTION_MS, name=FLOOR_TX_2, groups=FLOOR_SPLIT,
     )  # fmt: skip
 
 

@@ -5,17 +5,21 @@ rounds' paired ratios."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.__main__ import markdown_tables, throughput_ratios
-from bench._restore_perf import Measured, build_backup, restore_producer_props
+from bench._client_floor import _records
+from bench._restore_perf import Measured, build_backup, joined_floor_result, restore_producer_props
 from bench.bench_restore import (
     EXACTLY_ONCE,
     EXACTLY_ONCE_1,
     FLOOR,
     FLOOR_NO_HEADERS,
+    FLOOR_SPLIT,
     FLOOR_TX,
+    FLOOR_TX_2,
     IDEMPOTENT_1,
     PEER,
     PP_SAME_TX,
@@ -79,6 +83,7 @@ def test_the_restore_report_gives_paired_ratios_of_rates_and_of_cpu_per_record()
         FLOOR_NO_HEADERS: [(200.0, 0.002), (200.0, 0.002), (200.0, 0.002)],
         FLOOR: [(100.0, 0.004), (100.0, 0.004), (100.0, 0.004)],
         FLOOR_TX: [(80.0, 0.005), (80.0, 0.005), (80.0, 0.010)],
+        FLOOR_TX_2: [(100.0, 0.006), (120.0, 0.006), (80.0, 0.010)],
         IDEMPOTENT_1: [(50.0, 0.004), (50.0, 0.006), (100.0, 0.004)],
         EXACTLY_ONCE_1: [(40.0, 0.005), (40.0, 0.006), (40.0, 0.005)],
         EXACTLY_ONCE: [(60.0, 0.006), (80.0, 0.006), (40.0, 0.010)],
@@ -94,6 +99,8 @@ def test_the_restore_report_gives_paired_ratios_of_rates_and_of_cpu_per_record()
     # Per round 60/40, 80/40, 40/40: the median of the ratios, not a ratio of medians.
     assert row["2 workers / 1 worker (exactly-once)"] == "1.50"
     assert ratio_table[1][0][3] == "1.00-2.00"
+    # The client's own gain from a second process, per round 100/80, 120/80, 80/80.
+    assert row["client loop + transactions, 2 processes / 1"] == "1.25"
     cpu_row = dict(zip(cpu_ratio_table[0], cpu_ratio_table[1][0], strict=False))
     # Per round 4/4, 6/4, 4/4 us per record.
     assert cpu_row["idempotent, 1 worker / client loop"] == "1.00"
@@ -146,3 +153,29 @@ def test_the_benchmarks_backup_holds_every_record_even_when_partitions_do_not_di
     )
     backup = BackupCatalog(LocalStorage(tmp_path / "store")).load("b")
     assert sorted(entry.record_count for entry in backup.latest.partitions) == [3, 3, 4]
+
+
+def test_two_client_loop_processes_send_every_record_once_and_join_into_one_span() -> None:
+    # The split is the records of a whole run, each partition's in one process only.
+    whole = _records(1_000, 10, 3, headers=True)
+    parts = [_records(1_000, 10, 3, headers=True, only=set(group)) for group in FLOOR_SPLIT]
+
+    def batches(
+        sent: list[tuple[int, list[bytes], list[int], list[Any] | None]],
+    ) -> list[tuple[int, list[bytes], int]]:
+        return sorted((partition, values, len(headers or ())) for partition, values, _, headers in sent)
+
+    assert batches([batch for part in parts for batch in part]) == batches(whole)
+    assert [{p for p, *_ in part} for part in parts] == [{0, 2}, {1}]
+    assert sum(len(values) for part in parts for _, values, _, _ in part) == 1_000
+    # Two processes' lines: the span from the first start to the last end, CPU and memory summed.
+    lines = [
+        {"records": 667, "seconds": 4.0, "cpu_seconds": 5.0, "peak_rss_bytes": 100,
+         "started_at": 1000.5, "ended_at": 1004.5},
+        {"records": 333, "seconds": 2.0, "cpu_seconds": 2.5, "peak_rss_bytes": 60,
+         "started_at": 1000.0, "ended_at": 1002.0},
+    ]  # fmt: skip
+    joined = joined_floor_result(FLOOR_TX_2, 10, lines, wall_seconds=9.0)
+    assert (joined.records, joined.seconds) == (1_000, 4.5)
+    assert (joined.cpu_seconds, joined.peak_rss_bytes) == (7.5, 160)
+    assert joined.wall_seconds == 9.0

@@ -7,7 +7,7 @@ import json
 
 from bench.__main__ import markdown_tables
 from bench._restore_perf import Measured
-from bench.bench_backup_workers import DEFAULT, LOOP, ONE, TWO, Run
+from bench.bench_backup_workers import DEFAULT, LOOP, LOOP_2, ONE, TWO, Run
 from bench.bench_backup_workers import Case as WorkersCase
 from bench.bench_backup_workers import report as workers_report
 from bench.bench_compression import CODECS, event_payloads
@@ -20,6 +20,7 @@ def test_the_backup_workers_report_takes_ratios_per_round() -> None:
     # (records/s, CPU seconds per million records) per round.
     runs = {
         LOOP: [(900.0, 1.0), (900.0, 1.0), (900.0, 2.0)],
+        LOOP_2: [(1_080.0, 1.1), (990.0, 1.0), (1_350.0, 2.0)],
         ONE: [(100.0, 1.5), (200.0, 1.5), (100.0, 2.0)],
         TWO: [(150.0, 3.0), (100.0, 1.5), (100.0, 3.0)],
         DEFAULT: [(100.0, 1.5), (200.0, 1.5), (100.0, 2.0)],
@@ -31,6 +32,8 @@ def test_the_backup_workers_report_takes_ratios_per_round() -> None:
     # Rates per round 150/100, 100/200, 100/100: the median of the ratios, not a ratio of medians.
     assert row["2 workers / 1 worker (records/s)"] == "1.00 (0.50-1.50)"
     assert row["default / 1 worker (records/s)"] == "1.00 (1.00-1.00)"
+    # What a second process gives the bare client, per round 1.2, 1.1, 1.5.
+    assert row["consumer loop, 2 processes / 1 (records/s)"] == "1.20 (1.10-1.50)"
     # CPU per round 1.5/1.0, 1.5/1.0, 2.0/2.0.
     assert row["backup 1 worker / consumer loop (CPU per record)"] == "1.50 (1.00-1.50)"
 
