@@ -31,7 +31,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from bench._floor_span import cpu_seconds, span_result, wait_for_go
+from bench._floor_span import add_split_arguments, cpu_seconds, only_partitions, span_result, wait_for_go
 from bench._restore_perf import letter_payloads
 from kbackup.format.origin import stamp_batch
 from kbackup.restore.writer import producer_tuning
@@ -71,7 +71,7 @@ def produce(arguments: argparse.Namespace) -> dict[str, Any]:
         "acks": "all",
         "enable.idempotence": True,
     }
-    only = {int(p) for p in arguments.only.split(",")} if arguments.only else None
+    only = only_partitions(arguments.only)
     if arguments.transaction_ms:
         # One id per process, as each of the restore's units has its own.
         props["transactional.id"] = f"floor-{arguments.topic}-{arguments.only or 'all'}"
@@ -131,8 +131,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--record-size", type=int, required=True)
     parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--only", default="", help="comma-separated partitions to send (default: all)")
-    parser.add_argument("--wait-for-go", action="store_true", help="print ready, start on a line of stdin")
+    add_split_arguments(parser)
     parser.add_argument("--headers", type=int, choices=(0, 5), default=5)
     parser.add_argument("--transaction-ms", type=int, default=0)
     parser.add_argument("--compression", default=None, help="compression.type (default: the restore's)")

@@ -23,7 +23,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from bench._floor_span import cpu_seconds, span_result, wait_for_go
+from bench._floor_span import add_split_arguments, cpu_seconds, only_partitions, span_result, wait_for_go
 from kbackup.backup.runner import CONSUMER_TUNING
 
 #: Records per consume() call: the backup's reader batch.
@@ -70,10 +70,9 @@ def main() -> None:
     )
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--only", default="", help="comma-separated partitions to read (default: all)")
-    parser.add_argument("--wait-for-go", action="store_true", help="print ready, start on a line of stdin")
+    add_split_arguments(parser)
     arguments = parser.parse_args()
-    only = {int(p) for p in arguments.only.split(",")} if arguments.only else None
+    only = only_partitions(arguments.only)
     print(json.dumps(read(arguments.bootstrap, arguments.topic, only, arguments.wait_for_go)))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import subprocess
@@ -10,24 +11,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench._perf import vmhwm_bytes
+
 #: What a loop started with ``--wait-for-go`` prints once it is ready to start its clock.
 READY = "ready"
+#: The partitions of each of two loop processes: the split two workers reach over three equal
+#: partitions (a queue of units: one takes two of them), so at most 1.5 x one process even on
+#: idle cores.
+TWO_WORKER_SPLIT = ((0, 2), (1,))
+
+
+def add_split_arguments(parser: argparse.ArgumentParser) -> None:
+    """A loop's ``--only`` and ``--wait-for-go`` (see :func:`run_together`)."""
+    parser.add_argument("--only", default="", help="comma-separated partitions (default: all)")
+    parser.add_argument("--wait-for-go", action="store_true", help="print ready, start on a line of stdin")
+
+
+def only_partitions(only: str) -> set[int] | None:
+    """``--only``'s partitions; None: all."""
+    return {int(p) for p in only.split(",")} if only else None
 
 
 def cpu_seconds() -> float:
     """User and system CPU seconds of every thread of this process so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _peak_rss() -> int:
-    """This process's peak RSS: the kernel's VmHWM, which exec starts afresh (``ru_maxrss`` of a
-    child counts the memory of the parent it was forked from)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def span_result(records: int, seconds: float, cpu: float, started_at: float = 0.0) -> dict[str, Any]:
@@ -37,7 +45,7 @@ def span_result(records: int, seconds: float, cpu: float, started_at: float = 0.
         "records": records,
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "peak_rss_bytes": _peak_rss(),
+        "peak_rss_bytes": vmhwm_bytes() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "started_at": started_at,
         "ended_at": time.time(),
     }
@@ -49,14 +57,20 @@ def wait_for_go() -> None:
     input()
 
 
-def run_together(commands: Sequence[list[str]], cwd: Path) -> list[dict[str, Any]]:
-    """Run loops (each with ``--wait-for-go``) in processes of their own that start their spans
-    together: each prepares, says it is ready, and all get the word at once. Their JSON lines."""
+def run_together(command: list[str], groups: Sequence[Sequence[int]], cwd: Path) -> list[dict[str, Any]]:
+    """Run a loop's ``command`` in one process per group of partitions (``--only``), their spans
+    started together (``--wait-for-go``): each prepares, says it is ready, and all get the word at
+    once. Their JSON lines."""
     processes = [
         subprocess.Popen(
-            command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [*command, "--wait-for-go", "--only", ",".join(map(str, group))],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        for command in commands
+        for group in groups
     ]
     try:
         for process in processes:

@@ -268,6 +268,19 @@ def _tree_rss_bytes(pid: int) -> int:
     return total
 
 
+def vmhwm_bytes(pid: int | None = None) -> int | None:
+    """A process's peak resident bytes since its exec (the kernel's VmHWM; ``pid`` None: this
+    process); None once it is gone. ``ru_maxrss`` of a child counts the parent it was forked from."""
+    try:
+        with open(f"/proc/{pid or 'self'}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return None
+    return None
+
+
 def run_with_tree_peak_rss(command: list[str], *, interval: float = 0.2) -> tuple[int, float, int]:
     """Run ``command``; (exit code, seconds, peak resident bytes of it and its child processes).
 

@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from bench._floor_span import joined, run_together
+from bench._perf import vmhwm_bytes
 from kbackup.restore.settings import RestoreSettings
 from kbackup.restore.writer import producer_tuning
 from kbackup.sandbox.jars import classpath, kafka_libs
@@ -176,18 +177,6 @@ def restore_producer_props(tuning: dict[str, object] | None = None) -> tuple[lis
 TRANSACTION_MS = RestoreSettings().transaction_max_ms
 
 
-def _peak_rss(pid: int) -> int | None:
-    """The process's resident-set high-water mark (VmHWM), in bytes; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (FileNotFoundError, ProcessLookupError, ValueError):
-        return None
-    return None
-
-
 @dataclass(frozen=True)
 class ProcessMeasure:
     """What one child process did: its output, wall time, peak RSS and CPU."""
@@ -238,7 +227,7 @@ def run_measured(command: list[str], cwd: Path | None = None) -> ProcessMeasure:
         reader = threading.Thread(target=drain)
         reader.start()
         while reader.is_alive():
-            sample = _peak_rss(process.pid)
+            sample = vmhwm_bytes(process.pid)
             if sample is not None and process.returncode is None:
                 peak = max(peak, sample)
             reader.join(0.02)
@@ -405,9 +394,7 @@ def client_floor(
     ]  # fmt: skip
     if groups:
         started = time.monotonic()
-        results = run_together(
-            [[*command, "--wait-for-go", "--only", ",".join(map(str, group))] for group in groups], REPO
-        )
+        results = run_together(command, groups, REPO)
         return joined_floor_result(name, record_size, results, wall_seconds=time.monotonic() - started)
     done = run_measured(command, cwd=REPO)
     result = json.loads(done.out)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._floor_span import joined, run_together
+from bench._floor_span import TWO_WORKER_SPLIT, joined, run_together
 from bench._perf import (
     create_topic,
     measured_backup,
@@ -53,9 +53,6 @@ DOCS = REPO / "docs" / "benchmarks.md"
 START, END = "<!-- backup-workers:start -->", "<!-- backup-workers:end -->"
 LOOP = "consumer loop (backup's settings)"
 LOOP_2 = "consumer loop (backup's settings), 2 processes"
-#: The partitions each of the two consumer-loop processes reads: the split two backup workers
-#: reach over three equal partitions (one takes two), so at most 1.5 x one on idle cores.
-LOOP_SPLIT = ((0, 2), (1,))
 ONE = "backup, 1 worker"
 TWO = "backup, 2 workers"
 DEFAULT = "backup, default workers"
@@ -120,10 +117,9 @@ def consumer_loop(bootstrap: str, topic: str) -> Run:
 
 
 def consumer_loops_together(bootstrap: str, topic: str) -> Run:
-    """The consumer loop in two processes (``LOOP_SPLIT``), their spans started together."""
+    """The consumer loop in two processes (``TWO_WORKER_SPLIT``), their spans started together."""
     base = [sys.executable, "-m", "bench._consumer_floor", "--bootstrap", bootstrap, "--topic", topic]
-    commands = [[*base, "--only", ",".join(map(str, group)), "--wait-for-go"] for group in LOOP_SPLIT]
-    result = joined(run_together(commands, REPO))
+    result = joined(run_together(base, TWO_WORKER_SPLIT, REPO))
     return Run(result["records"], result["seconds"], result["cpu_seconds"])
 
 

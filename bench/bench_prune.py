@@ -53,7 +53,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench._perf import refuse_smoke_figures_in_docs, replace_section
+from bench._perf import refuse_smoke_figures_in_docs, replace_section, vmhwm_bytes
 from kbackup.sandbox.emulators import S3Server
 
 START_MARKER = "<!-- prune:start -->"
@@ -395,11 +395,7 @@ def own_peak_rss() -> int:
     """This process's peak resident bytes since its exec (VmHWM). wait4's ru_maxrss is at least
     the parent's peak at the time of the fork (Linux carries the pre-exec image's high-water
     mark over the exec), so the parent stays small and each child reports this as a check."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return vmhwm_bytes() or 0
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from bench._floor_span import TWO_WORKER_SPLIT
 from bench._perf import (
     cluster_heading,
     cluster_words,
@@ -105,10 +106,6 @@ FLOOR_NO_HEADERS = "client loop (restore's settings, no headers)"
 FLOOR = "client loop (restore's settings, 5 headers)"
 FLOOR_TX = "client loop (restore's settings, 5 headers, transactions)"
 FLOOR_TX_2 = "client loop (restore's settings, 5 headers, transactions), 2 processes"
-#: The partitions each of the two client-loop processes sends: the split two restore workers
-#: reach over three equal partitions (a queue of units: one worker takes two of them), so at
-#: most 1.5 x one process's rate even on idle cores.
-FLOOR_SPLIT = ((0, 2), (1,))
 IDEMPOTENT_1 = "restore idempotent, 1 worker"
 EXACTLY_ONCE_1 = "restore exactly-once, 1 worker"
 EXACTLY_ONCE = "restore exactly-once, 2 workers"
@@ -310,7 +307,7 @@ def _floor_processes(bootstrap: str, case: Case, topic: str) -> Measured:
     create_topic(bootstrap, topic, PARTITIONS)
     return client_floor(
         bootstrap, topic, records=case.records, record_size=case.record_size, partitions=PARTITIONS,
-        transaction_ms=TRANSACTION_MS, name=FLOOR_TX_2, groups=FLOOR_SPLIT,
+        transaction_ms=TRANSACTION_MS, name=FLOOR_TX_2, groups=TWO_WORKER_SPLIT,
     )  # fmt: skip
 
 

@@ -11,13 +11,13 @@ import pytest
 
 from bench.__main__ import markdown_tables, throughput_ratios
 from bench._client_floor import _records
+from bench._floor_span import TWO_WORKER_SPLIT
 from bench._restore_perf import Measured, build_backup, joined_floor_result, restore_producer_props
 from bench.bench_restore import (
     EXACTLY_ONCE,
     EXACTLY_ONCE_1,
     FLOOR,
     FLOOR_NO_HEADERS,
-    FLOOR_SPLIT,
     FLOOR_TX,
     FLOOR_TX_2,
     IDEMPOTENT_1,
@@ -158,7 +158,7 @@ def test_the_benchmarks_backup_holds_every_record_even_when_partitions_do_not_di
 def test_two_client_loop_processes_send_every_record_once_and_join_into_one_span() -> None:
     # The split is the records of a whole run, each partition's in one process only.
     whole = _records(1_000, 10, 3, headers=True)
-    parts = [_records(1_000, 10, 3, headers=True, only=set(group)) for group in FLOOR_SPLIT]
+    parts = [_records(1_000, 10, 3, headers=True, only=set(group)) for group in TWO_WORKER_SPLIT]
 
     def batches(
         sent: list[tuple[int, list[bytes], list[int], list[Any] | None]],
